@@ -1,0 +1,60 @@
+"""Figures: interactive plotly (rotatable 3-D) and static matplotlib, for notebooks and the book."""
+from __future__ import annotations
+
+import os
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import plotly.graph_objects as go
+from matplotlib import cm, colors
+
+BOOK_ENV = "LOTLIB_BOOK"  # set by the book pipeline: plotly.js is then bundled with the site
+
+
+def show(fig: go.Figure):
+    """Display a plotly figure: inline HTML that uses the book's bundled plotly.js when building
+    the book, the notebook's own renderer otherwise."""
+    if os.environ.get(BOOK_ENV):
+        from IPython.display import HTML
+
+        return HTML(fig.to_html(full_html=False, include_plotlyjs=False))
+    fig.show()
+    return None
+
+
+def _layer_colors(n: int, cmap: str = "viridis") -> list[str]:
+    return [colors.to_hex(c) for c in matplotlib.colormaps[cmap](np.linspace(0, 1, n))]
+
+
+def paths_3d(P: np.ndarray, layers: np.ndarray, title: str, axis_names=("u1", "u2", "u3"),
+             cmap: str = "viridis") -> go.Figure:
+    """Rotatable 3-D figure of trajectories `P` `(N, T, 3)`: grey paths, points colored by layer."""
+    N, T, _ = P.shape
+    breaks = np.full((N, 1, 3), np.nan)
+    lines = np.concatenate([P, breaks], axis=1).reshape(-1, 3)
+    fig = go.Figure(go.Scatter3d(x=lines[:, 0], y=lines[:, 1], z=lines[:, 2], mode="lines",
+                                 line=dict(color="rgba(120,120,120,0.25)", width=1),
+                                 hoverinfo="skip", showlegend=False))
+    for t, color in zip(range(T), _layer_colors(T, cmap)):
+        fig.add_trace(go.Scatter3d(x=P[:, t, 0], y=P[:, t, 1], z=P[:, t, 2], mode="markers",
+                                   marker=dict(size=2, color=color), name=f"t = {layers[t]}"))
+    fig.update_layout(title=title, height=600, margin=dict(l=0, r=0, t=40, b=0),
+                      scene=dict(xaxis_title=axis_names[0], yaxis_title=axis_names[1],
+                                 zaxis_title=axis_names[2]), legend=dict(itemsizing="constant"))
+    return fig
+
+
+def paths_static(P: np.ndarray, layers: np.ndarray, title: str, axis_names=("u1", "u2", "u3"),
+                 cmap: str = "viridis", ax=None):
+    """Static 3-D matplotlib version of `paths_3d`, with a layer colorbar."""
+    if ax is None:
+        ax = plt.figure(figsize=(7, 6)).add_subplot(projection="3d")
+    for path in P:
+        ax.plot(path[:, 0], path[:, 1], path[:, 2], color="grey", alpha=0.15, lw=0.5)
+    norm = colors.Normalize(layers.min(), layers.max())
+    ax.scatter(P[..., 0].ravel(), P[..., 1].ravel(), P[..., 2].ravel(),
+               c=np.tile(layers, len(P)), cmap=cmap, norm=norm, s=2, depthshade=False)
+    ax.set(xlabel=axis_names[0], ylabel=axis_names[1], zlabel=axis_names[2], title=title)
+    ax.figure.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.6, label="layer t")
+    return ax

