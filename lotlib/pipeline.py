@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import jupytext
@@ -18,8 +19,9 @@ import nbformat
 import papermill
 import yaml
 
-from .atomic import write_atomic
+from .atomic import write_atomic, write_text_atomic
 from .plots import BOOK_ENV
+from .summary import SUMMARY_ENV, read_summary
 
 KERNEL = "python3"
 
@@ -87,25 +89,47 @@ def run_notebook(source: Path, output: Path, parameters: dict | None = None, *, 
     staged = output.with_suffix(".input.ipynb")
     nbformat.write(nb, staged)
     partial = output.with_suffix(".partial.ipynb")
-    env_before = os.environ.get(BOOK_ENV)
-    if book:
-        os.environ[BOOK_ENV] = "1"
+    summary = summary_path(output)
+    summary.unlink(missing_ok=True)
+    environment = {SUMMARY_ENV: str(summary), **({BOOK_ENV: "1"} if book else {})}
     try:
-        executed = papermill.execute_notebook(str(staged), str(partial), parameters=parameters,
-                                              kernel_name=KERNEL, cwd=str(output.parent),
-                                              progress_bar=progress)
+        with _environment(environment):
+            executed = papermill.execute_notebook(str(staged), str(partial), parameters=parameters,
+                                                  kernel_name=KERNEL, cwd=str(output.parent),
+                                                  progress_bar=progress)
     except papermill.PapermillExecutionError as err:
         raise NotebookFailed(f"{source.name}: cell {err.exec_count} raised {err.ename}: {err.evalue} "
                              f"(partial notebook kept in {partial})") from None
     finally:
         staged.unlink(missing_ok=True)
-        if book and env_before is None:
-            os.environ.pop(BOOK_ENV, None)
     _check_no_error_outputs(executed, source, partial)
-    executed.metadata["lotlib"] = {"key": key, "parameters": {**known, **parameters}}
+    ran_with = {**known, **parameters}
+    executed.metadata["lotlib"] = {"key": key, "parameters": ran_with}
+    if summary.exists():
+        payload = {**read_summary(summary), "notebook": source.stem, "parameters": ran_with}
+        write_text_atomic(summary, json.dumps(payload, indent=1, sort_keys=True, default=str))
     write_atomic(output, lambda tmp: nbformat.write(executed, str(tmp)))
     partial.unlink(missing_ok=True)
     return output
+
+
+def summary_path(executed: Path) -> Path:
+    """Where the summary of executed notebook `executed` (.ipynb) is written."""
+    return executed.with_suffix(".summary.json")
+
+
+@contextmanager
+def _environment(values: dict[str, str]):
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _check_no_error_outputs(nb, source: Path, kept: Path) -> None:

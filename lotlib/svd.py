@@ -23,3 +23,23 @@ def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.nd
 def project(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """Coordinates of states `(..., D)` on the columns of `basis` `(D, k)`: `(..., k)`."""
     return X @ basis
+
+
+def align_bases(U: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Re-order and re-sign singular vectors so that column i means the same direction at every layer.
+
+    U `(T, D, k)`, S `(T, k)` from `ensemble_svd`. Layer t+1 is matched to the (already aligned) layer
+    t by an optimal assignment on |U(t)^T U(t+1)| (Hungarian algorithm; the authors match greedily),
+    then each matched column's sign is chosen so that its inner product with its partner is positive.
+    Returns aligned copies; singular values follow their vectors (no longer sorted after layer 0).
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    U, S = U.copy(), S.copy()
+    for t in range(1, len(U)):
+        overlap = U[t - 1].T @ U[t]  # (k, k)
+        _, cols = linear_sum_assignment(-np.abs(overlap))
+        U[t], S[t] = U[t][:, cols], S[t][cols]
+        signs = np.sign(np.einsum("di,di->i", U[t - 1], U[t]))
+        U[t] *= np.where(signs == 0, 1.0, signs)
+    return U, S

@@ -43,6 +43,7 @@ import numpy as np
 
 import lotlib
 from lotlib import plots
+from lotlib.summary import record
 from lotlib.svd import ensemble_svd
 
 lm = lotlib.load_model(model)
@@ -121,3 +122,10 @@ print(f"coordinates {dims.tolist()}: std over pilots at t = L {np.round(spread, 
 # The claim of Fig. 1 is qualitative: trajectories form a coherent, low-dimensional bundle. The numbers
 # above quantify it for this run: the share of the last layer's squared norm in its top three singular
 # directions, and how many directions 90% of each layer needs, against the full dimension D.
+
+# %%
+record({
+    "n_s": N_s, "n_layers": L, "d_model": D,
+    "energy_top3_last_layer": energy[:3].sum(), "energy_u1_last_layer": energy[0],
+    "k90_last_layer": k90[L], "k90_middle_layer": k90[L // 2], "k90_over_d_last_layer": k90[L] / D,
+})

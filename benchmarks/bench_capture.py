@@ -1,0 +1,91 @@
+"""Throughput and peak memory of `lotlib.capture` against two references, from one run.
+
+    python benchmarks/bench_capture.py [--model smollm2-135m] [--n-s 384] [--batch-size 32] [--rounds 3]
+
+Methods, each over the same Walden batches (N_k = 50):
+  capture  lotlib.capture: base model + forward hooks, last position of every block
+  bare     the base model's forward alone (no hooks, nothing kept): the ceiling
+  hf       AutoModelForCausalLM(..., output_hidden_states=True), keeping the last position of each
+           hidden state (the authors' method; it also computes logits at every position)
+Each method runs in its own child process (so peak RSS is its own), `--rounds` times interleaved;
+the best time per method is kept. Targets: capture/bare >= 0.95, capture/hf >= 1.3.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def child(method: str, model_name: str, n_s: int, batch_size: int) -> dict:
+    import numpy as np
+    import torch
+
+    import lotlib
+
+    torch.set_grad_enabled(False)
+    lm = lotlib.load_model(model_name)
+    ids = lotlib.walden(lm.tokenizer, n_k=50, n_s=n_s).ids
+    batches = [torch.from_numpy(ids[i:i + batch_size]) for i in range(0, len(ids), batch_size)]
+    lm.view.base(input_ids=batches[0], use_cache=False)  # warm-up
+    base_rss = _rss_mb()
+    start = time.perf_counter()
+    if method == "capture":
+        lotlib.capture(lm, ids, batch_size=batch_size, progress=False)
+    elif method == "bare":
+        with torch.inference_mode():
+            for b in batches:
+                lm.view.base(input_ids=b, use_cache=False)
+    elif method == "hf":
+        kept = []
+        with torch.inference_mode():
+            for b in batches:
+                hs = lm.hf(input_ids=b, output_hidden_states=True, use_cache=False).hidden_states
+                kept.append(np.stack([h[:, -1].numpy() for h in hs], axis=1))
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"method": method, "seconds": seconds, "sequences_per_s": len(ids) / seconds,
+            "peak_rss_mb": peak, "peak_above_loaded_mb": peak - base_rss}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--n-s", type=int, default=384)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.model, args.n_s, args.batch_size)))
+        return
+    best: dict[str, dict] = {}
+    for r in range(args.rounds):
+        for method in ("capture", "bare", "hf"):
+            out = subprocess.run([sys.executable, __file__, "--child", method, "--model", args.model,
+                                  "--n-s", str(args.n_s), "--batch-size", str(args.batch_size)],
+                                 check=True, capture_output=True, text=True).stdout
+            result = json.loads(out.strip().splitlines()[-1])
+            print(f"round {r + 1} {method:8s} {result['seconds']:7.2f} s  peak RSS {result['peak_rss_mb']:7.0f} MB",
+                  flush=True)
+            if method not in best or result["seconds"] < best[method]["seconds"]:
+                best[method] = result
+    cap, bare, hf = best["capture"], best["bare"], best["hf"]
+    print(f"\n{args.model}, {args.n_s} pseudo-sentences of 50 tokens, batch {args.batch_size}, best of {args.rounds}")
+    for m in (cap, bare, hf):
+        print(f"  {m['method']:8s} {m['sequences_per_s']:7.1f} seq/s   peak RSS {m['peak_rss_mb']:6.0f} MB "
+              f"({m['peak_above_loaded_mb']:+.0f} MB above the loaded model)")
+    print(f"throughput capture / bare forward = {cap['sequences_per_s'] / bare['sequences_per_s']:.3f} (target >= 0.95)")
+    print(f"throughput capture / hf hidden states = {cap['sequences_per_s'] / hf['sequences_per_s']:.3f} (target >= 1.3)")
+
+
+if __name__ == "__main__":
+    main()
