@@ -210,9 +210,15 @@ def _dequantize(parts: list[Path], folder: Path, name: str, sha: str) -> None:
         plain.save_pretrained(out)
         tokenizer.save_pretrained(out)
         write_text_atomic(out / "lotlib.json", json.dumps({"name": name, "gguf_sha256": sha}))
+        if (folder / "lotlib.json").exists():
+            return  # another process finished the same folder meanwhile
         if folder.exists():
             shutil.rmtree(folder)  # an incomplete earlier attempt (no lotlib.json)
-        out.rename(folder)
+        try:
+            out.rename(folder)
+        except OSError:
+            if not (folder / "lotlib.json").exists():
+                raise
 
 
 def _concatenate(parts: list[Path], target: Path) -> Path:
