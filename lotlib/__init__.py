@@ -1,4 +1,6 @@
 """lotlib: the executable companion to "Traveling Words" and "Lines of Thought in LLMs"."""
+__version__ = "0.1.0"
+
 from .attention import head_outputs
 from .capture import capture
 from .corpus import Corpus, common_nouns, gibberish, pseudo_sentences, walden

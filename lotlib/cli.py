@@ -79,7 +79,8 @@ def _run(args) -> int:
 
 
 def _book(args) -> int:
-    from .pipeline import build_book, project_root
+    from .book import build_book
+    from .pipeline import project_root
 
     html = build_book(project_root(), quick=args.quick)
     print(f"book built: {html / 'index.html'}")

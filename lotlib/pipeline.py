@@ -1,23 +1,21 @@
-"""Notebook pipeline: Jupytext `.py` -> papermill execution -> Jupyter Book 1 (Sphinx) HTML.
+"""Run one Jupytext notebook with papermill: parameters checked, executions cached, failures loud.
 
-Executions are cached: an executed notebook is reused while its source, its parameters and the
-lotlib source are unchanged (the key is stored in the notebook's metadata).
+An executed notebook is reused while its source, its parameters, the lotlib source and any
+declared input files are unchanged (the key is stored in the notebook's metadata).
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
-import shutil
-import subprocess
-import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import jupytext
 import nbformat
 import papermill
-import yaml
 
 from .atomic import write_atomic, write_text_atomic
 from .plots import BOOK_ENV
@@ -51,27 +49,59 @@ def notebook_parameters(source: Path) -> dict:
     return {k: v for k, v in scope.items() if not k.startswith("__")}
 
 
-def _lotlib_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
+def _imported_lotlib_modules(code: str, package_relative: bool) -> set[str]:
+    """Names of lotlib modules that `code` imports (`__init__` for the package itself)."""
+    found = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".", 1)[1] if "." in a.name else "__init__"
+                      for a in node.names if a.name.split(".")[0] == "lotlib"}
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if package_relative and node.level == 1:
+                names = [module] if module else [a.name for a in node.names]
+            elif node.level == 0 and module.split(".")[0] == "lotlib":
+                names = [module.split(".", 1)[1]] if "." in module else ["__init__"] + [a.name for a in node.names]
+            else:
+                continue
+            found |= set(names)
+    return found
 
 
-def execution_key(source: Path, parameters: dict) -> str:
+def lotlib_dependencies(code: str) -> list[Path]:
+    """The lotlib source files `code` depends on: what it imports, and what those import, transitively."""
+    package = Path(__file__).parent
+    todo, seen = _imported_lotlib_modules(code, package_relative=False), set()
+    while todo:
+        name = todo.pop()
+        path = package / f"{name}.py"
+        if name in seen or not path.exists():
+            continue
+        seen.add(name)
+        todo |= _imported_lotlib_modules(path.read_text(), package_relative=True)
+    return sorted(package / f"{name}.py" for name in seen)
+
+
+def execution_key(source: Path, parameters: dict, depends_on: list[Path] = ()) -> str:
+    """Hash of what an execution's result depends on: the notebook, its parameters, the lotlib modules
+    it imports (transitively) and any declared input files."""
+    code = "\n".join(c.source for c in jupytext.read(source).cells if c.cell_type == "code")
+    files = [*lotlib_dependencies(code), *sorted(depends_on)]
+    inputs = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
     payload = json.dumps({"source": hashlib.sha256(source.read_bytes()).hexdigest(), "parameters": parameters,
-                          "lotlib": _lotlib_fingerprint()}, sort_keys=True, default=str)
+                          "inputs": inputs}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
 def run_notebook(source: Path, output: Path, parameters: dict | None = None, *, book: bool = False,
-                 progress: bool = True, reuse: bool = True) -> Path:
+                 progress: bool = True, reuse: bool = True, depends_on: list[Path] = ()) -> Path:
     """Execute Jupytext notebook `source` with papermill `parameters` into `output` (.ipynb).
 
     Unknown parameter names raise before anything runs. A cell that raises (or writes an error
     output) raises NotebookFailed naming the notebook and cell; the partial notebook is kept
     beside `output` as `*.partial.ipynb` for inspection. `reuse` skips the run when `output`
-    holds an execution with the same key.
+    holds an execution with the same key (`depends_on`: input files whose content joins the key).
+    The executed notebook opens with a generated note of the parameters it ran with.
     """
     source, output = Path(source), Path(output)
     parameters = dict(parameters or {})
@@ -80,7 +110,7 @@ def run_notebook(source: Path, output: Path, parameters: dict | None = None, *, 
     if unknown:
         raise NotebookFailed(f"{source.name}: unknown parameter(s) {', '.join(unknown)}; "
                              f"the notebook takes: {', '.join(known)}")
-    key = execution_key(source, parameters)
+    key = execution_key(source, parameters, depends_on)
     if reuse and output.exists() and nbformat.read(output, 4).metadata.get("lotlib", {}).get("key") == key:
         return output
     nb = jupytext.read(source)
@@ -105,6 +135,7 @@ def run_notebook(source: Path, output: Path, parameters: dict | None = None, *, 
     _check_no_error_outputs(executed, source, partial)
     ran_with = {**known, **parameters}
     executed.metadata["lotlib"] = {"key": key, "parameters": ran_with}
+    _insert_run_note(executed, ran_with)
     if summary.exists():
         payload = {**read_summary(summary), "notebook": source.stem, "parameters": ran_with}
         write_text_atomic(summary, json.dumps(payload, indent=1, sort_keys=True, default=str))
@@ -132,60 +163,25 @@ def _environment(values: dict[str, str]):
                 os.environ[k] = v
 
 
+def _insert_run_note(nb, parameters: dict) -> None:
+    """A note after the title cell listing the parameters this execution used (read from the run)."""
+    from . import __version__
+
+    items = " · ".join(f"`{k} = {v!r}`" for k, v in parameters.items())
+    note = nbformat.v4.new_markdown_cell(
+        f"```{{admonition}} Run with\n:class: note\n{items}\n\n"
+        f"lotlib {__version__}; executed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n```")
+    note.metadata["tags"] = ["lotlib-run-note"]
+    for cell in nb.cells:  # papermill's injected cell repeats what the note says
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.metadata["tags"] = [*cell.metadata["tags"], "remove-cell"]
+    first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
+    nb.cells.insert(first + 1, note)
+
+
 def _check_no_error_outputs(nb, source: Path, kept: Path) -> None:
     for index, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 raise NotebookFailed(f"{source.name}: cell {index} wrote an error output "
                                      f"{out.get('ename')}: {out.get('evalue')} (see {kept})")
-
-
-# ----------------------------------------------------------------------------------------------
-# the book
-
-
-def book_notebooks(root: Path) -> list[str]:
-    """Names of the notebooks the book's table of contents lists (`notebooks/<name>` entries)."""
-    toc = yaml.safe_load((root / "book" / "_toc.yml").read_text())
-    names: list[str] = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            entry = node.get("file", "")
-            if entry.startswith("notebooks/"):
-                names.append(entry.split("/", 1)[1])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(toc)
-    return names
-
-
-def book_parameters(root: Path, name: str, quick: bool) -> dict:
-    """Parameters of notebook `name` in the book (`book/parameters.yml`: `book:` and `quick:`)."""
-    table = yaml.safe_load((root / "book" / "parameters.yml").read_text()) or {}
-    params = dict((table.get("book") or {}).get(name) or {})
-    if quick:
-        params.update((table.get("quick") or {}).get(name) or {})
-    return params
-
-
-def build_book(root: Path, quick: bool = False, progress: bool = True) -> Path:
-    """Execute every chapter notebook, then build the HTML book strictly. Returns the HTML folder."""
-    stage = root / "build" / ("book-quick" if quick else "book")
-    shutil.copytree(root / "book", stage, dirs_exist_ok=True)
-    static = stage / "_static"
-    static.mkdir(exist_ok=True)
-    shutil.copy(Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js", static)
-    for name in book_notebooks(root):
-        print(f"[lotlib book] {name}", flush=True)
-        run_notebook(root / "notebooks" / f"{name}.py", stage / "notebooks" / f"{name}.ipynb",
-                     book_parameters(root, name, quick), book=True, progress=progress)
-    jb = Path(sys.executable).parent / "jupyter-book"
-    result = subprocess.run([str(jb), "build", str(stage), "--warningiserror", "--nitpick", "--keep-going"])
-    if result.returncode != 0:
-        raise NotebookFailed(f"jupyter-book build of {stage} failed (exit {result.returncode}); see the log above")
-    return stage / "_build" / "html"

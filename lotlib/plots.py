@@ -12,15 +12,15 @@ from matplotlib import cm, colors
 BOOK_ENV = "LOTLIB_BOOK"  # set by the book pipeline: plotly.js is then bundled with the site
 
 
-def show(fig: go.Figure):
+def show(fig: go.Figure) -> None:
     """Display a plotly figure: inline HTML that uses the book's bundled plotly.js when building
-    the book, the notebook's own renderer otherwise."""
+    the book (no CDN, works offline), the notebook's own renderer otherwise."""
     if os.environ.get(BOOK_ENV):
-        from IPython.display import HTML
+        from IPython.display import HTML, display
 
-        return HTML(fig.to_html(full_html=False, include_plotlyjs=False))
-    fig.show()
-    return None
+        display(HTML(fig.to_html(full_html=False, include_plotlyjs=False)))
+    else:
+        fig.show()
 
 
 def _layer_colors(n: int, cmap: str = "viridis") -> list[str]:

@@ -9,7 +9,7 @@ Claims live in `book/claims/<notebook>.yml`, a list of entries:
       key: k_over_d_below_baseline    # the notebook's summary value that answers it
       test: {kind: abs, tol: 0.1}     # how the verdict is computed (below)
 
-Verdict kinds: `abs` (|ours - paper| <= tol), `rel` (|ours - paper| <= tol * |paper|), `max`
+Verdict kinds: `abs` (abs(ours - paper) <= tol), `rel` (abs(ours - paper) <= tol * abs(paper)), `max`
 (ours <= bound), `min` (ours >= bound), `range` (lo <= ours <= hi), `true` (ours is true),
 `none` (shown, no verdict: "not applicable"). Nothing else in the report is typed by hand.
 """

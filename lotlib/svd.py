@@ -25,21 +25,25 @@ def project(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
     return X @ basis
 
 
-def align_bases(U: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def align_bases(U: np.ndarray, S: np.ndarray, reference: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Re-order and re-sign singular vectors so that column i means the same direction at every layer.
 
-    U `(T, D, k)`, S `(T, k)` from `ensemble_svd`. Layer t+1 is matched to the (already aligned) layer
-    t by an optimal assignment on |U(t)^T U(t+1)| (Hungarian algorithm; the authors match greedily),
-    then each matched column's sign is chosen so that its inner product with its partner is positive.
-    Returns aligned copies; singular values follow their vectors (no longer sorted after layer 0).
+    U `(T, D, k)`, S `(T, k)` from `ensemble_svd`. Starting from layer `reference` (kept as it is, so its
+    order by decreasing sigma names the columns; -1 for the last layer), each neighbouring layer is
+    matched to the already aligned one by an optimal assignment on abs(U(t)^T U(t±1)) (Hungarian
+    algorithm; the authors match greedily), then each matched column's sign is chosen so that its inner
+    product with its partner is positive. Returns aligned copies; singular values follow their vectors
+    (sorted only at the reference layer).
     """
     from scipy.optimize import linear_sum_assignment
 
     U, S = U.copy(), S.copy()
-    for t in range(1, len(U)):
-        overlap = U[t - 1].T @ U[t]  # (k, k)
+    reference %= len(U)
+    steps = [(t - 1, t) for t in range(reference + 1, len(U))] + [(t + 1, t) for t in range(reference - 1, -1, -1)]
+    for done, t in steps:
+        overlap = U[done].T @ U[t]  # (k, k)
         _, cols = linear_sum_assignment(-np.abs(overlap))
         U[t], S[t] = U[t][:, cols], S[t][cols]
-        signs = np.sign(np.einsum("di,di->i", U[t - 1], U[t]))
+        signs = np.sign(np.einsum("di,di->i", U[done], U[t]))
         U[t] *= np.where(signs == 0, 1.0, signs)
     return U, S

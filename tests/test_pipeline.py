@@ -3,8 +3,8 @@ import nbformat
 import pytest
 
 from lotlib.cli import main
-from lotlib.pipeline import (NotebookFailed, book_notebooks, book_parameters, notebook_parameters, project_root,
-                             run_notebook)
+from lotlib.book import book_notebooks, book_parameters
+from lotlib.pipeline import NotebookFailed, notebook_parameters, project_root, run_notebook
 
 from .conftest import ROOT
 

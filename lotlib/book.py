@@ -1,0 +1,103 @@
+"""Build the book: execute every chapter notebook (cached), then Jupyter Book 1 with warnings as errors.
+
+`book/_toc.yml` decides which notebooks are chapters; `book/parameters.yml` gives each one's book and
+quick parameters and which notebooks run last (the report reads the others' summaries).
+"""
+from __future__ import annotations
+
+import filecmp
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from .atomic import write_text_atomic
+from .pipeline import NotebookFailed, run_notebook
+
+
+def book_notebooks(root: Path) -> list[str]:
+    """Names of the notebooks the book's table of contents lists (`notebooks/<name>` entries)."""
+    names: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            entry = node.get("file", "")
+            if entry.startswith("notebooks/"):
+                names.append(entry.split("/", 1)[1])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(yaml.safe_load((root / "book" / "_toc.yml").read_text()))
+    return names
+
+
+def _parameters_table(root: Path) -> dict:
+    return yaml.safe_load((root / "book" / "parameters.yml").read_text()) or {}
+
+
+def book_parameters(root: Path, name: str, quick: bool) -> dict:
+    """Parameters of notebook `name` in the book (`book/parameters.yml`: `book:` and `quick:`)."""
+    table = _parameters_table(root)
+    params = dict((table.get("book") or {}).get(name) or {})
+    if quick:
+        params.update((table.get("quick") or {}).get(name) or {})
+    return params
+
+
+def execution_order(root: Path) -> list[str]:
+    """Chapters in table-of-contents order, those listed under `run_last:` moved to the end."""
+    last = _parameters_table(root).get("run_last") or []
+    names = book_notebooks(root)
+    return [n for n in names if n not in last] + [n for n in names if n in last]
+
+
+def copy_if_changed(source: Path, dest: Path) -> None:
+    """Copy a file unless `dest` already has the same content (keeps Sphinx's incremental cache warm)."""
+    if not dest.exists() or not filecmp.cmp(source, dest, shallow=False):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest)
+
+
+def sync_tree(source: Path, target: Path) -> None:
+    """Copy every file of `source` into `target` with `copy_if_changed`."""
+    for path in source.rglob("*"):
+        if path.is_file():
+            copy_if_changed(path, target / path.relative_to(source))
+
+
+def build_book(root: Path, quick: bool = False, progress: bool = True) -> Path:
+    """Execute every chapter notebook, then build the HTML book strictly. Returns the HTML folder."""
+    stage = root / "build" / ("book-quick" if quick else "book")
+    sync_tree(root / "book", stage)
+    plotly_js = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
+    copy_if_changed(plotly_js, stage / "_static" / "plotly.min.js")  # interactive figures work offline
+    executed = stage / "notebooks"
+    last = _parameters_table(root).get("run_last") or []
+    for name in execution_order(root):
+        print(f"[lotlib book] {name}", flush=True)
+        inputs = sorted(executed.glob("*.summary.json")) if name in last else []
+        inputs = [p for p in inputs if not p.name.startswith(f"{name}.")]
+        run_notebook(root / "notebooks" / f"{name}.py", executed / f"{name}.ipynb",
+                     book_parameters(root, name, quick), book=True, progress=progress, depends_on=inputs)
+    jb = Path(sys.executable).parent / "jupyter-book"
+    stamp, config = stage / "_build" / "lotlib-config.sha256", _config_fingerprint(root / "book")
+    everything = ["--all"] if not stamp.exists() or stamp.read_text() != config else []
+    result = subprocess.run([str(jb), "build", str(stage), "--warningiserror", "--nitpick", "--keep-going",
+                             *everything])
+    if result.returncode != 0:
+        raise NotebookFailed(f"jupyter-book build of {stage} failed (exit {result.returncode}); "
+                             f"the Sphinx warnings above say which page")
+    write_text_atomic(stamp, config)
+    return stage / "_build" / "html"
+
+
+def _config_fingerprint(book: Path) -> str:
+    """Hash of what shapes every page (configuration, toc, extensions): when it changes, rebuild all pages."""
+    files = [book / "_config.yml", book / "_toc.yml", *sorted((book / "_ext").glob("*.py"))]
+    return hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in files)).hexdigest()
