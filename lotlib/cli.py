@@ -1,4 +1,4 @@
-"""The `lotlib` command: extract trajectories, run one notebook, build the book."""
+"""The `lotlib` command: extract trajectories, run one notebook, sweep it over a grid, build the book."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +10,7 @@ import yaml
 EPILOG = """examples:
   lotlib extract --model smollm2-135m --n-k 50          # all of Walden into the trajectory cache
   lotlib run lines_of_thought -p n_pilots 300 -p model gemma3-270m
+  lotlib sweep lines_of_thought -p n_k 10,25,50 --quick --plot k90_over_d_last_layer
   lotlib book --quick                                   # small parameters, as CI builds it
 environment: LOTLIB_DATA_DIR (walden.txt, common_nouns.txt), LOTLIB_CACHE_DIR (models, trajectories)"""
 
@@ -38,12 +39,29 @@ def main(argv: list[str] | None = None) -> int:
                      help="override a parameter (value parsed as YAML: 3, 0.5, true, null, [1, 2], text)")
     run.add_argument("--out", type=Path, default=None, help="executed notebook (default build/runs/NAME.ipynb)")
 
+    sw = commands.add_parser("sweep", help="run one notebook over a grid of parameters",
+                             description="Runs the cartesian product of the grid through papermill, in parallel "
+                                         "worker processes (or on a Dask cluster). Finished runs are skipped when "
+                                         "the sweep is started again; failed runs are recorded and the others go on.")
+    sw.add_argument("notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/")
+    sw.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUES"),
+                    help="a swept parameter and its comma-separated values (each parsed as YAML): -p n_k 10,25,50")
+    sw.add_argument("--grid", type=Path, default=None, help="a YAML file mapping parameter names to lists of values")
+    sw.add_argument("--out", type=Path, default=None, help="sweep folder (default build/sweeps/NOTEBOOK)")
+    sw.add_argument("--quick", action="store_true", help="start from the book's quick parameters of this notebook")
+    sw.add_argument("--workers", type=int, default=None, help="parallel local worker processes (default min(4, cores))")
+    sw.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="send the runs to a Dask distributed scheduler (tcp://host:8786) instead")
+    sw.add_argument("--plot", default=None, metavar="VALUE", help="plot this summary value into OUT/summary.png")
+    sw.add_argument("--x", default=None, help="the swept parameter on the plot's x axis (default: the first)")
+    sw.add_argument("--hue", default=None, help="a swept parameter drawn as separate lines")
+
     book = commands.add_parser("book", help="execute every chapter and build the HTML book")
     book.add_argument("--quick", action="store_true", help="small parameters (book/parameters.yml: quick)")
 
     args = parser.parse_args(argv)
     try:
-        return {"extract": _extract, "run": _run, "book": _book}[args.command](args)
+        return {"extract": _extract, "run": _run, "sweep": _sweep, "book": _book}[args.command](args)
     except (ValueError, LookupError, RuntimeError, FileNotFoundError) as err:
         print(f"lotlib {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -64,18 +82,49 @@ def _extract(args) -> int:
     return 0
 
 
-def _run(args) -> int:
-    from .pipeline import project_root, run_notebook
+def _notebook(name: str) -> Path:
+    from .pipeline import project_root
 
-    source = Path(args.notebook)
+    source = Path(name)
     if not source.exists():
-        source = project_root() / "notebooks" / f"{Path(args.notebook).stem}.py"
+        source = project_root() / "notebooks" / f"{Path(name).stem}.py"
         if not source.exists():
-            raise FileNotFoundError(f"no notebook {args.notebook!r} (not a file, not in {source.parent})")
+            raise FileNotFoundError(f"no notebook {name!r} (not a file, not in {source.parent})")
+    return source
+
+
+def _run(args) -> int:
+    from .pipeline import run_notebook
+
+    source = _notebook(args.notebook)
     parameters = {name: yaml.safe_load(value) for name, value in args.parameter}
     out = args.out or Path("build") / "runs" / f"{source.stem}.ipynb"
     print(run_notebook(source, out, parameters))
     return 0
+
+
+def _sweep(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .book import book_parameters
+    from .pipeline import project_root
+    from .plots import sweep_plot
+    from .sweep import load_grid, run_sweep
+
+    source = _notebook(args.notebook)
+    grid = load_grid(args.parameter, args.grid)
+    base = book_parameters(project_root(source.parent), source.stem, quick=True) if args.quick else {}
+    base = {k: v for k, v in base.items() if k not in grid}
+    out = args.out or Path("build") / "sweeps" / source.stem
+    table = run_sweep(source, grid, out, base=base, workers=args.workers, scheduler=args.scheduler)
+    counts = table["status"].value_counts().to_dict()
+    print(f"{len(table)} runs: {counts}\nresults: {out / 'results.csv'}")
+    if args.plot:
+        ax = sweep_plot(table, args.plot, args.x or next(iter(grid)), args.hue)
+        ax.figure.savefig(out / "summary.png", dpi=120, bbox_inches="tight")
+        print(f"figure: {out / 'summary.png'}")
+    return 0 if counts.get("failed", 0) == 0 else 1
 
 
 def _book(args) -> int:

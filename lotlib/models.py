@@ -18,6 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from .atomic import write_text_atomic
+from .locks import file_lock
 from .paths import cache_dir
 from .view import ModelView
 
@@ -190,8 +191,9 @@ def _embedded_folder(name: str) -> tuple[Path, str]:
         if sha != expected:
             raise ModelNotFoundError(f"embedded model {name!r}: GGUF sha256 {sha} != listed {expected}; reinstall it")
     folder = cache_dir() / "models" / f"{name}-{sha[:16]}"
-    if not (folder / "lotlib.json").exists():
-        _dequantize(parts, folder, name, sha)
+    with file_lock(folder.with_name(folder.name + ".lock")):  # one process de-quantizes, the others wait
+        if not (folder / "lotlib.json").exists():
+            _dequantize(parts, folder, name, sha)
     return folder, _hash(name, sha)
 
 
@@ -210,15 +212,9 @@ def _dequantize(parts: list[Path], folder: Path, name: str, sha: str) -> None:
         plain.save_pretrained(out)
         tokenizer.save_pretrained(out)
         write_text_atomic(out / "lotlib.json", json.dumps({"name": name, "gguf_sha256": sha}))
-        if (folder / "lotlib.json").exists():
-            return  # another process finished the same folder meanwhile
         if folder.exists():
             shutil.rmtree(folder)  # an incomplete earlier attempt (no lotlib.json)
-        try:
-            out.rename(folder)
-        except OSError:
-            if not (folder / "lotlib.json").exists():
-                raise
+        out.rename(folder)
 
 
 def _concatenate(parts: list[Path], target: Path) -> Path:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 DATA_ENV = "LOTLIB_DATA_DIR"
 CACHE_ENV = "LOTLIB_CACHE_DIR"
+BOOK_ENV = "LOTLIB_BOOK"  # set while the book is built: plotly.js is bundled with the site
 
 
 def cache_dir() -> Path:

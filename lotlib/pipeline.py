@@ -18,7 +18,7 @@ import nbformat
 import papermill
 
 from .atomic import write_atomic, write_text_atomic
-from .plots import BOOK_ENV
+from .paths import BOOK_ENV
 from .summary import SUMMARY_ENV, read_summary
 
 KERNEL = "python3"
@@ -79,6 +79,10 @@ def lotlib_dependencies(code: str) -> list[Path]:
             continue
         seen.add(name)
         todo |= _imported_lotlib_modules(path.read_text(), package_relative=True)
+        if name == "__init__":  # the package's lazily loaded public names
+            from . import _EXPORTS
+
+            todo |= set(_EXPORTS.values())
     return sorted(package / f"{name}.py" for name in seen)
 
 

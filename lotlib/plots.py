@@ -9,7 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 from matplotlib import cm, colors
 
-BOOK_ENV = "LOTLIB_BOOK"  # set by the book pipeline: plotly.js is then bundled with the site
+from .paths import BOOK_ENV
+
 
 
 def show(fig: go.Figure) -> None:
@@ -57,4 +58,26 @@ def paths_static(P: np.ndarray, layers: np.ndarray, title: str, axis_names=("u1"
                c=np.tile(layers, len(P)), cmap=cmap, norm=norm, s=2, depthshade=False)
     ax.set(xlabel=axis_names[0], ylabel=axis_names[1], zlabel=axis_names[2], title=title)
     ax.figure.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.6, label="layer t")
+    return ax
+
+
+def sweep_plot(table, y: str, x: str, hue: str | None = None, ax=None):
+    """A summary value `y` against swept parameter `x` (one line per value of `hue`), from a sweep's
+    results table; failed runs are left out."""
+    import pandas as pd
+
+    ok = table[table["status"] == "ok"]
+    if y not in ok:
+        raise ValueError(f"no summary value {y!r} in the sweep results; available: "
+                         f"{', '.join(c for c in table.columns if c not in ('run', 'status', 'error'))}")
+    if ax is None:
+        ax = plt.subplots(figsize=(6, 3.5))[1]
+    groups = ok.groupby(hue) if hue else [(None, ok)]
+    for value, group in groups:
+        group = group.assign(**{y: pd.to_numeric(group[y])}).groupby(x)[y].agg(["mean", "std", "count"])
+        label = f"{hue} = {value}" if hue else None
+        ax.errorbar(group.index, group["mean"], yerr=group["std"].fillna(0), marker="o", capsize=3, label=label)
+    ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x}" + (f" by {hue}" if hue else ""))
+    if hue:
+        ax.legend()
     return ax

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 from .atomic import write_atomic, write_text_atomic
 from .capture import capture
 from .corpus import Corpus
+from .locks import file_lock
 from .models import Model
 from .paths import cache_dir
 
@@ -34,7 +36,8 @@ def cache_key(model: Model, corpus: Corpus, all_positions: bool, dtype: str, sha
 
 def cache_folder(key: dict) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    return cache_dir() / "trajectories" / f"{key['model']}-{key['corpus'].split('(')[0]}-{digest}"
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(key['model']).name}-{key['corpus'].split('(')[0]}")
+    return cache_dir() / "trajectories" / f"{readable}-{digest}"
 
 
 def trajectories(model: Model, corpus: Corpus, *, all_positions: bool = False, dtype: str = "float32",
@@ -42,12 +45,18 @@ def trajectories(model: Model, corpus: Corpus, *, all_positions: bool = False, d
     """Trajectories of `corpus` through `model`, `(N_s, L+1, d)`, from the disk cache when possible."""
     key = cache_key(model, corpus, all_positions, dtype, shard_size)
     folder = cache_folder(key)
+    with file_lock(folder.with_name(folder.name + ".lock")):  # parallel runs wait, then reuse the shards
+        return _extract(model, corpus, folder, key, all_positions, dtype, shard_size, batch_size, progress)
+
+
+def _extract(model: Model, corpus: Corpus, folder: Path, key: dict, all_positions: bool, dtype: str,
+             shard_size: int, batch_size: int, progress: bool) -> np.ndarray:
     folder.mkdir(parents=True, exist_ok=True)
     write_text_atomic(folder / "key.json", json.dumps(key, indent=1, sort_keys=True))
     manifest = _read_manifest(folder)
-    starts = range(0, corpus.n_s, shard_size)
     shards = []
-    bar = tqdm(starts, desc=f"trajectories {model.name} / {corpus.name}", unit="shard", disable=not progress)
+    bar = tqdm(range(0, corpus.n_s, shard_size), desc=f"trajectories {model.name} / {corpus.name}", unit="shard",
+               disable=not progress)
     for start in bar:
         path = folder / f"shard-{start // shard_size:05d}.npy"
         shard = _load_shard(path, manifest.get(path.name))

@@ -94,3 +94,12 @@ def test_book_lists_real_notebooks_with_valid_parameters():
         known = notebook_parameters(source)
         for quick in (False, True):
             assert set(book_parameters(root, name, quick)) <= set(known)
+
+
+def test_execution_key_follows_only_imported_lotlib_modules():
+    from lotlib.pipeline import lotlib_dependencies
+
+    summary_only = {p.name for p in lotlib_dependencies("from lotlib.summary import record")}
+    assert summary_only == {"summary.py", "atomic.py"}  # models.py changing does not re-run it
+    package = {p.name for p in lotlib_dependencies("import lotlib\nlotlib.load_model()")}
+    assert {"models.py", "view.py", "capture.py", "corpus.py"} <= package

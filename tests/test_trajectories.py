@@ -78,3 +78,12 @@ def test_corrupt_shard_is_detected_and_rebuilt(model, counting):
         again = trajectories(model, corpus, shard_size=4, progress=False)
     assert counting["n"] == 3
     np.testing.assert_array_equal(again, clean)
+
+
+def test_cache_folder_stays_inside_the_cache_for_paths_and_hub_ids(model):
+    from lotlib.paths import cache_dir
+
+    corpus = gibberish(50257, n_s=2, n_k=4)
+    for name in ("/some/local/folder", "meta-llama/Llama-3.2-1B"):
+        key = {**traj.cache_key(model, corpus, False, "float32", 4), "model": name}
+        assert traj.cache_folder(key).parent == cache_dir() / "trajectories"
