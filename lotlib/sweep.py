@@ -1,9 +1,9 @@
 """Parameter sweeps: one notebook over the cartesian product of a grid, in parallel, resumable.
 
 Each run executes in its own folder `OUT/runs/<run id>/` (executed notebook, summary JSON, status.json).
-A run whose status is `ok` is skipped when the sweep starts again; a failed run records its error and
-does not stop the others. Runs go to local worker processes, or to a Dask cluster (`scheduler`).
-The sweep ends with `OUT/results.csv`: every run's parameters, status and summary values.
+A run whose status is `ok` (and whose notebook, parameters and lotlib code are unchanged) is skipped
+when the sweep starts again; a failed run records its error and does not stop the others. Runs go to
+local worker processes, or to a Dask cluster (`scheduler`). The sweep ends with `OUT/results.csv`: every run's parameters, status and summary values.
 """
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 import yaml
 from tqdm.auto import tqdm
 
 from .atomic import write_text_atomic
-from .pipeline import notebook_parameters, run_notebook
+from .pipeline import execution_key, notebook_parameters, run_notebook
 
 
 class SweepError(ValueError):
@@ -107,11 +108,14 @@ def execute_run(source: str, folder: str, parameters: dict, threads: int | None 
     return status
 
 
-def _finished(folder: Path) -> bool:
+def _finished(folder: Path, source: Path, parameters: dict) -> bool:
+    """A run is finished when its status is ok and its notebook was executed from the current code."""
     try:
-        return json.loads((folder / "status.json").read_text())["status"] == "ok"
+        status = json.loads((folder / "status.json").read_text())["status"]
+        executed = nbformat.read(folder / f"{source.stem}.ipynb", 4)
     except (FileNotFoundError, json.JSONDecodeError, KeyError):
         return False
+    return status == "ok" and executed.metadata.get("lotlib", {}).get("key") == execution_key(source, parameters)
 
 
 def run_sweep(source: str | Path, grid: dict[str, list], out: str | Path, *, base: dict | None = None,
@@ -121,7 +125,7 @@ def run_sweep(source: str | Path, grid: dict[str, list], out: str | Path, *, bas
     validate_grid(source, grid)
     runs = [{**(base or {}), **combo} for combo in expand(grid)]
     folders = {run_id(p): p for p in runs}
-    todo = {name: p for name, p in folders.items() if not _finished(out / "runs" / name)}
+    todo = {name: p for name, p in folders.items() if not _finished(out / "runs" / name, source, p)}
     workers = workers or min(4, os.cpu_count() or 1)
     environment = {k: v for k, v in os.environ.items() if k.startswith("LOTLIB_")}
     threads = max(1, (os.cpu_count() or 1) // workers)

@@ -1,0 +1,28 @@
+"""Every lotlib docstring is valid reStructuredText: the API appendix builds with warnings as errors."""
+import importlib
+import inspect
+import pkgutil
+
+import docutils.core
+import docutils.utils
+import pytest
+
+import lotlib
+
+
+def _docstrings():
+    for info in pkgutil.iter_modules(lotlib.__path__):
+        module = importlib.import_module(f"lotlib.{info.name}")
+        yield f"lotlib.{info.name}", module.__doc__
+        for name, obj in vars(module).items():
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__:
+                yield f"lotlib.{info.name}.{name}", inspect.getdoc(obj)
+
+
+@pytest.mark.parametrize("name,doc", [d for d in _docstrings() if d[1]], ids=lambda v: v if "." in str(v) else "")
+def test_docstring_is_clean_rst(name, doc):
+    settings = {"report_level": docutils.utils.Reporter.WARNING_LEVEL, "halt_level": 5, "warning_stream": False}
+    document = docutils.core.publish_doctree(doc, settings_overrides=settings)
+    problems = [m.astext() for m in document.findall(docutils.nodes.system_message)
+                if m["level"] >= docutils.utils.Reporter.WARNING_LEVEL]
+    assert not problems, f"{name}: {problems}"
