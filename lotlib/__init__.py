@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "head_outputs": "attention",
-    "capture": "capture",
+    "capture": "capture_hooks",
     "Corpus": "corpus", "common_nouns": "corpus", "gibberish": "corpus", "pseudo_sentences": "corpus",
     "walden": "corpus",
     "DataError": "data", "data_path": "data",

@@ -107,7 +107,7 @@ def run_notebook(source: Path, output: Path, parameters: dict | None = None, *, 
     holds an execution with the same key (`depends_on`: input files whose content joins the key).
     The executed notebook opens with a generated note of the parameters it ran with.
     """
-    source, output = Path(source), Path(output)
+    source, output = Path(source).resolve(), Path(output).resolve()  # papermill runs in output's folder
     parameters = dict(parameters or {})
     known = notebook_parameters(source)
     unknown = sorted(set(parameters) - set(known))

@@ -18,7 +18,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .atomic import write_atomic, write_text_atomic
-from .capture import capture
+from .capture_hooks import capture
 from .corpus import Corpus
 from .locks import file_lock
 from .models import Model

@@ -1,4 +1,6 @@
 """Notebook pipeline and CLI: parameters, papermill execution, reuse, loud failures."""
+import json
+
 import nbformat
 import pytest
 
@@ -102,4 +104,13 @@ def test_execution_key_follows_only_imported_lotlib_modules():
     summary_only = {p.name for p in lotlib_dependencies("from lotlib.summary import record")}
     assert summary_only == {"summary.py", "atomic.py"}  # models.py changing does not re-run it
     package = {p.name for p in lotlib_dependencies("import lotlib\nlotlib.load_model()")}
-    assert {"models.py", "view.py", "capture.py", "corpus.py"} <= package
+    assert {"models.py", "view.py", "capture_hooks.py", "corpus.py"} <= package
+
+
+def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkeypatch):
+    source = tmp_path / "chapter.py"
+    source.write_text(NOTEBOOK + "\n# %%\nfrom lotlib.summary import record\nrecord({'result': result})\n")
+    monkeypatch.chdir(tmp_path)
+    run_notebook(source, "runs/chapter.ipynb", {"n": 1}, progress=False)
+    summary = json.loads((tmp_path / "runs" / "chapter.summary.json").read_text())
+    assert summary == {"notebook": "chapter", "parameters": {"n": 1, "label": "x"}, "values": {"result": 21}}
