@@ -94,8 +94,9 @@ def execute_run(source: str, folder: str, parameters: dict, threads: int | None 
     """Run one notebook into `folder`; never raises: the status says ok or failed (with the error)."""
     for key, value in (environment or {}).items():
         os.environ.setdefault(key, value)
-    if threads:
-        os.environ["OMP_NUM_THREADS"] = str(threads)  # the kernel inherits it
+    if threads:  # the kernel inherits them: parallel runs must not oversubscribe the cores
+        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = str(threads)
     folder = Path(folder)
     status = {"run": folder.name, "parameters": parameters}
     try:
