@@ -1,0 +1,204 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # A6 · What the heads' singular directions say in words
+#
+# **What you will see.** Each attention head's two matrices, W_QK^h (which query aligns with which
+# key) and W_VO^h (what a head writes for what it reads), taken apart by singular value
+# decomposition. Each of the top 20 singular directions becomes a pair of three-token lists: the
+# tokens closest to its input side and to its output side. Then, for every head, the cumulative
+# share of the singular values, which shows that each matrix lives in at most d_head of the d
+# dimensions: the rest is a null space.
+#
+# **Why it matters.** "Traveling Words" (Molina, 2023) argues that attention acts on the sphere of
+# normalized embeddings through these two d × d matrices. Their SVD lists the few directions a head
+# cares about: W = Σ_i s_i u_i v_i^T, so a state x contributes (x · u_i) s_i along v_i. If the
+# geometric reading holds, the u_i and v_i should be readable as tokens. Because W_QK^h = W_Q^h
+# W_K^h^T and W_VO^h = W_V^h W_O^h factor through d_head, their rank is at most d_head < d: a head
+# ignores every direction in its null space.
+#
+# **How it is computed** (`lotlib.probes.head_svd`, `svd_table`, following the authors'
+# `svd_analysis.py`). The SVD is exact and cheap: with W = A B^T (A, B of shape d × d_head), QR
+# factorizations A = Q_a R_a, B = Q_b R_b leave only a d_head × d_head core to decompose; the
+# other d − d_head singular values are exactly zero.
+#
+# - **Token sides.** QK: left (query side) and right (key side) are both scored against
+#   block_norm(W_E), the embeddings on the block's sphere. VO: left (what the head reads) against
+#   block_norm(W_E), right (what it writes) against the raw readout rows: W_E when the embeddings
+#   are tied (the paper), W_U when they are not. Top-3 tokens by dot product on each side.
+# - **Signs.** A singular pair (u_i, v_i) is defined up to a common sign. As in the authors' code,
+#   each pair is flipped so that the right vector's best token match is on its positive side
+#   (max_v v_i · row_v ≥ max_v −v_i · row_v); the left vector flips with it, so W is unchanged.
+# - **Coverage.** cumsum(s) / sum(s) over ranks 1..d (singular values, not their squares, as the
+#   authors plot them).
+#
+# **This model is not GPT-2** (d = 768, d_head = 64, twelve heads with their own keys and values,
+# LayerNorm). Grouped-query attention (SmolLM2: 3 key/value heads for 9 query heads) is expanded by
+# the model view: query heads in a group share W_K and W_V, so their W_QK^h share the right
+# singular space and their W_VO^h the left one. RMSNorm does not centre, so block_norm(W_E) lies on
+# the sphere but not on the hyperplane orthogonal to the ones vector. Gemma 3's per-head q/k norms
+# make the query-key score nonlinear; W_QK^h then describes the score only up to those norms.
+
+# %% tags=["parameters"]
+model = "smollm2-135m"  # embedded name, local folder or hub id
+blocks = None  # blocks (None: first, (L - 1) // 2, last)
+n_dirs = 20  # singular directions per head in the tables
+k = 3  # tokens per side of each direction
+show_heads = [0, 3]  # heads whose tables are shown in full (the rest are folded away)
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import HTML, display
+
+import lotlib
+from lotlib import probes
+from lotlib.summary import record
+
+lm = lotlib.load_model(model)
+view = lm.view
+L, H, d, dh = view.n_layers, view.n_heads, view.d_model, view.d_head
+layers = [0, (L - 1) // 2, L - 1] if blocks is None else list(blocks)
+vocab = probes.vocab_strings(lm.tokenizer, view.W_E.shape[0])
+readout = "W_E (tied)" if view.tied else "W_U (untied)"
+print(f"{lm!r}: d = {d}, d_head = {dh}, {view.heads(0).n_kv_heads} key/value heads for {H} query heads; "
+      f"VO right side read against {readout}; blocks {layers}")
+
+# %%
+tables = pd.concat([probes.svd_table(view, vocab, layer, kind, n_dirs, k) for layer in layers for kind in ("qk", "vo")],
+                   ignore_index=True)
+
+
+def side_by_side(block: int, head: int) -> pd.DataFrame:
+    """QK and VO directions of one head next to each other: sigma, left tokens, right tokens."""
+    part = tables[(tables.block == block) & (tables["head"] == head)]
+    wide = part.pivot_table(index="direction", columns="matrix", values=["sigma", "left", "right"], aggfunc="first")
+    return wide.swaplevel(axis=1).sort_index(axis=1, level=0)[[(m, c) for m in ("QK", "VO")
+                                                                for c in ("sigma", "left", "right")]]
+
+
+pd.set_option("display.max_colwidth", None)
+for block in layers:
+    for head in show_heads:
+        display(HTML(f"<h4>Block {block}, head {head}</h4>"))
+        display(side_by_side(block, head).style.format({("QK", "sigma"): "{:.3g}", ("VO", "sigma"): "{:.3g}"}))
+
+# %% [markdown]
+# **What to notice.** Each row is one singular direction, strongest first. A readable direction
+# has three tokens that belong together (one word in several forms, a topic, a syntactic class) on
+# one side or both; an unreadable one lists rare or broken tokens. For VO, the left side says what
+# the head reads and the right side what it writes: when both sides show the same word, the
+# direction copies; when they differ, it maps one kind of token to another.
+#
+# How often do the two sides share a token (up to case and spaces)? For QK that is a direction
+# along which a token attends to itself; for VO, a direction that copies what it reads:
+
+# %%
+shared = tables.groupby(["block", "matrix"])["shared"].mean().unstack()
+display(shared.round(3))
+print(f"share of the top-{n_dirs} directions whose two sides share a token, over all heads: "
+      + ", ".join(f"block {b}: QK {shared.loc[b, 'QK']:.2f}, VO {shared.loc[b, 'VO']:.2f}" for b in layers))
+
+# %% [markdown]
+# Every head of the probed blocks (also in the DataFrame `tables`):
+
+# %%
+for block in layers:
+    for kind in ("QK", "VO"):
+        part = tables[(tables.block == block) & (tables.matrix == kind)]
+        wide = part.pivot_table(index="direction", columns="head", values=["left", "right"], aggfunc="first")
+        wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0)
+        display(HTML(f"<details><summary>Block {block}, W_{kind}: top-{n_dirs} directions of all {H} heads "
+                     f"(left | right)</summary>{wide.to_html()}</details>"))
+
+# %% [markdown]
+# ## Singular-value coverage and the null space
+
+# %%
+S = {(layer, kind): probes.head_svd(view, layer, kind)[1] for layer in layers for kind in ("qk", "vo")}
+ranks = np.arange(1, d + 1)
+fig, axes = plt.subplots(2, len(layers), figsize=(5 * len(layers), 7), sharex=True, sharey=True, squeeze=False)
+for col, layer in enumerate(layers):
+    for row, kind in enumerate(("qk", "vo")):
+        ax = axes[row, col]
+        for h, curve in enumerate(probes.coverage(S[layer, kind], d)):
+            ax.plot(ranks, curve, lw=1, label=f"head {h}")
+        ax.axvline(dh, color="k", ls="--", lw=0.8)
+        ax.set(xscale="log", title=f"block {layer}, W_{kind.upper()}", xlabel="rank r", ylabel="coverage")
+axes[0, 0].legend(fontsize=7, ncol=2)
+fig.suptitle(f"Cumulative singular-value coverage per head, {model} (dashed: d_head = {dh}; the null space starts there)")
+plt.tight_layout()
+plt.show()
+
+
+def rank_at(share: float, layer: int, kind: str) -> np.ndarray:
+    """Smallest rank whose coverage reaches `share`, per head."""
+    return 1 + np.argmax(probes.coverage(S[layer, kind], d) >= share - 1e-12, axis=1)
+
+
+for layer in layers:
+    for kind in ("qk", "vo"):
+        r90, r99 = rank_at(0.9, layer, kind), rank_at(0.99, layer, kind)
+        print(f"block {layer:>2} W_{kind.upper()}: rank for 90% of the singular-value sum, per head {r90.tolist()}; "
+              f"for 99%: median {int(np.median(r99))} of d_head = {dh}")
+
+# %% [markdown]
+# The exact SVD above has exactly d_head nonzero singular values by construction. To check that
+# the null space is real in the stored weights and not an artifact of the factorization, the full
+# d × d matrix of one head per block is decomposed directly (float64):
+
+# %%
+gaps = {}
+for layer in layers:
+    heads = view.heads(layer)
+    for kind, W in (("qk", heads.W_QK(0)), ("vo", heads.W_VO(0))):
+        s = probes.singular_values(W)
+        gaps[layer, kind] = (s[dh] / s[0]).item()
+        print(f"block {layer:>2} head 0 W_{kind.upper()}: s_{dh + 1} / s_1 = {gaps[layer, kind]:.1e}, "
+              f"s_{dh} / s_1 = {(s[dh - 1] / s[0]).item():.1e}")
+null_space_verified = max(gaps.values()) < 1e-6
+
+# %% [markdown]
+# **What to notice.** Every curve reaches 1 at rank d_head (dashed line) and stays flat: the other
+# d − d_head directions are the head's null space, and the direct decomposition puts the first
+# singular value past d_head at round-off level. How fast a curve rises before d_head tells how many
+# directions a head really uses: a curve that reaches 90% at a small rank is a head with a few
+# dominant directions, the ones worth reading in the tables.
+#
+# ## Does the claim hold on this model?
+#
+# The paper's claims here are structural: W_QK^h and W_VO^h have rank at most d_head, so each head
+# has a null space of dimension d − d_head; and the singular directions can be read as tokens
+# (qualitative: judge the tables above).
+
+# %%
+r99 = {kind: np.median(np.concatenate([rank_at(0.99, layer, kind) for layer in layers])) for kind in ("qk", "vo")}
+print(f"rank <= d_head = {dh} < d = {d}: null space of dimension {d - dh} in every head "
+      f"(largest s_(d_head+1) / s_1 over the checked heads {max(gaps.values()):.1e}) -> "
+      f"{'holds' if null_space_verified else 'does not hold'}")
+print(f"median rank for 99% coverage: W_QK {r99['qk']:.0f}, W_VO {r99['vo']:.0f} of d_head = {dh}")
+
+# %%
+record({
+    "model": model, "blocks": ", ".join(map(str, layers)), "d_model": d, "d_head": dh, "n_dirs": n_dirs, "k": k,
+    "null_space_dim": d - dh, "max_gap_after_d_head": max(gaps.values()), "null_space_verified": null_space_verified,
+    "qk_rank99_median": r99["qk"], "vo_rank99_median": r99["vo"],
+    "qk_rank99_over_d_head": r99["qk"] / dh, "vo_rank99_over_d_head": r99["vo"] / dh,
+    "qk_rank90_median_first": np.median(rank_at(0.9, layers[0], "qk")),
+    "vo_rank90_median_first": np.median(rank_at(0.9, layers[0], "vo")),
+    "qk_rank90_median_last": np.median(rank_at(0.9, layers[-1], "qk")),
+    "vo_rank90_median_last": np.median(rank_at(0.9, layers[-1], "vo")),
+    "qk_shared_first": shared.loc[layers[0], "QK"], "qk_shared_last": shared.loc[layers[-1], "QK"],
+    "vo_shared_first": shared.loc[layers[0], "VO"], "vo_shared_last": shared.loc[layers[-1], "VO"],
+})
