@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import filecmp
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 from pathlib import Path
 
 import yaml
+from tqdm.auto import tqdm
 
 from .atomic import write_text_atomic
 from .pipeline import NotebookFailed, run_notebook
@@ -71,20 +76,42 @@ def sync_tree(source: Path, target: Path) -> None:
             copy_if_changed(path, target / path.relative_to(source))
 
 
-def build_book(root: Path, quick: bool = False, progress: bool = True) -> Path:
-    """Execute every chapter notebook, then build the HTML book strictly. Returns the HTML folder."""
+def _execute_chapter(source: Path, output: Path, parameters: dict, depends_on: list[Path], threads: int) -> float:
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)  # the kernel inherits them: parallel chapters share the cores
+    start = time.perf_counter()
+    run_notebook(source, output, parameters, book=True, progress=False, depends_on=depends_on)
+    return time.perf_counter() - start
+
+
+def execute_chapters(root: Path, stage: Path, quick: bool, jobs: int) -> None:
+    """Execute (or reuse) every chapter into `stage/notebooks`, `jobs` at a time; `run_last` ones after."""
+    executed = stage / "notebooks"
+    last = _parameters_table(root).get("run_last") or []
+    order = execution_order(root)
+    waves = [[n for n in order if n not in last], [n for n in order if n in last]]
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        for wave in waves:
+            futures = {}
+            for name in wave:
+                inputs = [p for p in sorted(executed.glob("*.summary.json")) if name in last
+                          and not p.name.startswith(f"{name}.")]
+                futures[pool.submit(_execute_chapter, root / "notebooks" / f"{name}.py", executed / f"{name}.ipynb",
+                                    book_parameters(root, name, quick), inputs, threads)] = name
+            bar = tqdm(as_completed(futures), total=len(futures), desc="chapters", unit="notebook")
+            for future in bar:
+                bar.write(f"[lotlib book] {futures[future]}: {future.result():.0f} s")
+
+
+def build_book(root: Path, quick: bool = False, jobs: int = 2) -> Path:
+    """Execute every chapter notebook (cached, `jobs` in parallel), then build the HTML book strictly.
+    Returns the HTML folder."""
     stage = root / "build" / ("book-quick" if quick else "book")
     sync_tree(root / "book", stage)
     plotly_js = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
     copy_if_changed(plotly_js, stage / "_static" / "plotly.min.js")  # interactive figures work offline
-    executed = stage / "notebooks"
-    last = _parameters_table(root).get("run_last") or []
-    for name in execution_order(root):
-        print(f"[lotlib book] {name}", flush=True)
-        inputs = sorted(executed.glob("*.summary.json")) if name in last else []
-        inputs = [p for p in inputs if not p.name.startswith(f"{name}.")]
-        run_notebook(root / "notebooks" / f"{name}.py", executed / f"{name}.ipynb",
-                     book_parameters(root, name, quick), book=True, progress=progress, depends_on=inputs)
+    execute_chapters(root, stage, quick, jobs)
     jb = Path(sys.executable).parent / "jupyter-book"
     stamp, config = stage / "_build" / "lotlib-config.sha256", _config_fingerprint(root / "book")
     everything = ["--all"] if not stamp.exists() or stamp.read_text() != config else []

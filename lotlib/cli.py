@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     book = commands.add_parser("book", help="execute every chapter and build the HTML book")
     book.add_argument("--quick", action="store_true", help="small parameters (book/parameters.yml: quick)")
+    book.add_argument("--jobs", type=int, default=2, help="chapters executed in parallel (default 2)")
 
     args = parser.parse_args(argv)
     try:
@@ -131,7 +132,7 @@ def _book(args) -> int:
     from .book import build_book
     from .pipeline import project_root
 
-    html = build_book(project_root(), quick=args.quick)
+    html = build_book(project_root(), quick=args.quick, jobs=args.jobs)
     print(f"book built: {html / 'index.html'}")
     return 0
 

@@ -21,7 +21,7 @@ CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 @pytest.fixture(scope="session")
 def quick_book() -> Path:
-    return build_book(project_root(ROOT), quick=True, progress=False)
+    return build_book(project_root(ROOT), quick=True)
 
 
 def _pages(html: Path) -> list[str]:
