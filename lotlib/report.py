@@ -79,8 +79,8 @@ def report_table(claims_folder: str | Path, summaries_folder: str | Path) -> pd.
         params = summary.get("parameters", {})
         rows.append({
             "id": c["id"], "paper": c["paper"], "claim": c["claim"], "paper value": c["paper_value"],
-            "ours": ours, "model": params.get("model", ""),
-            "run with": ", ".join(f"{k}={v}" for k, v in params.items() if k != "model"),
+            "ours": ours, "model": params.get("model") or ", ".join(params.get("models") or []),
+            "run with": ", ".join(f"{k}={v}" for k, v in params.items() if k not in ("model", "models")),
             "tolerance": _tolerance(c["test"]), "verdict": verdict(ours, c["paper_value"], c["test"]),
             "chapter": c["notebook"],
         })

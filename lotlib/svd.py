@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 
 def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -14,9 +15,10 @@ def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.nd
     k = k or min(N, D)
     U = np.empty((T, D, k), dtype=np.float64)
     S = np.empty((T, k), dtype=np.float64)
-    for t in range(T):
-        _, s, vh = np.linalg.svd(X[:, t, :].astype(np.float64), full_matrices=False)
-        U[t], S[t] = vh[:k].T, s[:k]
+    with threadpool_limits(limits=1):  # threaded LAPACK SVDs of this size run several times slower on busy cores
+        for t in range(T):
+            _, s, vh = np.linalg.svd(X[:, t, :].astype(np.float64), full_matrices=False)
+            U[t], S[t] = vh[:k].T, s[:k]
     return U, S
 
 
