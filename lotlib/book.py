@@ -20,6 +20,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from .atomic import write_text_atomic
+from .paths import package_file
 from .pipeline import NotebookFailed, run_notebook
 
 
@@ -109,8 +110,10 @@ def build_book(root: Path, quick: bool = False, jobs: int = 2) -> Path:
     Returns the HTML folder."""
     stage = root / "build" / ("book-quick" if quick else "book")
     sync_tree(root / "book", stage)
-    plotly_js = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
-    copy_if_changed(plotly_js, stage / "_static" / "plotly.min.js")  # interactive figures work offline
+    # the site works offline: plotly.js and MathJax are bundled with it, not loaded from a CDN
+    copy_if_changed(package_file("plotly", "package_data/plotly.min.js"), stage / "_static" / "plotly.min.js")
+    sync_tree(package_file("jupyter_server_mathjax", "static"), stage / "_extra" / "mathjax")  # not in _static:
+    # jupyter-book adds every script under _static to every page
     execute_chapters(root, stage, quick, jobs)
     jb = Path(sys.executable).parent / "jupyter-book"
     stamp, config = stage / "_build" / "lotlib-config.sha256", _config_fingerprint(root / "book")

