@@ -15,7 +15,7 @@ _EXPORTS = {
     "DataError": "data", "data_path": "data",
     "DEFAULT_MODEL": "models", "EMBEDDED": "models", "Model": "models", "ModelNotFoundError": "models",
     "load_model": "models",
-    "trajectories": "trajectory_cache",
+    "trajectories": "trajectory_cache", "walden_trajectories": "trajectory_cache",
     "Heads": "view", "ModelView": "view", "Norm": "view",
 }
 __all__ = sorted(_EXPORTS)

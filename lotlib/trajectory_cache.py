@@ -49,6 +49,18 @@ def trajectories(model: Model, corpus: Corpus, *, all_positions: bool = False, d
         return _extract(model, corpus, folder, key, all_positions, dtype, shard_size, batch_size, progress)
 
 
+def walden_trajectories(model: str, n_k: int = 50, n_s: int | None = None, bos: bool = False,
+                        **options) -> tuple[Model, Corpus, np.ndarray]:
+    """The chapters' usual start: load `model`, cut Walden into `(N_s, n_k)` pseudo-sentences, and get
+    their trajectories `(N_s, L+1, d)` from the cache (`options` go to `trajectories`)."""
+    from .corpus import walden
+    from .models import load_model
+
+    lm = load_model(model)
+    corpus = walden(lm.tokenizer, n_k=n_k, n_s=n_s, bos=bos)
+    return lm, corpus, trajectories(lm, corpus, **options)
+
+
 def _extract(model: Model, corpus: Corpus, folder: Path, key: dict, all_positions: bool, dtype: str,
              shard_size: int, batch_size: int, progress: bool) -> np.ndarray:
     folder.mkdir(parents=True, exist_ok=True)

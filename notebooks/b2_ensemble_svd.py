@@ -60,9 +60,7 @@ from lotlib.summary import record
 from lotlib.svd import align_bases, ensemble_svd
 from lotlib.truncation import consecutive_kl, propagated_truncated_kl, truncated_kl
 
-lm = lotlib.load_model(model)
-corpus = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_s, bos=bos)
-X = lotlib.trajectories(lm, corpus)  # (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 U, S = ensemble_svd(X)  # per layer, sorted by decreasing singular value

@@ -74,9 +74,7 @@ from lotlib.extrapolation import extrapolate, residuals, svm_accuracy
 from lotlib.summary import record
 from lotlib.svd import align_bases, ensemble_svd
 
-lm = lotlib.load_model(model)
-corpus = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_s, bos=bos)
-X = lotlib.trajectories(lm, corpus)  # (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 first = L // 2

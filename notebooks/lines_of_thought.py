@@ -46,9 +46,7 @@ from lotlib import plots
 from lotlib.summary import record
 from lotlib.svd import ensemble_svd
 
-lm = lotlib.load_model(model)
-corpus = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_s, bos=bos)
-X = lotlib.trajectories(lm, corpus)  # (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 print(f"{lm!r}\n{corpus!r}: N_s = {N_s} pseudo-sentences of {corpus.n_k} tokens; trajectories {X.shape}")
