@@ -38,9 +38,9 @@ def project_root(start: Path | None = None) -> Path:
                             f"run from the project folder")
 
 
-def notebook_parameters(source: Path) -> dict:
-    """Names and default values of the `parameters` cell of a Jupytext notebook."""
-    nb = jupytext.read(source)
+def notebook_parameters(source: Path, nb=None) -> dict:
+    """Names and default values of the `parameters` cell of a Jupytext notebook (`nb`: already read)."""
+    nb = nb or jupytext.read(source)
     cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     if not cells:
         raise NotebookFailed(f"{source} has no cell tagged 'parameters'")
@@ -86,10 +86,10 @@ def lotlib_dependencies(code: str) -> list[Path]:
     return sorted(package / f"{name}.py" for name in seen)
 
 
-def execution_key(source: Path, parameters: dict, depends_on: list[Path] = ()) -> str:
+def execution_key(source: Path, parameters: dict, depends_on: list[Path] = (), nb=None) -> str:
     """Hash of what an execution's result depends on: the notebook, its parameters, the lotlib modules
-    it imports (transitively) and any declared input files."""
-    code = "\n".join(c.source for c in jupytext.read(source).cells if c.cell_type == "code")
+    it imports (transitively) and any declared input files (`nb`: the notebook, already read)."""
+    code = "\n".join(c.source for c in (nb or jupytext.read(source)).cells if c.cell_type == "code")
     files = [*lotlib_dependencies(code), *sorted(depends_on)]
     inputs = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
     payload = json.dumps({"source": hashlib.sha256(source.read_bytes()).hexdigest(), "parameters": parameters,
@@ -109,15 +109,15 @@ def run_notebook(source: Path, output: Path, parameters: dict | None = None, *, 
     """
     source, output = Path(source).resolve(), Path(output).resolve()  # papermill runs in output's folder
     parameters = dict(parameters or {})
-    known = notebook_parameters(source)
+    nb = jupytext.read(source)  # read once: parameters, key and execution all use it
+    known = notebook_parameters(source, nb)
     unknown = sorted(set(parameters) - set(known))
     if unknown:
         raise NotebookFailed(f"{source.name}: unknown parameter(s) {', '.join(unknown)}; "
                              f"the notebook takes: {', '.join(known)}")
-    key = execution_key(source, parameters, depends_on)
+    key = execution_key(source, parameters, depends_on, nb)
     if reuse and output.exists() and nbformat.read(output, 4).metadata.get("lotlib", {}).get("key") == key:
         return output
-    nb = jupytext.read(source)
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
     output.parent.mkdir(parents=True, exist_ok=True)
     staged = output.with_suffix(".input.ipynb")

@@ -63,8 +63,9 @@ def walden_trajectories(model: str, n_k: int = 50, n_s: int | None = None, bos: 
 
 def _extract(model: Model, corpus: Corpus, folder: Path, key: dict, all_positions: bool, dtype: str,
              shard_size: int, batch_size: int, progress: bool) -> np.ndarray:
-    folder.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(folder / "key.json", json.dumps(key, indent=1, sort_keys=True))
+    if not (folder / "key.json").exists():  # what the entry holds, for people browsing the cache
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(folder / "key.json", json.dumps(key, indent=1, sort_keys=True))
     manifest = _read_manifest(folder)
     shards = []
     bar = tqdm(range(0, corpus.n_s, shard_size), desc=f"trajectories {model.name} / {corpus.name}", unit="shard",
