@@ -1,22 +1,25 @@
 """lotlib: the executable companion to "Traveling Words" and "Lines of Thought in LLMs".
 
-The public names below load on first use, so `import lotlib.summary` (a sweep run, the report)
-does not pay for importing torch and transformers.
+The library has the shape of the book: `lotlib.models` (loading, the model view, capture, trajectories,
+corpora), `lotlib.traveling_words` (paper A), `lotlib.lines_of_thought` (paper B), and `lotlib.book`
+(execution, sweeps, the report). The public names below load on first use, so `import lotlib.book.summary`
+(a sweep run, the report) does not pay for importing torch and transformers.
 """
 from importlib import import_module
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS = {
-    "head_outputs": "attention",
-    "capture": "capture_hooks",
-    "Corpus": "corpus", "common_nouns": "corpus", "gibberish": "corpus", "pseudo_sentences": "corpus",
-    "walden": "corpus",
-    "DataError": "data", "data_path": "data",
-    "DEFAULT_MODEL": "models", "EMBEDDED": "models", "Model": "models", "ModelNotFoundError": "models",
-    "load_model": "models",
-    "trajectories": "trajectory_cache", "walden_trajectories": "trajectory_cache",
-    "Heads": "view", "ModelView": "view", "Norm": "view",
+    "head_outputs": "models.attention",
+    "capture": "models.capture",
+    "Corpus": "models.corpus", "common_nouns": "models.corpus", "gibberish": "models.corpus",
+    "pseudo_sentences": "models.corpus", "walden": "models.corpus",
+    "DataError": "models.data", "data_path": "models.data",
+    "DEFAULT_MODEL": "models.sources", "EMBEDDED": "models.sources", "ModelNotFoundError": "models.sources",
+    "Model": "models.loading", "load_model": "models.loading",
+    "trajectories": "models.trajectories", "walden_trajectories": "models.trajectories",
+    "Heads": "models.view", "ModelView": "models.view", "Norm": "models.view",
+    "Estimate": "intervals",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -30,7 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--untrained", action="store_true", help="fresh random weights (null test)")
     ex.add_argument("--reinit-from", type=int, default=None, metavar="K", help="re-initialise blocks K.. (null test)")
     ex.add_argument("--all-positions", action="store_true", help="keep every position, not only the last")
-    ex.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="storage dtype")
+    ex.add_argument("--storage-dtype", dest="dtype", default="float32", choices=["float32", "float16"],
+                    help="dtype the trajectories are stored in")
+    ex.add_argument("--device", default="auto", help="where the model runs: auto, cpu, cuda, mps (default auto)")
+    ex.add_argument("--dtype", dest="model_dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="the model's weights (default float32)")
     ex.add_argument("--batch-size", type=int, default=32)
 
     run = commands.add_parser("run", help="execute one notebook with papermill")
@@ -59,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     book = commands.add_parser("book", help="execute every chapter and build the HTML book")
     book.add_argument("--quick", action="store_true", help="small parameters (book/parameters.yml: quick)")
     book.add_argument("--jobs", type=int, default=2, help="chapters executed in parallel (default 2)")
+    book.add_argument("--model", default=None, help="run every chapter on this model: an embedded name, a local "
+                      "folder or a hub id (default: each chapter's own, the embedded SmolLM2-135M)")
+    book.add_argument("--device", default="auto", help="where the models run: auto, cpu, cuda, mps (default auto)")
+    book.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                      help="the models' weights (default float32)")
+    book.add_argument("--no-null", dest="null", action="store_false",
+                      help="skip the null book (the same chapters on untrained:MODEL) that the verdicts compare with")
 
     args = parser.parse_args(argv)
     try:
@@ -69,9 +80,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _extract(args) -> int:
-    from . import corpus, load_model, trajectories
+    from . import load_model, trajectories
+    from .models import corpus
+    from .models.bounds import check_context
 
-    model = load_model(args.model, untrained=args.untrained, reinit_from=args.reinit_from, seed=args.seed)
+    model = load_model(args.model, untrained=args.untrained, reinit_from=args.reinit_from, seed=args.seed,
+                       device=args.device, dtype=args.model_dtype)
+    check_context(args.n_k, model.view.max_positions, args.bos, param="--n-k", model=model.name)
     if args.corpus == "walden":
         text = corpus.walden(model.tokenizer, n_k=args.n_k, n_s=args.n_s, bos=args.bos)
     else:
@@ -84,7 +99,7 @@ def _extract(args) -> int:
 
 
 def _notebook(name: str) -> Path:
-    from .pipeline import project_root
+    from .book.pipeline import project_root
 
     source = Path(name)
     if not source.exists():
@@ -95,7 +110,7 @@ def _notebook(name: str) -> Path:
 
 
 def _run(args) -> int:
-    from .pipeline import run_notebook
+    from .book.pipeline import run_notebook
 
     source = _notebook(args.notebook)
     parameters = {name: yaml.safe_load(value) for name, value in args.parameter}
@@ -108,10 +123,10 @@ def _sweep(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .book import book_parameters
-    from .pipeline import project_root
+    from .book.build import book_parameters
+    from .book.pipeline import project_root
+    from .book.sweep import load_grid, run_sweep
     from .plots import sweep_plot
-    from .sweep import load_grid, run_sweep
 
     source = _notebook(args.notebook)
     grid = load_grid(args.parameter, args.grid)
@@ -129,10 +144,11 @@ def _sweep(args) -> int:
 
 
 def _book(args) -> int:
-    from .book import build_book
-    from .pipeline import project_root
+    from .book.build import build_book
+    from .book.pipeline import project_root
 
-    html = build_book(project_root(), quick=args.quick, jobs=args.jobs)
+    html = build_book(project_root(), quick=args.quick, jobs=args.jobs, model=args.model, device=args.device,
+                      dtype=args.dtype, null=args.null)
     print(f"book built: {html / 'index.html'}")
     return 0
 

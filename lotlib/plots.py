@@ -1,4 +1,8 @@
-"""Figures: interactive plotly (rotatable 3-D) and static matplotlib, for notebooks and the book."""
+"""Figures: one theme for the whole book (seaborn over matplotlib for statistical figures), rotatable 3-D
+figures in plotly, and the sweep summary (a seaborn line with a confidence band across repetitions).
+
+Chapters call `apply_theme()` once, before their first figure.
+"""
 from __future__ import annotations
 
 import os
@@ -9,8 +13,18 @@ import numpy as np
 import plotly.graph_objects as go
 from matplotlib import cm, colors
 
-from .paths import BOOK_ENV
+from .run_context import BOOK_ENV
 
+
+THEME = {"context": "notebook", "style": "whitegrid", "palette": "colorblind", "font_scale": 0.9}
+
+
+def apply_theme() -> None:
+    """The book's one look for matplotlib and seaborn figures (plotly keeps its own for the 3-D ones)."""
+    import seaborn as sns
+
+    sns.set_theme(**THEME)
+    plt.rcParams.update({"figure.dpi": 110, "axes.titlesize": "medium"})
 
 
 def show(fig: go.Figure) -> None:

@@ -45,14 +45,16 @@
 # centring is shown in 3-D.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-block = 0  # the block whose input norm and attention head are drawn
-head = None  # attention head (None: the head whose strongest 2 x 2 block carries most of its form)
-coords = None  # three coordinates to draw (None: chosen from the head's query-key form)
-min_gamma_ratio = 2.0  # the drawn pair's |γ| must differ at least this much (a visible ellipse)
-n_s = 8  # pseudo-sentences drawn at random from Walden (every position is used)
-n_k = 50  # tokens per pseudo-sentence
-seed = 0  # which pseudo-sentences are drawn
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+block: "Block" = 0  # the block whose input norm and attention head are drawn
+head: "int | None" = None  # attention head (None: the head whose strongest 2 x 2 block carries most of its form)
+coords: "list[int] | None" = None  # three coordinates to draw (None: chosen from the head's query-key form)
+min_gamma_ratio: float = 2.0  # the drawn pair's |γ| must differ at least this much (a visible ellipse)
+n_s: int = 8  # pseudo-sentences drawn at random from Walden (every position is used)
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+seed: int = 0  # which pseudo-sentences are drawn
 
 # %%
 import matplotlib.pyplot as plt
@@ -60,12 +62,14 @@ import numpy as np
 import torch
 
 import lotlib
-from lotlib import geometry, plots
-from lotlib import capture
-from lotlib.summary import record
+from lotlib import Norm, capture, plots
+from lotlib.traveling_words import figures, norms
+from lotlib.book.summary import record
+from lotlib.models.bounds import block_index
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
+block = block_index(block, view.n_layers, "block", lm.name)
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 rng = np.random.default_rng(seed)
 ids = corpus.ids[np.sort(rng.choice(corpus.n_s, size=min(n_s, corpus.n_s), replace=False))]
@@ -82,15 +86,15 @@ print(f"block {block}'s input norm: {norm.kind}Norm, eps = {norm.eps:g}, β: {'n
 # apart) whose 2 × 2 block carries the largest share of it.
 
 # %%
-forms = geometry.qk_forms(view, block)  # (H, d, d)
-picks = [geometry.strongest_coordinates(f, 2, norm.gamma, min_gamma_ratio) for f in forms]
+forms = norms.qk_forms(view, block)  # (H, d, d)
+picks = [norms.strongest_coordinates(f, 2, norm.gamma, min_gamma_ratio) for f in forms]
 if head is None:
     head = int(np.argmax([share for _, share in picks]))
 if coords is None:
-    coords = geometry.strongest_coordinates(forms[head], 3, norm.gamma, min_gamma_ratio)[0]
+    coords = norms.strongest_coordinates(forms[head], 3, norm.gamma, min_gamma_ratio)[0]
 coords3 = list(coords)
 coords2 = coords3[:2]
-share2, share3 = (geometry.block_share(forms[head], c) for c in (coords2, coords3))
+share2, share3 = (norms.block_share(forms[head], c) for c in (coords2, coords3))
 for h, (pair, share) in enumerate(picks):
     print(f"head {h}: strongest pair {pair}, share of the form {share:.3f}")
 gamma2 = norm.gamma[coords2].double().numpy()
@@ -111,9 +115,9 @@ print(f"\ndrawn: head {head}, coordinates {coords2} (3-D: {coords3}); their 2 x 
 # the same operations.
 
 # %%
-norm2 = geometry.restrict(norm, coords2)
-stages = geometry.planar_stages(torch.from_numpy(X[:, coords2]), norm2, W2)
-curve = geometry.planar_stages(geometry.circle() * 2 ** 0.5, norm2, W2)
+norm2 = norm.restrict(coords2)
+stages = norms.planar_stages(torch.from_numpy(X[:, coords2]), norm2, W2)
+curve = norms.planar_stages(norms.circle() * 2 ** 0.5, norm2, W2)
 angle = np.arctan2(*stages["normalized"].numpy().T[::-1])
 beta_text = "shift by β: none (RMSNorm has no β)" if norm.beta is None else "shift by β (arrow)"
 titles = {"normalized": f"(a) normalize: onto the circle of radius √2", "stretched": "(b) stretch by γ",
@@ -139,8 +143,8 @@ plt.show()
 
 radius = stages["normalized"].norm(dim=1)
 ellipse = ((stages["stretched"] / norm2.gamma.double()).pow(2).sum(1) - radius ** 2).abs().max()
-circle_norm = geometry.unit_norm("rms", 2, norm.eps)
-eps_gap = (radius - geometry.predicted_norm(circle_norm, torch.from_numpy(X[:, coords2]))).abs().max()
+circle_norm = Norm.unit("rms", 2, norm.eps)
+eps_gap = (radius - circle_norm.predicted_norm(torch.from_numpy(X[:, coords2]))).abs().max()
 print(f"(a) radius of the normalized points: {radius.min():.6f} .. {radius.max():.6f} (√2 = {2 ** 0.5:.6f}); "
       f"largest gap to the eps formula {eps_gap:.1e}")
 print(f"(b) the stretched points satisfy (y1/γ1)² + (y2/γ2)² = r² (r: their radius in (a)) up to {ellipse:.1e}")
@@ -171,7 +175,7 @@ print(f"(d) singular values of the W_QK block: {np.round(torch.linalg.svdvals(W2
 
 # %%
 P3 = torch.from_numpy(X[:, list(coords3)])
-ln3, rms3 = (geometry.restrict(geometry.as_kind(norm, kind), coords3) for kind in ("layer", "rms"))
+ln3, rms3 = (norm.with_kind(kind).restrict(coords3) for kind in ("layer", "rms"))
 panels = {
     "LayerNorm (illustration: model's γ, no β)": {
         "states x": P3.numpy(), "centred and scaled": ln3.normalize(P3).numpy(), "then × γ": ln3(P3).numpy()},
@@ -181,20 +185,20 @@ panels = {
 hyperplane = dict(zip(panels, (True, False)))
 names3 = tuple(f"x[{c}]" for c in coords3)
 title3 = f"{model}, block {block}: states on coordinates {list(coords3)}, normalized in 3-D"
-plots.show(geometry.sphere_figure(panels, hyperplane, names3, title3))
+plots.show(figures.sphere_figure(panels, hyperplane, names3, title3))
 
 # %%
-geometry.sphere_static(panels, hyperplane, names3, title3)
+figures.sphere_static(panels, hyperplane, names3, title3)
 plt.show()
 ln_hat, rms_hat = ln3.normalize(P3), rms3.normalize(P3)
-ln_off_plane = float(geometry.cos_to_ones(ln_hat).abs().max())
+ln_off_plane = float(norms.cos_to_ones(ln_hat).abs().max())
 ln_gamma_plane = float((ln3(P3) / ln3.gamma).sum(1).abs().max())
-rms_off_plane = float(geometry.cos_to_ones(rms_hat).abs().mean())
+rms_off_plane = float(norms.cos_to_ones(rms_hat).abs().mean())
 radius3 = torch.cat([ln_hat.norm(dim=1), rms_hat.norm(dim=1)])
 print(f"LayerNorm: largest |cos(x̂, 1)| = {ln_off_plane:.1e} (on the plane); after γ, (y/γ) · 1 = 0 up to "
       f"{ln_gamma_plane:.1e}: the ellipse lies in a tilted plane")
 print(f"RMSNorm: mean |cos(x̂, 1)| = {rms_off_plane:.3f} (a uniformly random direction in 3-D: "
-      f"{geometry.random_cos_to_ones(3):.3f}); both: radius {radius3.min():.5f} .. {radius3.max():.5f} "
+      f"{norms.random_cos_to_ones(3):.3f}); both: radius {radius3.min():.5f} .. {radius3.max():.5f} "
       f"(√3 = {3 ** 0.5:.5f})")
 
 # %% [markdown]

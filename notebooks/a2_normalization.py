@@ -38,11 +38,13 @@
 # (RMSNorm) or the variance (LayerNorm) of x, in float64. The table's eps is the final norm's.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_s = 64  # pseudo-sentences drawn at random from Walden (every position is used)
-n_k = 50  # tokens per pseudo-sentence
-seed = 0  # which pseudo-sentences are drawn
-blocks = None  # layers t whose cos(x, 1) histograms are drawn (None: 0, the middle and L)
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_s: int = 64  # pseudo-sentences drawn at random from Walden (every position is used)
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+seed: int = 0  # which pseudo-sentences are drawn
+blocks: "list[Layer] | None" = None  # layers t whose cos(x, 1) histograms are drawn (None: 0, the middle and L)
 
 # %%
 import matplotlib.pyplot as plt
@@ -50,22 +52,24 @@ import numpy as np
 import pandas as pd
 
 import lotlib
-from lotlib import geometry
-from lotlib.summary import record
+from lotlib import Norm
+from lotlib.traveling_words import norms
+from lotlib.book.summary import record
+from lotlib.models.bounds import layer_indices
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 rng = np.random.default_rng(seed)
 ids = corpus.ids[np.sort(rng.choice(corpus.n_s, size=min(n_s, corpus.n_s), replace=False))]
-stats = geometry.norm_statistics(lm, ids)  # each (n_s, n_k, L+1)
-table = geometry.norm_table(stats)
+stats = norms.norm_statistics(lm, ids)  # each (n_s, n_k, L+1)
+table = norms.norm_table(stats)
 L, d = view.n_layers, view.d_model
-blocks = blocks if blocks is not None else [0, L // 2, L]
-norms = geometry.reading_norms(view)
+blocks = [0, L // 2, L] if blocks is None else layer_indices(blocks, L, "blocks", lm.name)
+reading = view.reading_norms()
 print(f"{lm!r}\n{ids.size} states per layer ({len(ids)} pseudo-sentences x {n_k} positions), t = 0..{L}")
-print(f"norms: {norms[0].kind}Norm, eps = {sorted({n.eps for n in norms})}, β: "
-      f"{'none' if all(n.beta is None for n in norms) else 'yes'}; √d = {d ** 0.5:.4f}")
+print(f"norms: {reading[0].kind}Norm, eps = {sorted({n.eps for n in reading})}, β: "
+      f"{'none' if all(n.beta is None for n in reading) else 'yes'}; √d = {d ** 0.5:.4f}")
 
 # %% [markdown]
 # ## 1 · The normalized state has norm √d, up to eps
@@ -145,7 +149,7 @@ print(f"first position: median ||x(t)|| up to {np.median(residual[:, 0], 0).max(
 
 # %%
 cos = stats["cos_ones"].reshape(-1, L + 1)
-baseline = geometry.random_cos_to_ones(d)
+baseline = norms.random_cos_to_ones(d)
 fig, (ax, hx) = plt.subplots(1, 2, figsize=(12, 3.5))
 ax.plot(table.index, table["mean |cos(x, 1)|"], "o-", label="states x(t)")
 ax.axhline(baseline, color="grey", ls="--", label=f"random direction ({baseline:.3f})")
@@ -155,7 +159,7 @@ ax.legend(fontsize=8)
 grid = np.linspace(-4, 4, 200) / d ** 0.5
 for t in blocks:
     hx.hist(cos[:, t], bins=60, density=True, histtype="step", lw=1.5, label=f"t = {t}")
-hx.plot(grid, geometry.random_cos_density(grid, d), "k--", lw=1, label="random direction")
+hx.plot(grid, norms.random_cos_density(grid, d), "k--", lw=1, label="random direction")
 hx.set(xlabel="cos(x, 1)", ylabel="density", title="Distribution over states")
 hx.legend(fontsize=8)
 plt.show()
@@ -179,15 +183,15 @@ print(f"mean |cos(x, 1)| over layers: {mean_abs_cos.min():.4f} .. {mean_abs_cos.
 # %%
 E = view.W_E.detach()
 eps = view.final_norm.eps
-references = {"LN(E) (the paper's)": geometry.unit_norm("layer", d, eps),
-              "RMSNorm(E)": geometry.unit_norm("rms", d, eps)}
-distances = {name: geometry.row_distances(E, ref) for name, ref in references.items()}
-identities = {name: geometry.table_identities(E, ref, distances[name]) for name, ref in references.items()}
+references = {"LN(E) (the paper's)": Norm.unit("layer", d, eps),
+              "RMSNorm(E)": Norm.unit("rms", d, eps)}
+distances = {name: norms.row_distances(E, ref) for name, ref in references.items()}
+identities = {name: norms.table_identities(E, ref, distances[name]) for name, ref in references.items()}
 for name, dist in distances.items():
     own = " — the model's own norm" if references[name].kind == view.final_norm.kind else ""
     print(f"\nreference {name}{own}: E is {tuple(E.shape)}, ||c|| = {E.double().mean(0).norm():.3f}, "
           f"mean ||e|| = {E.double().norm(dim=1).mean():.3f}")
-    display(geometry.distance_table(dist).style.format("{:.4g}"))
+    display(norms.distance_table(dist).style.format("{:.4g}"))
 
 # %% [markdown]
 # The identities, checked on every row (largest violation; zero means float64 rounding, except the
@@ -219,7 +223,7 @@ print(f"||x̂|| = √d ({d ** 0.5:.4f}; paper: 27.71 for d = 768) up to eps: the
       f"(at t = {t_gap}, where eps matters most).")
 print(f"on the hyperplane: the states entering the norms have mean |cos(x, 1)| {mean_abs_cos.mean():.4f} "
       f"averaged over layers, {mean_abs_cos.mean() / baseline:.2f} x a random direction's; this model's "
-      + ("LayerNorm removes that component exactly: the claim holds." if norms[0].kind == "layer" else
+      + ("LayerNorm removes that component exactly: the claim holds." if reading[0].centres else
          "RMSNorm keeps it: the centring claim does not apply."))
 print(f"table identities: cos(Original) = cos(Scaled) and cos(Centered) = cos(Centered & scaled) to "
       f"{max(cos_gaps):.0e} for both references; "
@@ -228,9 +232,9 @@ print(f"table identities: cos(Original) = cos(Scaled) and cos(Centered) = cos(Ce
       f"{rms_cos_original:.0e} (parallel).")
 
 # %%
-ln_table, rms_table = (geometry.distance_table(distances[name]) for name in references)
+ln_table, rms_table = (norms.distance_table(distances[name]) for name in references)
 record({
-    "n_states_per_layer": int(ids.size), "d_model": d, "sqrt_d": d ** 0.5, "norm_kind": norms[0].kind,
+    "n_states_per_layer": int(ids.size), "d_model": d, "sqrt_d": d ** 0.5, "norm_kind": reading[0].kind,
     "normalized_norm_min": float(stats["normalized"].min()), "normalized_norm_max": float(stats["normalized"].max()),
     "max_shortfall_from_sqrt_d": largest_gap, "max_abs_measured_minus_eps_formula": worst,
     "max_rel_measured_minus_eps_formula": worst / d ** 0.5,

@@ -37,22 +37,24 @@
 # excluded; token strings are shown with `repr`, so leading spaces are visible.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-k = 5  # tokens listed at each end of each ranking
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+k: int = 5  # tokens listed at each end of each ranking
 
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
 
 import lotlib
-from lotlib import geometry
-from lotlib.summary import record
+from lotlib.traveling_words import reachability
+from lotlib.book.summary import record
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 norm = view.final_norm
-U = view.W_U.T.detach()  # (V, d): unembedding vectors (= W_E when tied)
-scores = geometry.reachability_scores(norm, U, view.b_U)
+
+scores = reachability.reachability_scores(view)
 beta_gap = float(max((scores["||e|| + beta.e"] - scores["||e||"]).abs().max(),
                      (scores["||gamma*e|| + beta.e"] - scores["||gamma*e||"]).abs().max()))
 print(f"{lm!r}; vocabulary V = {len(scores)}, tied embeddings: {view.tied}")
@@ -64,7 +66,7 @@ print(f"final norm: {norm.kind}Norm, β {'= 0 (none)' if norm.beta is None else 
 # ## The most reachable tokens
 
 # %%
-tables = geometry.extreme_tokens(scores, lm.tokenizer, k)
+tables = reachability.extreme_tokens(scores, lm.tokenizer, k)
 tables["top"]
 
 # %% [markdown]
@@ -104,7 +106,7 @@ best = scores["max logit"]
 listed = {"top": best.nlargest(k).index, "bottom": best.nsmallest(k).index}
 rows = []
 for end, token_ids in listed.items():
-    ranks, logits = geometry.rank_at_best_state(norm, view.W_U.detach(), view.b_U, token_ids)
+    ranks, logits = reachability.rank_at_best_state(view, token_ids)
     rows += [{"end": end, "token": repr(lm.tokenizer.decode([int(i)])), "max logit": best[i], "logit at x̂*": lg,
               "rank at x̂*": int(r)} for i, r, lg in zip(token_ids, ranks, logits)]
 check = pd.DataFrame(rows)

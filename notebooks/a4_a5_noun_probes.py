@@ -27,7 +27,7 @@
 # last-layer heads are subject-specific, and that some heads preserve the key's meaning in their
 # value output.
 #
-# **How it is computed** (`lotlib.probes`, following the authors' `common_nouns.py`). Static probes:
+# **How it is computed** (`lotlib.traveling_words.probes`, following the authors' `common_nouns.py`). Static probes:
 # one token, no position, no context.
 #
 # - The noun's residual input is e = embed_scale · W_E[noun] (the scale is 1 except for Gemma), and
@@ -54,11 +54,13 @@
 # centre: block_norm(e) lies on the sphere but not on the hyperplane orthogonal to the ones vector.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-blocks = None  # blocks probed (None: first, (L - 1) // 2, last)
-k = 5  # tokens per probe
-leading_space = False  # query form: the bare word (as the authors' code encodes it) or " word"
-show = ["time", "water", "car"]  # nouns shown in full in the readable tables
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+blocks: "list[Block] | None" = None  # blocks probed (None: first, (L - 1) // 2, last)
+k: int = 5  # tokens per probe
+leading_space: bool = False  # query form: the bare word (as the authors' code encodes it) or " word"
+show: list[str] = ["time", "water", "car"]  # nouns shown in full in the readable tables
 
 # %%
 import matplotlib.pyplot as plt
@@ -67,13 +69,14 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import lotlib
-from lotlib import probes
-from lotlib.summary import record
+from lotlib.traveling_words import probes
+from lotlib.book.summary import record
+from lotlib.models.bounds import block_indices
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H = view.n_layers, view.n_heads
-layers = [0, (L - 1) // 2, L - 1] if blocks is None else list(blocks)
+layers = [0, (L - 1) // 2, L - 1] if blocks is None else block_indices(blocks, L, "blocks", lm.name)
 vocab = probes.vocab_strings(lm.tokenizer, view.W_E.shape[0])
 words = lotlib.common_nouns()
 nouns = probes.single_tokens(lm.tokenizer, words, leading_space)
@@ -109,7 +112,7 @@ def readable(block: int) -> pd.DataFrame:
 
 # %%
 pd.set_option("display.max_colwidth", None)
-print(f"mean ||e|| over the nouns: {probes.embeddings(view)[nouns.ids].norm(dim=-1).mean():.2f}")
+print(f"mean ||e|| over the nouns: {view.embed(nouns.ids).norm(dim=-1).mean():.2f}")
 for block in layers:
     display(HTML(f"<h4>Block {block}</h4>"))
     display(readable(block).style.format({"||u_h||": "{:.2f}"}))
@@ -127,7 +130,7 @@ for block in layers:
 # Per block and head: how much the keys depend on the query (the share of nouns whose top key is
 # the head's most common top key: 1 means one key for every noun), and how many of the top-5 are
 # the noun itself or a variant (plural, capitalised, with or without leading space; the variant set
-# of `lotlib.probes.variants`).
+# of `lotlib.traveling_words.probes.variants`).
 
 # %%
 grouped = table.groupby(["block", "probe", "head"], sort=False)

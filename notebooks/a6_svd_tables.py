@@ -27,7 +27,7 @@
 # W_K^h^T and W_VO^h = W_V^h W_O^h factor through d_head, their rank is at most d_head < d: a head
 # ignores every direction in its null space.
 #
-# **How it is computed** (`lotlib.probes.head_svd`, `svd_table`, following the authors'
+# **How it is computed** (`lotlib.head_svd.head_svd`, `svd_table`, following the authors'
 # `svd_analysis.py`). The SVD is exact and cheap: with W = A B^T (A, B of shape d × d_head), QR
 # factorizations A = Q_a R_a, B = Q_b R_b leave only a d_head × d_head core to decompose; the
 # other d − d_head singular values are exactly zero.
@@ -50,11 +50,13 @@
 # make the query-key score nonlinear; W_QK^h then describes the score only up to those norms.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-blocks = None  # blocks (None: first, (L - 1) // 2, last)
-n_dirs = 20  # singular directions per head in the tables
-k = 3  # tokens per side of each direction
-show_heads = [0, 3]  # heads whose tables are shown in full (the rest are folded away)
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+blocks: "list[Block] | None" = None  # blocks (None: first, (L - 1) // 2, last)
+n_dirs: int = 20  # singular directions per head in the tables
+k: int = 3  # tokens per side of each direction
+show_heads: list[int] = [0, 3]  # heads whose tables are shown in full (the rest are folded away)
 
 # %%
 import matplotlib.pyplot as plt
@@ -63,20 +65,21 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import lotlib
-from lotlib import probes
-from lotlib.summary import record
+from lotlib.traveling_words import head_svd, probes
+from lotlib.book.summary import record
+from lotlib.models.bounds import block_indices
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H, d, dh = view.n_layers, view.n_heads, view.d_model, view.d_head
-layers = [0, (L - 1) // 2, L - 1] if blocks is None else list(blocks)
+layers = [0, (L - 1) // 2, L - 1] if blocks is None else block_indices(blocks, L, "blocks", lm.name)
 vocab = probes.vocab_strings(lm.tokenizer, view.W_E.shape[0])
 readout = "W_E (tied)" if view.tied else "W_U (untied)"
 print(f"{lm!r}: d = {d}, d_head = {dh}, {view.heads(0).n_kv_heads} key/value heads for {H} query heads; "
       f"VO right side read against {readout}; blocks {layers}")
 
 # %%
-tables = pd.concat([probes.svd_table(view, vocab, layer, kind, n_dirs, k) for layer in layers for kind in ("qk", "vo")],
+tables = pd.concat([head_svd.svd_table(view, vocab, layer, kind, n_dirs, k) for layer in layers for kind in ("qk", "vo")],
                    ignore_index=True)
 
 
@@ -126,13 +129,13 @@ for block in layers:
 # ## Singular-value coverage and the null space
 
 # %%
-S = {(layer, kind): probes.head_svd(view, layer, kind)[1] for layer in layers for kind in ("qk", "vo")}
+S = {(layer, kind): head_svd.head_svd(view, layer, kind)[1] for layer in layers for kind in ("qk", "vo")}
 ranks = np.arange(1, d + 1)
 fig, axes = plt.subplots(2, len(layers), figsize=(5 * len(layers), 7), sharex=True, sharey=True, squeeze=False)
 for col, layer in enumerate(layers):
     for row, kind in enumerate(("qk", "vo")):
         ax = axes[row, col]
-        for h, curve in enumerate(probes.coverage(S[layer, kind], d)):
+        for h, curve in enumerate(head_svd.coverage(S[layer, kind], d)):
             ax.plot(ranks, curve, lw=1, label=f"head {h}")
         ax.axvline(dh, color="k", ls="--", lw=0.8)
         ax.set(xscale="log", title=f"block {layer}, W_{kind.upper()}", xlabel="rank r", ylabel="coverage")
@@ -144,7 +147,7 @@ plt.show()
 
 def rank_at(share: float, layer: int, kind: str) -> np.ndarray:
     """Smallest rank whose coverage reaches `share`, per head."""
-    return 1 + np.argmax(probes.coverage(S[layer, kind], d) >= share - 1e-12, axis=1)
+    return 1 + np.argmax(head_svd.coverage(S[layer, kind], d) >= share - 1e-12, axis=1)
 
 
 for layer in layers:
@@ -163,7 +166,7 @@ gaps = {}
 for layer in layers:
     heads = view.heads(layer)
     for kind, W in (("qk", heads.W_QK(0)), ("vo", heads.W_VO(0))):
-        s = probes.singular_values(W)
+        s = head_svd.singular_values(W)
         gaps[layer, kind] = (s[dh] / s[0]).item()
         print(f"block {layer:>2} head 0 W_{kind.upper()}: s_{dh + 1} / s_1 = {gaps[layer, kind]:.1e}, "
               f"s_{dh} / s_1 = {(s[dh - 1] / s[0]).item():.1e}")

@@ -43,15 +43,17 @@
 #   first fit of 10,000 rows takes one to two minutes (numba compilation included).
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-sentence = "To kill two birds with one stone"
-token_index = -2  # which token to follow (negative: from the end); the next token is its target
-umap_rows = 10000  # the first rows of W_E the UMAP is fitted on
-umap_normalized = False  # fit on final_norm(W_E) instead of the raw W_E
-n_neighbors = 15
-min_dist = 0.1
-seed = 0  # UMAP random_state
-top_k = 5  # tokens per layer in the logit-lens table
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+sentence: str = "To kill two birds with one stone"
+token_index: int = -2  # which token to follow (negative: from the end); the next token is its target
+umap_rows: int = 10000  # the first rows of W_E the UMAP is fitted on
+umap_normalized: bool = False  # fit on final_norm(W_E) instead of the raw W_E
+n_neighbors: int = 15
+min_dist: float = 0.1
+seed: int = 0  # UMAP random_state
+top_k: int = 5  # tokens per layer in the logit-lens table
 
 # %%
 import matplotlib.pyplot as plt
@@ -59,11 +61,12 @@ import numpy as np
 
 import lotlib
 from lotlib import plots
-from lotlib.summary import record
-from lotlib.travel import (final_normed, fitted_umap, lens_logits, locate, logit_lens, neighbour_agreement,
-                           path_figure, path_panels, token_path)
+from lotlib.book.summary import record
+from lotlib.traveling_words.figures import path_figure, path_panels
+from lotlib.traveling_words.lens import final_normed, lens_logits, locate, logit_lens, token_path
+from lotlib.traveling_words.umap_map import fitted_umap, neighbour_agreement
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 view, decode = lm.view, lm.tokenizer.decode
 ids, position = locate(lm.tokenizer, sentence, token_index)
 if position + 1 >= len(ids):

@@ -33,7 +33,7 @@
 #
 # - **Which vector is "u_i" at another layer.** Singular vectors come back sorted by singular value and
 #   with arbitrary signs; to compare layers, the columns are re-ordered and re-signed by an optimal
-#   assignment between neighbouring layers (Hungarian algorithm on |U(t)ᵀU(t±1)|, `lotlib.svd.align_bases`).
+#   assignment between neighbouring layers (Hungarian algorithm on |U(t)ᵀU(t±1)|, `lotlib.lines_of_thought.ensemble.align_bases`).
 #   The chain starts at the **middle layer** L/2, so u_1..u_4 are its four leading directions followed
 #   forward and backward through the layers. (Starting from the last layer instead names the columns by
 #   U(L), and on SmolLM2 the third direction of U(L) is a new one that the last few blocks create: before
@@ -42,12 +42,14 @@
 # - **The truncation protocol of panel (c)** is described in its section; both readings are computed.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_k = 50  # tokens per pseudo-sentence
-n_s = None  # cap on pseudo-sentences (None: all of Walden)
-bos = False  # prepend BOS to every pseudo-sentence
-n_propagated = 128  # pilots for the truncate-every-layer protocol (0 skips it)
-seed = 0  # which pilots the propagated protocol uses
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
+bos: bool = False  # prepend BOS to every pseudo-sentence
+n_propagated: int = 128  # pilots for the truncate-every-layer protocol (0 skips it)
+seed: int = 0  # which pilots the propagated protocol uses
 
 # %%
 import matplotlib.pyplot as plt
@@ -55,12 +57,12 @@ import numpy as np
 from matplotlib import cm, colors
 
 import lotlib
-from lotlib.extrapolation import basis_angles
-from lotlib.summary import record
-from lotlib.svd import align_bases, ensemble_svd
-from lotlib.truncation import consecutive_kl, propagated_truncated_kl, truncated_kl
+from lotlib.lines_of_thought.extrapolation import basis_angles
+from lotlib.book.summary import record
+from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from lotlib.lines_of_thought.truncation import consecutive_kl, propagated_truncated_kl, truncated_kl
 
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 U, S = ensemble_svd(X)  # per layer, sorted by decreasing singular value

@@ -36,7 +36,7 @@
 # choices open, and they are made here:
 #
 # - **Bases.** Uncentered thin SVD of each layer's ensemble. Singular vectors are re-ordered and re-signed
-#   across layers by an optimal assignment between neighbouring layers (`lotlib.svd.align_bases`),
+#   across layers by an optimal assignment between neighbouring layers (`lotlib.lines_of_thought.ensemble.align_bases`),
 #   starting from the middle layer as in chapter B2, so that column i means the same direction at t and
 #   t + τ. Only the layers from L/2 on are used.
 # - **Rank.** Eq. 1 uses all min(N, D) aligned columns unless the `rank` parameter says otherwise (then the
@@ -50,19 +50,21 @@
 #   `svm_top_k` asks for the coordinates on the arrival layer's top-k singular directions.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_k = 50  # tokens per pseudo-sentence
-n_s = None  # cap on pseudo-sentences (None: all of Walden)
-bos = False  # prepend BOS to every pseudo-sentence
-rank = None  # columns used in Eq. 1 (None: all min(N, D))
-taus = [1, 2, 4, 8]  # jumps drawn in the grid
-n_rows = 3  # starting layers drawn in the grid, from L/2 on
-n_plot = 400  # pilots drawn per panel
-tau_max = 10  # the SVM runs tau = 1..tau_max
-n_starts = 4  # starting layers the SVM accuracy is averaged over, from L/2 on
-n_svm = 1000  # pilots per class in the SVM (a subsample of the held-out half)
-svm_top_k = None  # SVM features: None = all D coordinates, k = the arrival layer's top-k singular coordinates
-seed = 0  # the fit / held-out split and every subsample
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
+bos: bool = False  # prepend BOS to every pseudo-sentence
+rank: "int | None" = None  # columns used in Eq. 1 (None: all min(N, D))
+taus: list[int] = [1, 2, 4, 8]  # jumps drawn in the grid
+n_rows: int = 3  # starting layers drawn in the grid, from L/2 on
+n_plot: int = 400  # pilots drawn per panel
+tau_max: int = 10  # the SVM runs tau = 1..tau_max
+n_starts: int = 4  # starting layers the SVM accuracy is averaged over, from L/2 on
+n_svm: int = 1000  # pilots per class in the SVM (a subsample of the held-out half)
+svm_top_k: "int | None" = None  # SVM features: None = all D coordinates, k = the arrival layer's top-k singular coordinates
+seed: int = 0  # the fit / held-out split and every subsample
 
 # %%
 import matplotlib.pyplot as plt
@@ -70,11 +72,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import lotlib
-from lotlib.extrapolation import extrapolate, residuals, svm_accuracy
-from lotlib.summary import record
-from lotlib.svd import align_bases, ensemble_svd
+from lotlib.lines_of_thought.extrapolation import extrapolate, residuals, svm_accuracy
+from lotlib.book.summary import record
+from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 first = L // 2

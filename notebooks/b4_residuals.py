@@ -27,24 +27,26 @@
 # residuals are not a simple Gaussian with a law in t + τ, the stochastic model has the wrong noise.
 #
 # **How it is computed.** Trajectories of all pseudo-sentences, per-layer **uncentered** SVD, singular
-# vectors aligned across layers (optimal assignment and sign, `lotlib.svd.align_bases`), Eq. 1 from
-# `lotlib.extrapolation`. With y(t) = U(t)ᵀx(t) computed once per layer, the residual's coordinates in the
+# vectors aligned across layers (optimal assignment and sign, `lotlib.lines_of_thought.ensemble.align_bases`), Eq. 1 from
+# `lotlib.lines_of_thought.extrapolation`. With y(t) = U(t)ᵀx(t) computed once per layer, the residual's coordinates in the
 # arrival basis are y(t+τ) − Σ(t+τ)Σ(t)⁻¹ y(t): every pair costs a vector operation over the ensemble
-# (`lotlib.residuals`; the tests check it against the direct Eq. 1 residual). The layers are the block
+# (`lotlib.lines_of_thought.residuals`; the tests check it against the direct Eq. 1 residual). The layers are the block
 # outputs t = 1..L (x(0), the embedding, is not a block output and is left out, as in the paper).
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_k = 50  # tokens per pseudo-sentence
-n_s = None  # cap on pseudo-sentences (None: all of Walden)
-raw_coordinates = True  # also the statistics in raw residual-stream coordinates (one matrix product per pair)
-fit_first = 1  # the variance law is fitted on pairs with t >= fit_first
-fit_last = None  # and arrival t + tau at most fit_last (None: L, the last layer included)
-early_layers = None  # departures t < early_layers count as "early layers" (None: L // 4)
-t_pdf = None  # departure layer of the noise PDFs and the correlation matrix (None: L // 2)
-pdf_taus = [1, 2, 4, 8]  # tau of the noise PDFs
-n_corr = 40  # coordinates shown in the correlation matrix (the largest sigma at the arrival layer)
-seed = 0  # the synthetic Gaussian reference
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
+raw_coordinates: bool = True  # also the statistics in raw residual-stream coordinates (one matrix product per pair)
+fit_first: "Layer" = 1  # the variance law is fitted on pairs with t >= fit_first
+fit_last: "Layer | None" = None  # and arrival t + tau at most fit_last (None: L, the last layer included)
+early_layers: "Layer | None" = None  # departures t < early_layers count as "early layers" (None: L // 4)
+t_pdf: "Layer | None" = None  # departure layer of the noise PDFs and the correlation matrix (None: L // 2)
+pdf_taus: list[int] = [1, 2, 4, 8]  # tau of the noise PDFs
+n_corr: int = 40  # coordinates shown in the correlation matrix (the largest sigma at the arrival layer)
+seed: int = 0  # the synthetic Gaussian reference
 
 # %%
 import matplotlib.pyplot as plt
@@ -52,19 +54,21 @@ import numpy as np
 from scipy.stats import norm
 
 import lotlib
-from lotlib.extrapolation import residuals
-from lotlib.residuals import (coordinate_moments, fit_variance, mean_abs_offdiagonal, pair_mask, pair_statistics,
+from lotlib.lines_of_thought.extrapolation import residuals
+from lotlib.lines_of_thought.residuals import (coordinate_moments, fit_variance, mean_abs_offdiagonal, pair_mask, pair_statistics,
                               residual_coordinates, singular_coordinates)
-from lotlib.summary import record
-from lotlib.svd import align_bases, ensemble_svd
+from lotlib.book.summary import record
+from lotlib.models.bounds import layer_index
+from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 layers = np.arange(1, L + 1)
-fit_last = L if fit_last is None else fit_last
-early_layers = L // 4 if early_layers is None else early_layers
-t_pdf = L // 2 if t_pdf is None else t_pdf
+fit_first = layer_index(fit_first, L, "fit_first", lm.name)
+fit_last = L if fit_last is None else layer_index(fit_last, L, "fit_last", lm.name)
+early_layers = L // 4 if early_layers is None else layer_index(early_layers, L, "early_layers", lm.name)
+t_pdf = L // 2 if t_pdf is None else layer_index(t_pdf, L, "t_pdf", lm.name)
 U, S = align_bases(*ensemble_svd(X))
 Y = singular_coordinates(X, U)  # (N_s, T, k)
 k = U.shape[2]
@@ -224,7 +228,7 @@ print(f"ratio of the 95th to the 5th percentile of the coordinates' variances: 1
 #
 # The correlation matrix of the residual coordinates (the `n_corr` largest singular directions of the arrival
 # layer) for t = `t_pdf`, τ = 1. Eq. 2 says it is the identity. The raw-coordinate residual comes straight from
-# `lotlib.extrapolation.residuals` (Eq. 1), a check that the fast coordinates above are the same residual.
+# `lotlib.lines_of_thought.extrapolation.residuals` (Eq. 1), a check that the fast coordinates above are the same residual.
 
 # %%
 w_sing = residual_coordinates(Y, S, t_pdf, 1).astype(np.float64)

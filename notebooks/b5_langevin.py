@@ -32,25 +32,27 @@
 # **How it is computed** (the authors' simulation code, vectorized over all starting points and noise
 # samples; only the time steps are a loop). Between integer layers t₁ < t < t₁ + 1 the basis turns along the
 # geodesic R(t) = U₁ expm(a logm(U₁ᵀU₂)), a = t − t₁, computed from the real Schur form of U₁ᵀU₂
-# (`lotlib.langevin`); S′ = σ′/σ from a cubic spline (not-a-knot) over the layers 1..L; Euler-Maruyama with
+# (`lotlib.lines_of_thought.langevin`); S′ = σ′/σ from a cubic spline (not-a-knot) over the layers 1..L; Euler-Maruyama with
 # step dt, positions recorded at integer layers; the noise variance α λ e^(λt) uses α and λ fitted as in B4.
 # The drift acts in the **full** D-dimensional space (U(t) is the whole D × D basis, which needs N_s ≥ D pilots).
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_k = 50  # tokens per pseudo-sentence
-n_s = None  # cap on pseudo-sentences (None: all of Walden; at least D for a full basis)
-t_start = None  # layer where the simulation starts (None: L // 2)
-n_layers = 4  # layers simulated
-dt = 0.1  # Euler-Maruyama step (must divide one layer)
-n_starts = 1000  # starting points (pilots, drawn with the seed)
-n_samples = 10  # noise realisations per starting point
-scheme = "euler"  # "euler" (the authors' code) or "exact" (the drift solved exactly over each step)
-log_spline = True  # spline ln(sigma) instead of sigma (see below why)
-noise_convention = "log_mean"  # the B4 fit used for alpha, lambda: "log_mean" or "mean_log"
-n_distance = 1000  # points of each ensemble in the energy distance
-n_plot = 1500  # points of each ensemble drawn
-seed = 0  # starting points, noise, subsamples
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+n_s: "FullBasis | None" = None  # cap on pseudo-sentences (None: all of Walden; at least D for a full basis)
+t_start: "Layer | None" = None  # layer where the simulation starts (None: L // 2)
+n_layers: int = 4  # layers simulated
+dt: float = 0.1  # Euler-Maruyama step (must divide one layer)
+n_starts: int = 1000  # starting points (pilots, drawn with the seed)
+n_samples: int = 10  # noise realisations per starting point
+scheme: "Literal['euler', 'exact']" = "euler"  # "euler" (the authors' code) or "exact" (the drift solved exactly over each step)
+log_spline: bool = True  # spline ln(sigma) instead of sigma (see below why)
+noise_convention: "Literal['log_mean', 'mean_log']" = "log_mean"  # the B4 fit used for alpha, lambda: "log_mean" or "mean_log"
+n_distance: int = 1000  # points of each ensemble in the energy distance
+n_plot: int = 1500  # points of each ensemble drawn
+seed: int = 0  # starting points, noise, subsamples
 
 # %%
 from dataclasses import replace
@@ -59,20 +61,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import lotlib
-from lotlib.extrapolation import extrapolate
-from lotlib.langevin import (constant_noise, energy_distance, exponential_noise, langevin_flow, moments, sigma_spline,
+from lotlib.lines_of_thought.extrapolation import extrapolate
+from lotlib.lines_of_thought.langevin import (constant_noise, energy_distance, exponential_noise, langevin_flow, moments, sigma_spline,
                              simulate, steps)
-from lotlib.residuals import fit_variance, pair_mask, pair_statistics, singular_coordinates
-from lotlib.summary import record
-from lotlib.svd import align_bases, ensemble_svd
+from lotlib.lines_of_thought.residuals import fit_variance, pair_mask, pair_statistics, singular_coordinates
+from lotlib.book.summary import record
+from lotlib.models.bounds import layer_index
+from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 if N_s < D:
     raise ValueError(f"the full-space drift needs N_s >= D = {D} pilots, got N_s = {N_s}: raise n_s")
 layers = np.arange(1, L + 1)
-t0 = L // 2 if t_start is None else t_start
+t0 = L // 2 if t_start is None else layer_index(t_start, L, "t_start", lm.name)
 arrivals = np.arange(t0, t0 + n_layers + 1)
 U, S = align_bases(*ensemble_svd(X))  # (T, D, D), (T, D)
 rng = np.random.default_rng(seed)
@@ -131,7 +134,7 @@ print(f"singular values whose sigma-spline crosses zero in [{t0}, {t0 + n_layers
 # ## Simulated vs true ensembles
 #
 # Three predictions of the ensemble at t₀ + τ from the same starting points: the **Langevin** simulation, the
-# **noiseless linear map** (Eq. 1 from t₀, `lotlib.extrapolation.extrapolate`) and the Langevin drift with
+# **noiseless linear map** (Eq. 1 from t₀, `lotlib.lines_of_thought.extrapolation.extrapolate`) and the Langevin drift with
 # **constant-variance noise** (the same total variance injected over the window, at a constant rate).
 
 # %%
@@ -233,7 +236,7 @@ print(f"Eq. 1 from t = {t0} to {t0 + n_layers}: relative gap between the uncente
 #
 # Eq. 4 is the equation of the ensemble's density. For a linear drift its mean m and covariance C follow
 # closed equations; carried by the same discrete scheme they are m ← M m, C ← M C Mᵀ + B² dt I
-# (`lotlib.langevin.moments`), with m and C at t₀ those of all N_s pilots. Against the true mean and covariance
+# (`lotlib.lines_of_thought.langevin.moments`), with m and C at t₀ those of all N_s pilots. Against the true mean and covariance
 # at every layer: the error of the mean in units of the ensemble's spread, ‖m − m_true‖ / √tr C_true, the
 # relative Frobenius distance of the covariances, and the ratio of total variances tr C / tr C_true.
 

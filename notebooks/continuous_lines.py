@@ -28,7 +28,7 @@
 #
 #   x(t₁ + a) = U₁ M^a diag(σ(t₁ + a) / σ(t₁)) U₁ᵀ x(t₁),   M = U₁ᵀU₂,
 #
-# with M^a = expm(a logm M) (`lotlib.continuous`; as in B5, bases with det −1 get their least significant
+# with M^a = expm(a logm M) (`lotlib.lines_of_thought.continuous`; as in B5, bases with det −1 get their least significant
 # column flipped and the spline is of ln σ, so σ never crosses zero). At a = 1 it is the linear extrapolation
 # of Eq. 1 with τ = 1 (up to those flipped columns): it lands on x̃(t₁, 1), not on x(t₁ + 1), and the gap
 # is the residual of B4. Restarted at every true state, these **flow segments** are the model's own
@@ -39,16 +39,18 @@
 # with it below.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_k = 50  # tokens per pseudo-sentence
-n_s = None  # cap on pseudo-sentences (None: all of Walden; at least D for a full basis)
-first_layer = 1  # first layer of the continuous lines
-last_layer = None  # last layer of the continuous lines (None: L)
-per_layer = 20  # points per layer on the drawn curves
-n_show = 5  # pilots drawn
-n_summary = 300  # pilots for the path-length statistics (all pilots for the landing gaps)
-t_free = None  # start of the never-restarted flow (None: L // 2)
-seed = 0  # which pilots are drawn
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+n_s: "FullBasis | None" = None  # cap on pseudo-sentences (None: all of Walden; at least D for a full basis)
+first_layer: "Layer" = 1  # first layer of the continuous lines
+last_layer: "Layer | None" = None  # last layer of the continuous lines (None: L)
+per_layer: int = 20  # points per layer on the drawn curves
+n_show: int = 5  # pilots drawn
+n_summary: int = 300  # pilots for the path-length statistics (all pilots for the landing gaps)
+t_free: "Layer | None" = None  # start of the never-restarted flow (None: L // 2)
+seed: int = 0  # which pilots are drawn
 
 # %%
 import matplotlib
@@ -58,19 +60,21 @@ import plotly.graph_objects as go
 
 import lotlib
 from lotlib import plots
-from lotlib.continuous import bridged_paths, free_path, landing_gaps, path_summary, restarted_paths
-from lotlib.extrapolation import extrapolate
-from lotlib.langevin import langevin_flow
-from lotlib.summary import record
-from lotlib.svd import align_bases, ensemble_svd
+from lotlib.lines_of_thought.continuous import bridged_paths, free_path, landing_gaps, path_summary, restarted_paths
+from lotlib.lines_of_thought.extrapolation import extrapolate
+from lotlib.lines_of_thought.langevin import langevin_flow
+from lotlib.book.summary import record
+from lotlib.models.bounds import layer_index
+from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 if N_s < D:
     raise ValueError(f"the full-space flow needs N_s >= D = {D} pilots, got N_s = {N_s}: raise n_s")
-last_layer = L if last_layer is None else last_layer
-t_free = L // 2 if t_free is None else t_free
+first_layer = layer_index(first_layer, L, "first_layer", lm.name)
+last_layer = L if last_layer is None else layer_index(last_layer, L, "last_layer", lm.name)
+t_free = L // 2 if t_free is None else layer_index(t_free, L, "t_free", lm.name)
 layers = np.arange(first_layer, last_layer + 1)
 U, S = align_bases(*ensemble_svd(X))
 flow = langevin_flow(U, S, np.arange(1, L + 1), intervals=layers[:-1], log=True)
@@ -163,7 +167,7 @@ print(f"median over all pilots and layers: gap / step = {np.median(rel_step):.2f
 #
 # The flow maps the coordinate along u_i(t) onto u_i(t+1) for *every* i. That is only meaningful if the aligned
 # direction i is the same direction at both layers. The overlap |u_i(t)·u_i(t+1)| by rank of σ, and the gap of a
-# partial map that applies Eq. 1 (`lotlib.extrapolation.extrapolate` with `rank=k`) to the k largest directions
+# partial map that applies Eq. 1 (`lotlib.lines_of_thought.extrapolation.extrapolate` with `rank=k`) to the k largest directions
 # only and leaves the rest of the state where it is (k = 0 is staying put, k = D the full flow):
 
 # %%

@@ -30,12 +30,14 @@
 # **uncentered** SVD of the D × N_s matrix of all pilots at t = L (all pilots, not only the plotted ones).
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_k = 50  # tokens per pseudo-sentence
-n_s = None  # cap on pseudo-sentences (None: all of Walden)
-n_pilots = 500  # trajectories drawn
-seed = 0  # which pilots are drawn
-bos = False  # prepend BOS to every pseudo-sentence
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
+n_pilots: int = 500  # trajectories drawn
+seed: int = 0  # which pilots are drawn
+bos: bool = False  # prepend BOS to every pseudo-sentence
 
 # %%
 import matplotlib.pyplot as plt
@@ -43,10 +45,10 @@ import numpy as np
 
 import lotlib
 from lotlib import plots
-from lotlib.summary import record
-from lotlib.svd import ensemble_svd
+from lotlib.book.summary import record
+from lotlib.lines_of_thought.ensemble import ensemble_svd
 
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 print(f"{lm!r}\n{corpus!r}: N_s = {N_s} pseudo-sentences of {corpus.n_k} tokens; trajectories {X.shape}")

@@ -48,16 +48,18 @@
 #   fitted to ln(mean variance over coordinates) over all pairs.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_k_gibberish = 10  # tokens per pseudo-sentence in the language vs gibberish test (paper: 10)
-n_s_gibberish = 2000  # pseudo-sentences per class (None: all of Walden at that N_k)
-classifier = "perceptron"  # "perceptron" (the paper's) or "logistic"
-train_fraction = 0.7  # share of the pilots the classifier is trained on
-n_k = 50  # tokens per pseudo-sentence for the untrained and re-initialised models
-n_s = 1000  # pseudo-sentences run through them (None: all of Walden)
-reinit_from = None  # first re-initialised block (None: L // 2)
-n_pilots = 300  # trajectories drawn
-seed = 0  # gibberish tokens, random weights, the classifier's split, the drawn pilots
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k_gibberish: "Tokens" = 10  # tokens per pseudo-sentence in the language vs gibberish test (paper: 10)
+n_s_gibberish: "Pilots | None" = 2000  # pseudo-sentences per class (None: all of Walden at that N_k)
+classifier: "Literal['perceptron', 'logistic']" = "perceptron"  # "perceptron" (the paper's) or "logistic"
+train_fraction: float = 0.7  # share of the pilots the classifier is trained on
+n_k: "Tokens" = 50  # tokens per pseudo-sentence for the untrained and re-initialised models
+n_s: "Pilots | None" = 1000  # pseudo-sentences run through them (None: all of Walden)
+reinit_from: "Block | None" = None  # first re-initialised block (None: L // 2)
+n_pilots: int = 300  # trajectories drawn
+seed: int = 0  # gibberish tokens, random weights, the classifier's split, the drawn pilots
 
 # %%
 import matplotlib.pyplot as plt
@@ -65,17 +67,18 @@ import numpy as np
 
 import lotlib
 from lotlib import plots
-from lotlib.null_tests import (arrival_spread, layer_separability, relative_steps, residual_statistics, stalling,
+from lotlib.lines_of_thought.null_tests import (arrival_spread, layer_separability, relative_steps, residual_statistics, stalling,
                                step_coherence, step_cosines, straightness)
-from lotlib.residuals import coordinate_moments, fit_variance, pair_mask
-from lotlib.summary import record
-from lotlib.svd import ensemble_svd
+from lotlib.lines_of_thought.residuals import coordinate_moments, fit_variance, pair_mask
+from lotlib.book.summary import record
+from lotlib.models.bounds import block_index, pilot_count
+from lotlib.lines_of_thought.ensemble import ensemble_svd
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 L, D = lm.view.n_layers, lm.view.d_model
 T = L + 1
 vocab = min(len(lm.tokenizer), lm.view.W_E.shape[0])
-language = lotlib.walden(lm.tokenizer, n_k=n_k_gibberish, n_s=n_s_gibberish)
+language = lotlib.walden(lm.tokenizer, n_k=n_k_gibberish, n_s=pilot_count(n_s_gibberish, D, "n_s_gibberish"))
 noise = lotlib.gibberish(vocab, n_s=language.n_s, n_k=n_k_gibberish, seed=seed)
 X_lang = lotlib.trajectories(lm, language)  # (N_s, L+1, D)
 X_gib = lotlib.trajectories(lm, noise)
@@ -123,8 +126,8 @@ print(f"Walden vs Walden: mean {acc_null[1:].mean():.3f}, max {acc_null[1:].max(
 # picture of chapter B1: the trajectories on the first three singular directions of their own last layer.
 
 # %%
-walden = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_s)
-untrained = lotlib.load_model(model, untrained=True, seed=seed)
+walden = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s"))
+untrained = lotlib.load_model(model, untrained=True, seed=seed, device=device, dtype=dtype)
 X_trained = lotlib.trajectories(lm, walden)
 X_untrained = lotlib.trajectories(untrained, walden)
 N = walden.n_s
@@ -248,8 +251,8 @@ for name, law in noise_law.items():
 # its direction (cosine between consecutive steps)? The trained and untrained models are shown for reference.
 
 # %%
-split = L // 2 if reinit_from is None else reinit_from
-reinit = lotlib.load_model(model, reinit_from=split, seed=seed)
+split = L // 2 if reinit_from is None else block_index(reinit_from, L, "reinit_from", lm.name)
+reinit = lotlib.load_model(model, reinit_from=split, seed=seed, device=device, dtype=dtype)
 X_reinit = lotlib.trajectories(reinit, walden)
 models_compared["reinit"] = X_reinit
 labels = {"trained": "trained", "untrained": "untrained", "reinit": f"blocks {split}.. re-initialised"}

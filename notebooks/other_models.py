@@ -51,17 +51,19 @@
 #   pseudo-sentences each, a seeded perceptron on a 70/30 split at every layer; the minimum over t = 1..L.
 
 # %% tags=["parameters"]
-models = ["smollm2-135m", "gemma3-270m"]  # embedded names, local folders or hub ids (e.g. "gpt2-medium" online)
-n_k = 50  # tokens per pseudo-sentence
-n_s = None  # cap on pseudo-sentences (None: all of Walden)
-n_kl = 300  # pilots for the truncated KL and its baseline (the first n_kl)
-ks = None  # K grid for the KL threshold (None: powers of two below D, D/4 and D)
-n_k_gibberish = 10  # tokens per pseudo-sentence in the separability test
-n_s_gibberish = 2000  # pseudo-sentences per class in the separability test
-classifier = "perceptron"  # "perceptron" (the paper's) or "logistic"
-train_fraction = 0.7  # share of the pilots the classifier is trained on
-n_bos = 200  # pseudo-sentences for the BOS check (0 skips it)
-seed = 0  # gibberish tokens and the classifier's split
+models: list[str] = ["smollm2-135m", "gemma3-270m"]  # embedded names, local folders or hub ids (e.g. "gpt2-medium" online)
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k: int = 50  # tokens per pseudo-sentence
+n_s: "int | None" = None  # cap on pseudo-sentences (None: all of Walden)
+n_kl: int = 300  # pilots for the truncated KL and its baseline (the first n_kl)
+ks: "list[int] | None" = None  # K grid for the KL threshold (None: powers of two below D, D/4 and D)
+n_k_gibberish: int = 10  # tokens per pseudo-sentence in the separability test
+n_s_gibberish: int = 2000  # pseudo-sentences per class in the separability test
+classifier: "Literal['perceptron', 'logistic']" = "perceptron"  # "perceptron" (the paper's) or "logistic"
+train_fraction: float = 0.7  # share of the pilots the classifier is trained on
+n_bos: int = 200  # pseudo-sentences for the BOS check (0 skips it)
+seed: int = 0  # gibberish tokens and the classifier's split
 
 # %%
 import re
@@ -71,16 +73,16 @@ import numpy as np
 import pandas as pd
 
 import lotlib
-from lotlib.null_tests import (arrival_log_variance, last_layer_normalized, law_ratio, layer_separability,
+from lotlib.lines_of_thought.null_tests import (arrival_log_variance, last_layer_normalized, law_ratio, layer_separability,
                                next_token_nll, residual_statistics)
-from lotlib.residuals import fit_variance, pair_mask
-from lotlib.summary import record
-from lotlib.svd import ensemble_svd
-from lotlib.truncation import consecutive_kl, truncated_kl
+from lotlib.lines_of_thought.residuals import fit_variance, pair_mask
+from lotlib.book.summary import record
+from lotlib.lines_of_thought.ensemble import ensemble_svd
+from lotlib.lines_of_thought.truncation import consecutive_kl, truncated_kl
 
 lms, Xs, bases = {}, {}, {}
 for name in models:
-    lms[name] = lotlib.load_model(name)
+    lms[name] = lotlib.load_model(name, device=device, dtype=dtype)
     Xs[name] = lotlib.trajectories(lms[name], lotlib.walden(lms[name].tokenizer, n_k=n_k, n_s=n_s))  # (N_s, L+1, D)
     bases[name] = ensemble_svd(Xs[name])  # U (L+1, D, k), S (L+1, k), sorted by decreasing sigma
     v = lms[name].view

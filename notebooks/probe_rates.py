@@ -38,7 +38,7 @@
 # - *Value, with the residual* (the paper's readout): final_norm(e + u_h + b_O) @ W_U.
 #
 # A top token *matches* when its text is in the query word's **variant set**
-# `lotlib.probes.variants`: {word, plural} × {lower case, Capitalised} × {no space, leading space}
+# `lotlib.traveling_words.probes.variants`: {word, plural} × {lower case, Capitalised} × {no space, leading space}
 # (plural by English rules with a short list of irregular nouns). The **rate** is the fraction of
 # the top-5 slots that match, averaged over queries and heads. The **baseline** is the same rate for
 # as many random "words" (seeded): lower-case alphabetic tokens of three letters or more that are
@@ -57,12 +57,14 @@
 # W_U is W_E, as in the paper. Other models print what they have below.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-blocks = None  # blocks probed (None: every block)
-k = 5  # top-k tokens per probe
-leading_space = False  # query form: the bare word (as the authors' code encodes it) or " word"
-n_baseline = None  # random words in the baseline (None: as many as the nouns)
-seed = 0  # which random words
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+blocks: "list[Block] | None" = None  # blocks probed (None: every block)
+k: int = 5  # top-k tokens per probe
+leading_space: bool = False  # query form: the bare word (as the authors' code encodes it) or " word"
+n_baseline: "int | None" = None  # random words in the baseline (None: as many as the nouns)
+seed: int = 0  # which random words
 
 # %%
 import time
@@ -72,10 +74,11 @@ import numpy as np
 import torch
 
 import lotlib
-from lotlib import probes
-from lotlib.summary import record
+from lotlib.traveling_words import probes
+from lotlib.book.summary import record
+from lotlib.models.bounds import block_indices
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 V, H = view.W_E.shape[0], view.n_heads
 vocab = probes.vocab_strings(lm.tokenizer, V)
@@ -86,7 +89,7 @@ baseline = probes.random_words(vocab, n_baseline or len(nouns.words), leading_sp
 n = len(nouns.words)
 ids = torch.cat([nouns.ids, baseline.ids])
 mask = probes.variant_mask(vocab, nouns.words + baseline.words)
-layers = list(range(view.n_layers)) if blocks is None else list(blocks)
+layers = list(range(view.n_layers)) if blocks is None else block_indices(blocks, view.n_layers, "blocks", lm.name)
 form = "' word' (leading space)" if leading_space else "'word' (no leading space)"
 print(f"{lm!r}: {view.heads(0).n_kv_heads} key/value heads for {H} query heads, "
       f"embed_scale {view.embed_scale:g}, tied embeddings: {view.tied}")
@@ -150,7 +153,7 @@ for label, a, b in (("query-key", qk_noun, qk_base), ("update alone", up_noun, u
           f"block {layers[0]}, mean {b.mean():.3f}")
 print(f"chance: {chance['nouns']:.5f} (nouns), {chance['random words']:.5f} (random words); "
       f"sum over heads, with residual: nouns {sum_noun.min():.3f} to {sum_noun.max():.3f}")
-e_norm = probes.embeddings(view)[nouns.ids].norm(dim=-1).mean().item()
+e_norm = view.embed(nouns.ids).norm(dim=-1).mean().item()
 write = np.array([probes.update_norms(view, layer, nouns.ids)[:H].mean().item() for layer in layers]) / e_norm
 print(f"a head's write against the noun's embedding, mean ||u_h|| / ||e||: {write[0]:.2f} at block {layers[0]}, "
       f"{np.median(write):.2f} median over blocks, {write.max():.2f} at most (block {layers[int(np.argmax(write))]})")

@@ -25,8 +25,8 @@
 # *differs* is a finding about this model, not necessarily about the paper.
 
 # %% tags=["parameters"]
-summaries_dir = "."  # folder of the chapters' *.summary.json (the book's executed notebooks)
-claims_dir = None  # folder of the claims (*.yml); None: book/claims of this project
+summaries_dir: str = "."  # folder of the chapters' *.summary.json (the book's executed notebooks)
+claims_dir: "str | None" = None  # folder of the claims (*.yml); None: book/claims of this project
 
 # %%
 from pathlib import Path
@@ -34,9 +34,9 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import HTML
 
-from lotlib.pipeline import project_root
-from lotlib.report import report_table
-from lotlib.summary import record
+from lotlib.book.pipeline import project_root
+from lotlib.book.report import report_table
+from lotlib.book.summary import record
 
 claims = Path(claims_dir) if claims_dir else project_root() / "book" / "claims"
 table = report_table(claims, summaries_dir)

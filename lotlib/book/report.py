@@ -1,0 +1,255 @@
+"""The reproduction report: each claim of the papers, the paper's value, ours with its interval, the value
+of a null on which the same test should fail, and a verdict.
+
+Claims live in `book/claims/<notebook>.yml`, a list of entries:
+
+    - id: B4-arrival-only                 # unique, short
+      paper: B                            # A = Traveling Words, B = Lines of Thought
+      nature: finding                     # identity | finding | null-control
+      claim: "The residual variance depends on the arrival layer only"
+      paper_value: "function of t + tau only (Eq. 2)"   # what the authors report, typed from PAPERS.md
+      key: arrival_r2_relative            # the chapter's summary value that answers it (an Estimate)
+      test: {kind: min, bound: 0.9}       # how the value is judged (below)
+      null: {key: arrival_r2_relative_cloud, name: "a structureless cloud with the same norm growth"}
+
+Natures. An *identity* holds for any weights by construction (it checks our code, not the paper); a
+*finding* is about what a trained model does; a *null-control* is about a null model's own behaviour.
+
+Tests judge an interval [lo, hi] (an exact value has lo = hi): `abs` (within tol of the paper's value), `rel`
+(within tol x |paper|), `max` (at most bound), `min` (at least bound), `range` (between lo and hi), `true`
+(a boolean check, identities only), `none` (shown, no verdict). The value *passes* when its whole interval
+passes, *fails* when its whole interval fails, and *straddles* otherwise.
+
+Verdicts. identity: *identity holds* / *identity fails*. null-control: *reproduced* / *differs* /
+*inconclusive*. finding: *differs* when ours fails, *inconclusive* when ours straddles; when ours passes,
+every null is judged by the same test: the untrained model of the same architecture (the same chapter run
+on `untrained:<model>`, always) and the claim's own `null` values, recorded by the chapter: *reproduced*
+when every null fails, *not diagnostic* when a null passes too, *inconclusive* when a null straddles or
+was not measured. *not applicable*: a test of kind none, or a value recorded as `not_applicable(reason)`;
+*missing*: the chapter did not record the value.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ..intervals import Estimate, as_estimate
+from .summary import NOT_APPLICABLE, load_summaries
+
+KINDS = {"abs", "rel", "max", "min", "range", "true", "none"}
+NATURES = ("identity", "finding", "null-control")
+VERDICTS = ("reproduced", "differs", "inconclusive", "not diagnostic", "identity holds", "identity fails",
+            "not applicable", "missing")
+COLOURS = {"reproduced": "#2e7d32", "differs": "#c62828", "inconclusive": "#ef6c00", "not diagnostic": "#6a1b9a",
+           "identity holds": "#546e7a", "identity fails": "#b71c1c", "not applicable": "#9e9e9e", "missing": "#424242"}
+UNTRAINED_NULL = "untrained model, same architecture"
+REQUIRED = {"id", "paper", "nature", "claim", "paper_value", "key", "test"}
+
+
+def load_claims(folder: str | Path) -> list[dict]:
+    """All claims of `folder/*.yml`, each tagged with its notebook; checked for well-formedness."""
+    claims, seen = [], set()
+    for path in sorted(Path(folder).glob("*.yml")):
+        for entry in yaml.safe_load(path.read_text()) or []:
+            entry = {**entry, "notebook": path.stem, "nulls": _nulls(entry.get("null"))}
+            problems = [f"missing {sorted(REQUIRED - set(entry))}"] if REQUIRED - set(entry) else []
+            if entry.get("test", {}).get("kind") not in KINDS:
+                problems.append(f"test kind not in {sorted(KINDS)}")
+            if entry.get("nature") not in NATURES:
+                problems.append(f"nature not in {NATURES}")
+            if entry["nulls"] and entry.get("nature") != "finding":
+                problems.append("only a finding names nulls")
+            if entry.get("test", {}).get("kind") == "true" and entry.get("nature") == "finding":
+                problems.append("a finding needs a measured value with an interval, not a true/false test")
+            if entry.get("id") in seen:
+                problems.append("duplicate id")
+            if problems:
+                raise ValueError(f"{path}: claim {entry.get('id')!r} is malformed: {'; '.join(problems)}")
+            seen.add(entry["id"])
+            claims.append(entry)
+    return claims
+
+
+def _nulls(spec) -> list[dict]:
+    specs = [] if spec is None else spec if isinstance(spec, list) else [spec]
+    for s in specs:
+        if not isinstance(s, dict) or not {"key", "name"} <= set(s):
+            raise ValueError(f"a null is {{key: ..., name: ...}}, got {s!r}")
+    return specs
+
+
+# ----------------------------------------------------------------------------------------------
+# judging one value
+
+
+def allowed(test: dict, paper_value) -> tuple[float, float]:
+    """The interval of values that pass `test` (kinds abs, rel, max, min, range)."""
+    kind = test["kind"]
+    if kind == "abs":
+        return paper_value - test["tol"], paper_value + test["tol"]
+    if kind == "rel":
+        return paper_value - test["tol"] * abs(paper_value), paper_value + test["tol"] * abs(paper_value)
+    if kind == "max":
+        return -math.inf, test["bound"]
+    if kind == "min":
+        return test["bound"], math.inf
+    if kind == "range":
+        return test["lo"], test["hi"]
+    raise ValueError(f"no interval for a test of kind {kind!r}")
+
+
+def is_not_applicable(value) -> bool:
+    return isinstance(value, dict) and NOT_APPLICABLE in value
+
+
+def outcome(value, test: dict, paper_value) -> str:
+    """'passes', 'fails' or 'straddles' for a recorded value (Estimate, its JSON, number or boolean);
+    'missing' for None, 'not applicable' for `not_applicable(...)` or a test of kind none."""
+    if test["kind"] == "none" or is_not_applicable(value):
+        return "not applicable"
+    if value is None:
+        return "missing"
+    if test["kind"] == "true":
+        estimate = as_estimate(value)
+        return "passes" if (estimate.value if estimate is not None else bool(value)) else "fails"
+    estimate = as_estimate(value)
+    if estimate is None or not math.isfinite(estimate.value):
+        return "missing"
+    lo, hi = (estimate.lo, estimate.hi) if math.isfinite(estimate.lo) and math.isfinite(estimate.hi) else \
+        (estimate.value, estimate.value)
+    low, high = allowed(test, paper_value)
+    if low <= lo and hi <= high:
+        return "passes"
+    if hi < low or lo > high:
+        return "fails"
+    return "straddles"
+
+
+@dataclass(frozen=True)
+class Null:
+    """A null's name, its recorded value and that value's outcome under the claim's test."""
+
+    name: str
+    value: object
+    outcome: str
+
+
+def verdict(claim: dict, ours, nulls: list[Null]) -> str:
+    """The verdict word of `claim` (see the module docstring) from our value and the nulls' values."""
+    mine = outcome(ours, claim["test"], claim["paper_value"])
+    if mine in ("not applicable", "missing"):
+        return mine
+    nature = claim["nature"]
+    if nature == "identity":
+        return {"passes": "identity holds", "fails": "identity fails", "straddles": "inconclusive"}[mine]
+    if mine == "fails":
+        return "differs"
+    if mine == "straddles":
+        return "inconclusive"
+    if nature == "null-control":
+        return "reproduced"
+    judged = [n.outcome for n in nulls if n.outcome != "not applicable"]
+    if "passes" in judged:
+        return "not diagnostic"
+    if not judged or any(o in ("straddles", "missing") for o in judged):
+        return "inconclusive"
+    return "reproduced"
+
+
+def format_value(value) -> str:
+    """`value [lo, hi]` for an Estimate, the reason for not_applicable, the value otherwise."""
+    if value is None:
+        return "—"
+    if is_not_applicable(value):
+        return f"n/a ({value[NOT_APPLICABLE]})"
+    estimate = as_estimate(value) if not isinstance(value, bool) else None
+    if estimate is not None and isinstance(value, (dict, Estimate)):
+        text = format(estimate, ".3g")
+        return f"{text} (n = {estimate.n} {estimate.unit})" if estimate.lo != estimate.hi else text
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(map(str, value[:6])) + (" …" if len(value) > 6 else "")
+    return str(value)
+
+
+def describe_test(test: dict, paper_value) -> str:
+    kind = test["kind"]
+    if kind == "none":
+        return "no verdict"
+    if kind == "true":
+        return "true"
+    low, high = allowed(test, paper_value)
+    if kind == "max":
+        return f"≤ {high:g}"
+    if kind == "min":
+        return f"≥ {low:g}"
+    return f"in [{low:g}, {high:g}]"
+
+
+# ----------------------------------------------------------------------------------------------
+# the report and the atlas
+
+
+def report_table(claims_folder: str | Path, summaries_folder: str | Path,
+                 null_folder: str | Path | None = None) -> pd.DataFrame:
+    """One row per claim: verdict, ours, the nulls (the untrained model's value from the summaries in
+    `null_folder`, and the claim's own nulls), the paper's value, the test, the chapter and its run."""
+    summaries = load_summaries(summaries_folder)
+    null_summaries = load_summaries(null_folder) if null_folder else {}
+    rows = []
+    for c in load_claims(claims_folder):
+        summary = summaries.get(c["notebook"], {})
+        values = summary.get("values", {})
+        ours = values.get(c["key"])
+        nulls = []
+        if c["nature"] == "finding":
+            if null_folder is not None:
+                null_value = null_summaries.get(c["notebook"], {}).get("values", {}).get(c["key"])
+                nulls.append(Null(UNTRAINED_NULL, null_value, outcome(null_value, c["test"], c["paper_value"])))
+            nulls += [Null(n["name"], values.get(n["key"]), outcome(values.get(n["key"]), c["test"], c["paper_value"]))
+                      for n in c["nulls"]]
+        params = summary.get("parameters", {})
+        rows.append({
+            "id": c["id"], "paper": c["paper"], "nature": c["nature"], "claim": c["claim"],
+            "verdict": verdict(c, ours, nulls), "ours": ours, "nulls": nulls, "paper value": c["paper_value"],
+            "test": describe_test(c["test"], c["paper_value"]), "chapter": c["notebook"],
+            "run with": ", ".join(f"{k}={v}" for k, v in params.items()),
+        })
+    return pd.DataFrame(rows)
+
+
+def headline(table: pd.DataFrame) -> pd.DataFrame:
+    """Counts of each verdict per paper (rows A, B) in the order of VERDICTS, identities folded into one
+    column per outcome."""
+    counts = pd.crosstab(table["paper"], table["verdict"]).reindex(columns=list(VERDICTS), fill_value=0)
+    return counts.loc[:, counts.sum() > 0]
+
+
+def chapter_outcomes(notebook: str, values: dict, claims_folder: str | Path) -> pd.DataFrame:
+    """For a chapter's closing paragraph: each of its claims, our value with its interval and whether that
+    interval passes, fails or straddles the test (the nulls are judged in the report)."""
+    rows = [{"claim": c["id"], "nature": c["nature"], "test": describe_test(c["test"], c["paper_value"]),
+             "ours": format_value(values.get(c["key"])),
+             "outcome": outcome(values.get(c["key"]), c["test"], c["paper_value"])}
+            for c in load_claims(claims_folder) if c["notebook"] == notebook]
+    return pd.DataFrame(rows)
+
+
+def atlas_table(claims_folder: str | Path, books: dict[str, tuple[Path, Path | None]]) -> pd.DataFrame:
+    """The claims side by side for several models: `books` maps a model's name to the folder of its
+    executed chapters' summaries and the folder of its null's (or None). One row per claim, one column per
+    model holding `value [lo, hi] · verdict`."""
+    columns = {}
+    for model, (folder, null_folder) in books.items():
+        table = report_table(claims_folder, folder, null_folder).set_index("id")
+        columns[model] = [f"{format_value(o)} · {v}" for o, v in zip(table["ours"], table["verdict"])]
+        index = table.index
+    frame = pd.DataFrame(columns, index=index) if columns else pd.DataFrame()
+    claims = {c["id"]: c for c in load_claims(claims_folder)}
+    frame.insert(0, "claim", [claims[i]["claim"] for i in frame.index])
+    return frame

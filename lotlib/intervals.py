@@ -1,0 +1,141 @@
+"""Values that carry their uncertainty: a 95% interval and the sample it came from.
+
+Every verdict-bearing number of the book is an `Estimate`: the value measured on the whole sample, an
+interval, the size `n` of the sample and its `unit` (what was resampled: pseudo-sentences, pilots, heads,
+nouns, seeds...). Three ways to get one:
+
+- `bootstrap(statistic, n)`: the unit of sampling is resampled with replacement (seeded); the statistic
+  receives the indices of one resample. Percentile interval.
+- `over_seeds(values)`: the randomness is in the method (Langevin noise, UMAP, a re-initialisation, a
+  classifier's split); the value is the mean over seeds, the interval a t-interval of that mean.
+- `exact(value)`: nothing was sampled (a property of the weights, checked on all of them); lo = hi = value.
+
+`Estimate.to_json()` is what a chapter's summary stores: `{"value", "lo", "hi", "n", "unit", "method"}`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured value with its `level` interval [lo, hi] over `n` units of `unit` (`method` says how)."""
+
+    value: float
+    lo: float
+    hi: float
+    n: int
+    unit: str
+    method: str = "bootstrap"
+    level: float = LEVEL
+
+    def to_json(self) -> dict:
+        return {k: (_finite(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Estimate:
+        return cls(**{k: (math.nan if data.get(k) is None and k in ("value", "lo", "hi") else data[k])
+                      for k in cls.__dataclass_fields__ if k in data})
+
+    def __format__(self, spec: str) -> str:
+        spec = spec or ".3g"
+        if self.lo == self.hi:
+            return format(self.value, spec)
+        return f"{self.value:{spec}} [{self.lo:{spec}}, {self.hi:{spec}}]"
+
+    def __str__(self) -> str:
+        return format(self)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def is_estimate(value) -> bool:
+    """True for an `Estimate` or its JSON form (a dict with value, lo and hi)."""
+    return isinstance(value, Estimate) or (isinstance(value, dict) and {"value", "lo", "hi"} <= set(value))
+
+
+def as_estimate(value) -> Estimate | None:
+    """An `Estimate` from an Estimate, its JSON form, or a plain number (exact); None for anything else."""
+    if isinstance(value, Estimate):
+        return value
+    if is_estimate(value):
+        return Estimate.from_json(value)
+    if isinstance(value, (bool, np.bool_)):
+        return exact(float(value))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return exact(float(value))
+    return None
+
+
+def exact(value: float, n: int = 1, unit: str = "exact") -> Estimate:
+    """A value with no sampling uncertainty (a property checked on every item): lo = hi = value."""
+    value = float(value)
+    return Estimate(value, value, value, int(n), unit, "exact")
+
+
+def bootstrap(statistic: Callable[[np.ndarray], float], n: int, *, unit: str, n_boot: int = 1000,
+              seed: int = 0, level: float = LEVEL) -> Estimate:
+    """Percentile bootstrap of `statistic` over `n` units resampled with replacement.
+
+    `statistic(indices)` computes the value from the units `indices` `(n,)` (repeats allowed); the value is
+    `statistic(arange(n))`. Resamples where the statistic is not finite are dropped (a degenerate resample,
+    e.g. all of one class); the interval uses the rest. Deterministic for a given `seed`.
+    """
+    if n < 2:
+        raise ValueError(f"bootstrap needs at least 2 {unit}, got {n}")
+    value = float(statistic(np.arange(n)))
+    rng = np.random.default_rng(seed)
+    draws = np.array([statistic(rng.integers(0, n, size=n)) for _ in range(n_boot)], dtype=np.float64)
+    draws = draws[np.isfinite(draws)]
+    if len(draws) == 0:
+        return Estimate(value, math.nan, math.nan, n, unit)
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return Estimate(value, float(lo), float(hi), n, unit, "bootstrap", level)
+
+
+def bootstrap_mean(samples: np.ndarray, *, unit: str, n_boot: int = 2000, seed: int = 0,
+                   level: float = LEVEL) -> Estimate:
+    """Bootstrap interval of the mean of `samples` `(n,)` (NaNs ignored), vectorized over resamples."""
+    samples = np.asarray(samples, dtype=np.float64)
+    samples = samples[np.isfinite(samples)]
+    n = len(samples)
+    if n < 2:
+        raise ValueError(f"bootstrap_mean needs at least 2 finite {unit}, got {n}")
+    rng = np.random.default_rng(seed)
+    means = samples[rng.integers(0, n, size=(n_boot, n))].mean(1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return Estimate(float(samples.mean()), float(lo), float(hi), n, unit, "bootstrap", level)
+
+
+def over_seeds(values: Iterable[float], *, unit: str = "seeds", level: float = LEVEL) -> Estimate:
+    """Mean over independent repetitions (seeds) with a Student-t interval of the mean."""
+    from scipy.stats import t as student
+
+    values = np.asarray(list(values), dtype=np.float64)
+    n = len(values)
+    mean = float(values.mean())
+    if n < 2:
+        return Estimate(mean, math.nan, math.nan, n, unit, "seeds", level)
+    half = float(student.ppf((1 + level) / 2, n - 1) * values.std(ddof=1) / math.sqrt(n))
+    return Estimate(mean, mean - half, mean + half, n, unit, "seeds", level)
+
+
+def proportion(successes: int, n: int, *, unit: str, level: float = LEVEL) -> Estimate:
+    """A share with its Wilson score interval (binomial sampling of `n` independent units)."""
+    from scipy.stats import norm
+
+    if n < 1:
+        raise ValueError(f"proportion needs at least one {unit}")
+    z = float(norm.ppf((1 + level) / 2))
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n, unit, "wilson", level)

@@ -1,0 +1,107 @@
+"""How many singular directions the next-token distribution needs: KL(p_K || p) after truncating states.
+
+Two protocols (the paper leaves the choice open):
+
+- `truncated_kl`: project the last layer's state x(L), before the final norm, onto the top-K singular
+  directions of the ensemble at L, then final norm + unembedding.
+- `propagated_truncated_kl`: project the pilot's state onto the top-K directions of U(t) after **every**
+  block t = 1..L and let the remaining blocks run on the truncated state (earlier positions untouched).
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..models.loading import Model
+from ..models.view import ModelView
+
+
+@torch.inference_mode()
+def next_token_logprobs(view: ModelView, x: Tensor) -> Tensor:
+    """log p(next token) from residual states taken before the final norm, read as the model reads its last
+    state (`ModelView.logits`): `(n, D)` -> `(n, V)` on the model's device."""
+    return view.logits(x).log_softmax(-1)
+
+
+def kl(logp: Tensor, logq: Tensor) -> Tensor:
+    """KL(p || q) in nats, row by row, from log-probabilities `(n, V)`: `(n,)`."""
+    return (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
+
+
+@torch.inference_mode()
+def truncated_kl(view: ModelView, x: np.ndarray, basis: np.ndarray, ks: list[int], batch_size: int = 256,
+                 progress: bool = True) -> np.ndarray:
+    """KL(p_K || p) for each K in `ks`, `(len(ks), n)`.
+
+    x: last-layer states before the final norm `(n, D)`; basis: `(D, k)` singular vectors sorted by
+    decreasing singular value. p_K is the distribution of x projected on the first K columns.
+    """
+    B = torch.as_tensor(basis, dtype=torch.float32, device=view.device)
+    out = np.empty((len(ks), len(x)))
+    for start in tqdm(range(0, len(x), batch_size), desc="truncated KL", disable=not progress):
+        rows = torch.as_tensor(x[start:start + batch_size], dtype=torch.float32, device=view.device)
+        logp = next_token_logprobs(view, rows)
+        coords = rows @ B
+        for j, K in enumerate(ks):
+            truncated = next_token_logprobs(view, coords[:, :K] @ B[:, :K].T)
+            out[j, start:start + len(rows)] = kl(truncated, logp).cpu().numpy()
+    return out
+
+
+@torch.inference_mode()
+def consecutive_kl(view: ModelView, x: np.ndarray, batch_size: int = 256, progress: bool = True) -> np.ndarray:
+    """KL(p_{i+1} || p_i) between the true distributions of consecutive pseudo-sentences, `(n - 1,)`."""
+    out = np.empty(len(x) - 1)
+    for start in tqdm(range(0, len(x) - 1, batch_size), desc="consecutive KL", disable=not progress):
+        logp = next_token_logprobs(view, torch.as_tensor(x[start:start + batch_size + 1], dtype=torch.float32))
+        out[start:start + len(logp) - 1] = kl(logp[1:], logp[:-1]).cpu().numpy()
+    return out
+
+
+@torch.inference_mode()
+def propagated_truncated_kl(model: Model, ids: np.ndarray, bases: np.ndarray, ks: list[int],
+                            batch_size: int = 32, progress: bool = True) -> np.ndarray:
+    """KL(p_K || p), `(len(ks), n)`, when the pilot is truncated after every block and propagated.
+
+    ids: pseudo-sentences `(n, T)`, the pilot last; bases: `(L+1, D, k)` per-layer singular vectors,
+    each sorted by decreasing singular value (`ensemble_svd`, not aligned). The prefix (all tokens but
+    the pilot) runs once and is kept as a key-value cache: causal attention makes it independent of
+    what happens to the pilot. For each K the pilot then runs alone through the model's own blocks
+    (their position embeddings and masks), its output replaced by the projection onto the top-K
+    directions of U(t) after each block t = 1..L. p is the same pass without truncation.
+    """
+    view = model.view
+    bases = torch.as_tensor(bases, dtype=torch.float32, device=view.device)
+    ids = torch.as_tensor(np.asarray(ids, dtype=np.int64))
+    out = np.empty((len(ks), len(ids)))
+    for start in tqdm(range(0, len(ids), batch_size), desc="propagated truncation", disable=not progress):
+        batch = ids[start:start + batch_size]
+        prefix = view.run(batch[:, :-1], use_cache=True).past_key_values
+        pilot = batch[:, -1:]
+        logp = next_token_logprobs(view, _pilot_last_state(view, pilot, copy.deepcopy(prefix), None))
+        for j, K in enumerate(ks):
+            x_L = _pilot_last_state(view, pilot, copy.deepcopy(prefix), bases[:, :, :K])
+            out[j, start:start + len(batch)] = kl(next_token_logprobs(view, x_L), logp).cpu().numpy()
+    return out
+
+
+def _pilot_last_state(view: ModelView, pilot: Tensor, cache, bases: Tensor | None) -> Tensor:
+    """The pilot's x(L) `(n, D)` after one cached step; with `bases` `(L+1, D, K)`, block t's output
+    is replaced by its projection onto the columns of `bases[t]`, for t = 1..L."""
+    states = {}
+
+    def visit(t: int, hidden: Tensor) -> Tensor | None:
+        if t == 0:
+            return None
+        if bases is not None:
+            hidden = (hidden @ bases[t]) @ bases[t].T
+        states[t] = hidden[:, -1]
+        return hidden
+
+    with view.trace(visit):
+        view.run(pilot, past_key_values=cache, use_cache=True)
+    return states[view.n_layers]

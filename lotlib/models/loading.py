@@ -1,0 +1,132 @@
+"""Load a causal LM by name: an embedded GGUF package, a local folder, or a Hugging Face hub id.
+
+A name may start with `untrained:` (`untrained:smollm2-135m`): the same architecture with fresh seeded
+weights, the book's default null model. The model is placed on `device` ("auto": cuda, else mps, else
+cpu) in `dtype`; every lotlib function that touches its weights runs there and hands numpy back on the CPU.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from .sources import DEFAULT_MODEL, UNTRAINED, model_source, not_found, split_name, weights_hash
+from .view import ModelView
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Model:
+    """A loaded causal LM with its tokenizer and an `identity` that changes whenever its weights do."""
+
+    name: str
+    hf: PreTrainedModel
+    tokenizer: object
+    identity: str
+    variant: dict = field(default_factory=dict)
+
+    @cached_property
+    def view(self) -> ModelView:
+        return ModelView(self.hf)
+
+    @property
+    def device(self) -> torch.device:
+        return self.view.device
+
+    @property
+    def dtype(self) -> str:
+        """The weights' dtype as a name ("float32", "bfloat16", ...): it changes every result."""
+        return str(self.hf.dtype).removeprefix("torch.")
+
+    def __repr__(self) -> str:
+        v = self.view
+        extra = f", {self.variant}" if self.variant else ""
+        return (f"Model({self.name!r}{extra}: {v.family}, L={v.n_layers}, d={v.d_model}, heads={v.n_heads}, "
+                f"norm={v.final_norm.kind}, {self.dtype} on {self.device})")
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """"auto" is cuda when a GPU is visible, else Apple's mps, else the CPU; names are checked."""
+    if isinstance(device, torch.device):
+        return device
+    if str(device).split(":")[0] not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but torch sees no CUDA GPU; use device 'cpu' or 'auto'")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was asked for but this torch has no Apple GPU; use 'cpu' or 'auto'")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype = "float32") -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return DTYPES[dtype]
+
+
+def load_model(
+    name: str = DEFAULT_MODEL,
+    *,
+    untrained: bool = False,
+    reinit_from: int | None = None,
+    seed: int = 0,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "float32",
+) -> Model:
+    """Load `name` in eval mode on `device` in `dtype`.
+
+    `untrained=True` (or the name prefix `untrained:`) keeps the config and draws fresh weights (seeded);
+    `reinit_from=k` keeps blocks 0..k-1 trained and re-initialises blocks k.. (seeded): the papers' null tests.
+    """
+    name, prefixed = split_name(name)
+    untrained = untrained or prefixed
+    device, dtype = resolve_device(device), resolve_dtype(dtype)
+    hf, tokenizer, identity = _load_trained(name, dtype, device)
+    variant = {}
+    if untrained or reinit_from is not None:
+        fresh = _fresh_model(hf.config, seed, dtype).to(device)
+        if untrained:
+            hf, variant = fresh, {"untrained": True, "seed": seed}
+        else:
+            _copy_blocks_from(fresh, hf, reinit_from)
+            variant = {"reinit_from": reinit_from, "seed": seed}
+        identity = weights_hash(identity, json.dumps(variant, sort_keys=True))
+    hf.eval()
+    return Model(name=f"{UNTRAINED}{name}" if untrained else name, hf=hf, tokenizer=tokenizer, identity=identity, variant=variant)
+
+
+def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
+    source, identity = model_source(name)
+    placement = {} if device.type == "cpu" else {"device_map": str(device)}
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **placement)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as err:
+        raise not_found(name, err) from err
+    if identity is None:  # hub id: the resolved commit pins the weights
+        identity = weights_hash(name, str(getattr(hf.config, "_commit_hash", None)))
+    return hf.to(device), tokenizer, identity
+
+
+def _fresh_model(config, seed: int, dtype: torch.dtype) -> PreTrainedModel:
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=dtype)
+
+
+def _copy_blocks_from(source: PreTrainedModel, target: PreTrainedModel, first: int) -> None:
+    src, dst = ModelView(source).blocks, ModelView(target).blocks
+    if not 0 <= first < len(dst):
+        raise ValueError(f"reinit_from must be in 0..{len(dst) - 1} for a {len(dst)}-block model, got {first}")
+    for i in range(first, len(dst)):
+        dst[i].load_state_dict(src[i].state_dict())

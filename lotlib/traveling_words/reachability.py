@@ -1,0 +1,63 @@
+"""Which tokens the final norm lets the unembedding reach (Traveling Words, A3): the paper's four scores
+and the largest logit a token can get from a state on the norm's sphere.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from ..models.view import ModelView, Norm
+
+SCORES = ("||e||", "||gamma*e||", "||e|| + beta.e", "||gamma*e|| + beta.e", "max logit")
+
+
+def reachability_scores(view: ModelView) -> pd.DataFrame:
+    """The paper's four scores of each token's unembedding vector u (= e when the embeddings are tied), and
+    the largest logit the final norm can give the token, `max logit`:
+
+    sqrt(d) ||P(gamma * u)|| + beta . u + b_U, with P the final norm's projection on the hyperplane x . 1 = 0
+    (LayerNorm; the identity for RMSNorm): the normalized state ranges over that sphere (eps ignored), then
+    whatever the model does to its logits (`ModelView.finish_logits`). beta = 0 when the norm has none.
+    Returns a `(V, 5)` frame indexed by token id, computed in float64 on the CPU.
+    """
+    norm = view.final_norm
+    U, b_U = (None if t is None else t.cpu().double() for t in view.unembedding())
+    beta = torch.zeros(U.shape[1], dtype=torch.float64) if norm.beta is None else norm.beta.cpu().double()
+    g_u = U * norm.gamma.cpu().double()
+    best = U.shape[1] ** 0.5 * _reachable_part(norm, U).norm(dim=1) + U @ beta + (0.0 if b_U is None else b_U)
+    columns = (U.norm(dim=1), g_u.norm(dim=1), U.norm(dim=1) + U @ beta, g_u.norm(dim=1) + U @ beta,
+               view.finish_logits(best))
+    return pd.DataFrame({name: c.numpy() for name, c in zip(SCORES, columns)})
+
+
+def _reachable_part(norm: Norm, U: Tensor) -> Tensor:
+    """P(gamma * u) for each row u of `U`: the part of gamma * u that a normalized state can align with."""
+    return norm.center(U.double() * norm.gamma.to(U.device).double())
+
+
+def best_states(norm: Norm, U: Tensor) -> Tensor:
+    """For each row u of `U` `(k, d)`, the state on the norm's sphere (and hyperplane, LayerNorm) that gives
+    u its largest logit: sqrt(d) P(gamma * u) / ||P(gamma * u)||, `(k, d)`."""
+    reach = _reachable_part(norm, U)
+    return U.shape[1] ** 0.5 * reach / reach.norm(dim=1, keepdim=True)
+
+
+def rank_at_best_state(view: ModelView, token_ids) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's rank among all logits (0 = top prediction) and its logit, when the residual state is
+    its best state (`best_states`), read by the model (`ModelView.logits`)."""
+    token_ids = torch.as_tensor(list(token_ids), device=view.device)
+    rows = view.unembedding()[0][token_ids]
+    logits = view.logits(best_states(view.final_norm, rows).float())
+    own = logits.gather(1, token_ids[:, None])
+    return (logits > own).sum(1).cpu().numpy(), own[:, 0].cpu().numpy()
+
+
+def extreme_tokens(scores: pd.DataFrame, tokenizer, k: int = 5) -> dict[str, pd.DataFrame]:
+    """For each score, the top-k and bottom-k tokens as `repr` of the decoded string with the score."""
+    def table(order) -> pd.DataFrame:
+        return pd.DataFrame({name: [f"{tokenizer.decode([int(i)])!r} ({scores[name][i]:.2f})"
+                                    for i in order(scores[name])] for name in scores},
+                            index=pd.RangeIndex(1, k + 1, name="rank"))
+    return {"top": table(lambda s: s.nlargest(k).index), "bottom": table(lambda s: s.nsmallest(k).index)}

@@ -1,0 +1,96 @@
+"""Travel in the full space (Traveling Words, the reviewers' question): does each block move a token's
+normalized state toward the next word? cos(final_norm(x(t+1)) - final_norm(x(t)), e_next - e_current),
+against shuffled next tokens, with bootstrap intervals over pseudo-sentences.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..models.capture import capture
+from ..models.loading import Model
+
+@dataclass(frozen=True)
+class Travel:
+    """Cosines keyed by target ("true" next tokens, or a baseline's name): `steps[k]` `(n, T-1, L)` for each
+    block's update, `trip[k]` `(n, T-1)` for the whole way final_norm(x(L)) - final_norm(x(0)). NaN where
+    the target is 0 (next = current)."""
+
+    steps: dict[str, np.ndarray]
+    trip: dict[str, np.ndarray]
+
+
+def shuffled_next(next_ids: np.ndarray, seed: int, within_rows: bool = False) -> np.ndarray:
+    """The next tokens `(n, T-1)` permuted with a seeded generator: across the whole sample, or with
+    `within_rows` inside each pseudo-sentence (the baseline word then comes from the same passage)."""
+    rng = np.random.default_rng(seed)
+    if within_rows:
+        return rng.permuted(next_ids, axis=1)
+    return rng.permutation(next_ids.ravel()).reshape(next_ids.shape)
+
+
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Cosine over the last axis, NaN where either vector is zero."""
+    norms = a.norm(dim=-1) * b.norm(dim=-1)
+    return (a * b).sum(-1) / torch.where(norms > 0, norms, torch.nan)
+
+
+TARGETS = ("W_E", "final_norm(W_E)")  # the embedding table the target direction e_next - e_current uses
+
+
+@torch.inference_mode()
+def travel_cosines(model: Model, ids: np.ndarray, baselines: dict[str, np.ndarray], *, batch_size: int = 16,
+                   progress: bool = True) -> dict[str, Travel]:
+    """For every position i < T-1 of `ids` `(n, T)` and every block t: the cosine between
+    final_norm(x_i(t+1)) - final_norm(x_i(t)) and e[ids_{i+1}] - e[ids_i] ("true"), and the same with each
+    baseline's next tokens `(n, T-1)`. One `Travel` per target table in TARGETS (raw or final-normed W_E)."""
+    view = model.view
+    norm, W_E = view.final_norm, view.W_E.detach().float()
+    tables = {"W_E": lambda i: W_E[i], "final_norm(W_E)": lambda i: norm(W_E[i])}
+    nexts = {"true": ids[:, 1:], **baselines}
+    parts = {(name, part, kind): [] for name in TARGETS for part in ("steps", "trip") for kind in nexts}
+    for start in tqdm(range(0, len(ids), batch_size), desc="travel", unit="batch", disable=not progress):
+        rows = slice(start, start + batch_size)
+        X = torch.from_numpy(capture(model, ids[rows], all_positions=True, batch_size=batch_size, progress=False))
+        X = X.to(view.device)
+        Y = norm(X[:, :-1])  # (B, T-1, L+1, d)
+        moves = {"steps": Y.diff(dim=2), "trip": Y[:, :, -1] - Y[:, :, 0]}
+        current = torch.from_numpy(ids[rows, :-1]).to(view.device)
+        for name, table in tables.items():
+            e_current = table(current)
+            for kind, nxt in nexts.items():
+                following = torch.from_numpy(np.ascontiguousarray(nxt[rows])).to(view.device)
+                direction = table(following) - e_current  # (B, T-1, d)
+                parts[name, "steps", kind].append(_cosine(moves["steps"], direction[:, :, None]))
+                parts[name, "trip", kind].append(_cosine(moves["trip"], direction))
+    joined = {key: torch.cat(chunks).cpu().numpy() for key, chunks in parts.items()}
+    return {name: Travel(*({kind: joined[name, part, kind] for kind in nexts} for part in ("steps", "trip")))
+            for name in TARGETS}
+
+
+def paired_summary(true: np.ndarray, shuffled: np.ndarray, *, n_boot: int = 2000, seed: int = 0,
+                   level: float = 0.95) -> pd.DataFrame:
+    """Per column k of `(n, T-1, K)` cosines (or one column of `(n, T-1)`): mean over sentences of each
+    sentence's mean (true, shuffled, difference), the difference's standard error over sentences and a
+    bootstrap interval resampling whole sentences (positions of one sentence are not independent)."""
+    if true.ndim == 2:
+        true, shuffled = true[..., None], shuffled[..., None]
+    per_sentence = {"true": np.nanmean(true, axis=1), "shuffled": np.nanmean(shuffled, axis=1)}
+    difference = per_sentence["true"] - per_sentence["shuffled"]  # (n, K)
+    n = len(difference)
+    resampled = difference[np.random.default_rng(seed).integers(0, n, size=(n_boot, n))].mean(axis=1)
+    lo, hi = np.quantile(resampled, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return pd.DataFrame({"true": per_sentence["true"].mean(0), "shuffled": per_sentence["shuffled"].mean(0),
+                         "difference": difference.mean(0), "se": difference.std(0, ddof=1) / np.sqrt(n),
+                         "ci_lo": lo, "ci_hi": hi})
+
+
+def travel_summaries(travel: dict[str, Travel], part: str, **kwargs) -> dict[tuple[str, str], pd.DataFrame]:
+    """`paired_summary` of the true next tokens against each baseline (`part` "steps" or "trip"), keyed by
+    (target table, baseline name); `kwargs` go to `paired_summary`."""
+    return {(name, kind): paired_summary(getattr(t, part)["true"], cosines, **kwargs)
+            for name, t in travel.items() for kind, cosines in getattr(t, part).items() if kind != "true"}

@@ -1,0 +1,124 @@
+"""Notebook pipeline and CLI: parameters, papermill execution, reuse, loud failures."""
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lotlib.cli import main
+from lotlib.models.bounds import ParameterError
+from lotlib.book.build import book_notebooks, book_parameters
+from lotlib.book.pipeline import NotebookFailed, notebook_parameters, project_root, run_notebook
+
+from ..conftest import ROOT
+
+NOTEBOOK = '''# %% [markdown]
+# A tiny chapter.
+
+# %% tags=["parameters"]
+n = 2
+label = "x"
+
+# %%
+result = n * 21
+print(label, result)
+'''
+
+
+@pytest.fixture
+def notebook(tmp_path):
+    path = tmp_path / "tiny.py"
+    path.write_text(NOTEBOOK)
+    return path
+
+
+def _printed(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+
+
+def test_parameters_cell_is_read(notebook):
+    assert notebook_parameters(notebook) == {"n": 2, "label": "x"}
+
+
+def test_run_with_overrides_then_reuse(notebook, tmp_path):
+    out = run_notebook(notebook, tmp_path / "out" / "tiny.ipynb", {"n": 3}, progress=False)
+    nb = nbformat.read(out, 4)
+    assert "x 63" in _printed(nb)
+    assert nb.metadata["lotlib"]["parameters"] == {"n": 3, "label": "x"}
+    stamp = out.stat().st_mtime_ns
+    run_notebook(notebook, out, {"n": 3}, progress=False)
+    assert out.stat().st_mtime_ns == stamp  # same source and parameters: reused
+    run_notebook(notebook, out, {"n": 4}, progress=False)
+    assert "x 84" in _printed(nbformat.read(out, 4))
+
+
+def test_unknown_parameter_is_refused_before_running(notebook, tmp_path):
+    with pytest.raises(ParameterError, match="unknown parameter.*nn.*takes: n, label"):
+        run_notebook(notebook, tmp_path / "o.ipynb", {"nn": 1}, progress=False)
+    assert not (tmp_path / "o.ipynb").exists()
+
+
+def test_raising_cell_fails_loudly_and_keeps_partial(notebook, tmp_path):
+    notebook.write_text(NOTEBOOK + "\n# %%\nraise ValueError('broken chapter')\n")
+    with pytest.raises(NotebookFailed, match=r"tiny.py: cell \d+ raised ValueError: broken chapter"):
+        run_notebook(notebook, tmp_path / "o.ipynb", progress=False)
+    assert not (tmp_path / "o.ipynb").exists() and (tmp_path / "o.partial.ipynb").exists()
+
+
+def test_cli_run(notebook, tmp_path, capsys):
+    out = tmp_path / "cli.ipynb"
+    assert main(["run", str(notebook), "-p", "n", "5", "-p", "label", "y", "--out", str(out)]) == 0
+    assert "y 105" in _printed(nbformat.read(out, 4))
+    assert main(["run", str(notebook), "-p", "bogus", "1", "--out", str(out)]) == 2
+    assert "unknown parameter" in capsys.readouterr().err
+
+
+def test_cli_extract_and_errors(tiny_gpt2_dir, capsys):
+    assert main(["extract", "--model", str(tiny_gpt2_dir), "--corpus", "gibberish", "--n-s", "3", "--n-k", "5"]) == 0
+    assert "trajectories (3, 4, 64)" in capsys.readouterr().out
+    assert main(["extract", "--model", "not-a-model"]) == 2
+    assert "smollm2-135m" in capsys.readouterr().err
+    assert main(["extract", "--model", str(tiny_gpt2_dir), "--n-k", "1"]) == 2
+    assert "at least 2" in capsys.readouterr().err
+
+
+def test_cli_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert all(word in text for word in ("extract", "run", "book", "LOTLIB_DATA_DIR"))
+
+
+def test_book_lists_real_notebooks_with_valid_parameters():
+    root = project_root(ROOT)
+    names = book_notebooks(root)
+    assert "lines_of_thought" in names
+    for name in names:
+        source = root / "notebooks" / f"{name}.py"
+        known = notebook_parameters(source)
+        for quick in (False, True):
+            assert set(book_parameters(root, name, quick)) <= set(known)
+
+
+def test_execution_key_follows_only_imported_lotlib_modules():
+    import lotlib
+    from lotlib.book.pipeline import lotlib_dependencies
+
+    def files(code):
+        return {p.relative_to(Path(lotlib.__file__).parent).as_posix() for p in lotlib_dependencies(code)}
+
+    summary_only = files("from lotlib.book.summary import record")
+    assert "book/summary.py" in summary_only and not any(f.startswith("models/") for f in summary_only)
+    assert {"models/loading.py", "models/view.py", "models/capture.py", "models/corpus.py"} <= files("import lotlib")
+    probes = files("from lotlib.traveling_words import probes")
+    assert {"traveling_words/probes.py", "traveling_words/__init__.py", "models/view.py"} <= probes
+    assert not any(f.startswith("lines_of_thought/") for f in probes)
+
+
+def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkeypatch):
+    source = tmp_path / "chapter.py"
+    source.write_text(NOTEBOOK + "\n# %%\nfrom lotlib.book.summary import record\nrecord({'result': result})\n")
+    monkeypatch.chdir(tmp_path)
+    run_notebook(source, "runs/chapter.ipynb", {"n": 1}, progress=False)
+    summary = json.loads((tmp_path / "runs" / "chapter.summary.json").read_text())
+    assert summary == {"notebook": "chapter", "parameters": {"n": 1, "label": "x"}, "values": {"result": 21}}

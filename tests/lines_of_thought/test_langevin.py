@@ -1,0 +1,209 @@
+"""The Langevin model (Eq. 3-4): interpolated rotations, step matrices, simulation, moments, distances,
+and the continuous lines of thought built on its deterministic part."""
+import numpy as np
+import pytest
+from scipy.interpolate import CubicSpline
+from scipy.linalg import expm, logm
+
+from lotlib.lines_of_thought.continuous import bridged_paths, flow_segment, free_path, landing_gaps, path_summary, restarted_paths
+from lotlib.lines_of_thought.extrapolation import extrapolate
+from lotlib.lines_of_thought.langevin import (constant_noise, energy_distance, exponential_noise, langevin_flow, moments, proper_bases,
+                             rotation_log, simulate, steps)
+
+
+def _orthogonal(D, seed, det=1.0):
+    Q = np.linalg.qr(np.random.default_rng(seed).normal(size=(D, D)))[0]
+    if np.sign(np.linalg.det(Q)) != det:
+        Q[:, 0] *= -1
+    return Q
+
+
+def _rotating_chain(T=5, D=4, seed=0, sigma=None):
+    """Bases U(t) = expm(t W) U0 turned by a fixed generator W (angles below pi), singular values S."""
+    rng = np.random.default_rng(seed)
+    W = rng.normal(size=(D, D)) * 0.2
+    W = W - W.T
+    U0 = _orthogonal(D, seed + 1)
+    U = np.stack([expm(t * W) @ U0 for t in range(T)])
+    S = np.ones((T, D)) if sigma is None else sigma
+    return U, S, W
+
+
+def test_interpolated_rotation_goes_from_U1_to_U2_and_stays_orthogonal():
+    U1, U2 = _orthogonal(6, 0), _orthogonal(6, 1)
+    rotation = rotation_log(U1.T @ U2)
+    np.testing.assert_allclose(U1 @ rotation.power(0.0), U1, atol=1e-12)
+    np.testing.assert_allclose(U1 @ rotation.power(1.0), U2, atol=1e-10)
+    for a in (0.3, 0.5, 0.9):
+        R = U1 @ rotation.power(a)
+        np.testing.assert_allclose(R.T @ R, np.eye(6), atol=1e-12)
+    K = rotation.generator
+    np.testing.assert_allclose(K, -K.T, atol=1e-12)
+    np.testing.assert_allclose(expm(K), U1.T @ U2, atol=1e-10)
+    np.testing.assert_allclose(np.real(logm(U1.T @ U2)), K, atol=1e-8)  # the principal logarithm
+    np.testing.assert_allclose(rotation.power(0.5) @ rotation.power(0.5), U1.T @ U2, atol=1e-10)
+
+
+def test_reflections_flip_the_least_significant_column_and_a_turn_by_pi_is_handled():
+    U = np.stack([_orthogonal(5, 2), _orthogonal(5, 3, det=-1.0)])
+    S = np.array([[5.0, 4.0, 3.0, 2.0, 1.0], [5.0, 4.0, 0.5, 3.0, 2.0]])
+    proper, flipped = proper_bases(U, S, [0, 1])
+    assert flipped == {0: None, 1: 2}
+    expected = U[1].copy()
+    expected[:, 2] *= -1
+    np.testing.assert_allclose(proper[1], expected)
+    flow = langevin_flow(U, S, [0, 1])
+    np.testing.assert_allclose(flow.U[0] @ flow.rotations[0].power(1.0), expected, atol=1e-10)
+    with pytest.raises(ValueError, match="reflection"):
+        rotation_log(U[0].T @ U[1])
+    half_turn = np.diag([-1.0, -1.0, 1.0, 1.0])  # a rotation by pi in the plane of the first two axes
+    np.testing.assert_allclose(rotation_log(half_turn).power(1.0), half_turn, atol=1e-12)
+    np.testing.assert_allclose(np.sort(np.abs(rotation_log(half_turn).theta)), [np.pi])
+    with pytest.raises(ValueError, match="full D x D"):
+        proper_bases(U[:, :, :3], S[:, :3], [0, 1])
+
+
+def test_flow_over_several_layers_composes_across_flipped_layers():
+    rng = np.random.default_rng(15)
+    dets = [1.0, -1.0, 1.0, -1.0, 1.0]  # reflections between every pair of consecutive layers
+    U = np.stack([_orthogonal(4, 20 + t, det=d) for t, d in enumerate(dets)])
+    S = np.exp(rng.normal(0, 0.3, size=(5, 4))) * 5
+    X = np.stack([rng.normal(size=(9, 4))] * 5, axis=1)
+    flow = langevin_flow(U, S, np.arange(5))
+    assert [flow.flipped[t] is not None for t in range(5)] == [d < 0 for d in dets]
+    # start and end layers are not flipped: the chained flow is exactly Eq. 1 from 0 to 4 (and to 2)
+    chained = free_path(X[:, 0], flow, 0, 4)
+    np.testing.assert_allclose(chained[:, 4], extrapolate(X, U, S, 0, 4), atol=1e-10)
+    np.testing.assert_allclose(chained[:, 2], extrapolate(X, U, S, 0, 2), atol=1e-10)
+
+
+def test_rotate_is_vectorized_over_angles():
+    rotation = rotation_log(_orthogonal(5, 4))
+    V = np.random.default_rng(5).normal(size=(3, 5))
+    a = np.array([0.0, 0.25, 0.7, 1.0])
+    batched = rotation.rotate(V, a)
+    assert batched.shape == (4, 3, 5)
+    for m, am in enumerate(a):
+        np.testing.assert_allclose(batched[m], V @ rotation.power(am).T, atol=1e-12)
+
+
+def test_noiseless_simulation_of_a_pure_rotation_reproduces_the_rotation():
+    U, S, W = _rotating_chain()
+    flow = langevin_flow(U, S, np.arange(5))
+    X0 = np.random.default_rng(6).normal(size=(10, 4))
+    expected = [X0 @ expm(n * W).T for n in range(4)]
+    exact = simulate(X0, steps(flow, 1, 3, dt=0.1, scheme="exact"), constant_noise(0.0))[:, 0]
+    euler = simulate(X0, steps(flow, 1, 3, dt=0.01, scheme="euler"), constant_noise(0.0))[:, 0]
+    for n in range(4):
+        np.testing.assert_allclose(exact[:, n], expected[n], atol=1e-5)
+        np.testing.assert_allclose(euler[:, n], expected[n], atol=0.02 * n + 1e-6)
+
+
+def test_exact_scheme_lands_on_the_linear_extrapolation_and_euler_drift_matches_its_definition():
+    rng = np.random.default_rng(7)
+    sigma = np.exp(np.cumsum(rng.normal(0, 0.3, size=(5, 4)), axis=0)) * 10
+    U, S, _ = _rotating_chain(sigma=sigma)
+    X = np.stack([rng.normal(size=(20, 4))] * 5, axis=1)  # only X[:, 1] (the start) matters
+    flow = langevin_flow(U, S, np.arange(5))
+    out = simulate(X[:, 1], steps(flow, 1, 3, dt=0.25, scheme="exact"), constant_noise(0.0))[:, 0]
+    for tau in range(4):
+        np.testing.assert_allclose(out[:, tau], extrapolate(X, U, S, 1, tau), rtol=1e-5, atol=1e-4)
+    # one Euler step matrix against the definition: A = R' R^T + R S' R^T, R = U1 expm(a logm(U1^T U2))
+    euler = steps(flow, 2, 1, dt=0.25, scheme="euler")
+    a, h = 0.5, 1e-6
+    R = lambda a: U[2] @ expm(a * np.real(logm(U[2].T @ U[3])))
+    R_dot = (R(a + h) - R(a - h)) / (2 * h)
+    rate = CubicSpline(np.arange(5), np.log(sigma), axis=0)(2 + a, 1)
+    A = R_dot @ R(a).T + R(a) @ np.diag(rate) @ R(a).T
+    np.testing.assert_allclose(euler.M[2], np.eye(4) + 0.25 * A, atol=1e-7)
+    np.testing.assert_allclose(euler.t, [2.0, 2.25, 2.5, 2.75])
+
+
+def test_sigma_spline_and_log_spline_agree_on_the_layers():
+    sigma = np.linspace(1.0, 3.0, 5)[:, None] * np.array([1.0, 2.0, 0.5, 4.0])
+    U, S, _ = _rotating_chain(sigma=sigma)
+    for log in (True, False):
+        flow = langevin_flow(U, S, np.arange(5), log=log)
+        np.testing.assert_allclose(flow.sigma.ratio(1, np.array([2.0, 4.0])), S[[2, 4]] / S[1], rtol=1e-10)
+        assert flow.sigma.zero_crossings(0, 4) == 0
+
+
+def test_vectorized_simulation_equals_a_direct_loop():
+    rng = np.random.default_rng(8)
+    U, S, _ = _rotating_chain(sigma=np.exp(rng.normal(0, 0.2, size=(5, 4))))
+    st = steps(langevin_flow(U, S, np.arange(5)), 0, 2, dt=0.5)
+    noise = exponential_noise(0.5, 0.2)
+    X0 = rng.normal(size=(3, 4))
+    out = simulate(X0, st, noise, n_samples=2, seed=9)
+    draws = np.random.default_rng(9)
+    x = [X0[i].astype(np.float32) for i in range(3) for _ in range(2)]  # row order: start, then sample
+    direct = [np.stack(x)]
+    for step, (t, M) in enumerate(zip(st.t, st.M.astype(np.float32)), start=1):
+        xi = draws.standard_normal((6, 4), dtype=np.float32)
+        x = [M @ x[r] + np.float32(np.sqrt(noise(t) * st.dt)) * xi[r] for r in range(6)]
+        if step % 2 == 0:
+            direct.append(np.stack(x))
+    np.testing.assert_allclose(out, np.stack(direct, axis=1).reshape(3, 2, 3, 4), rtol=1e-5, atol=1e-5)
+
+
+def test_moments_match_the_sampled_ensemble():
+    rng = np.random.default_rng(10)
+    U, S, _ = _rotating_chain(sigma=np.exp(rng.normal(0, 0.2, size=(5, 4))))
+    st = steps(langevin_flow(U, S, np.arange(5)), 1, 2, dt=0.25)
+    noise = exponential_noise(0.3, 0.5)
+    X0 = rng.normal(size=(400, 4)) * [2.0, 1.0, 0.5, 0.2] + 1.0
+    means, covs = moments(X0.mean(0), np.cov(X0.T, bias=True), st, noise)
+    sim = simulate(X0, st, noise, n_samples=100, seed=11)[:, :, -1].reshape(-1, 4)
+    np.testing.assert_allclose(sim.mean(0), means[-1], atol=0.05)
+    np.testing.assert_allclose(np.cov(sim.T, bias=True), covs[-1], atol=0.05 * np.abs(covs[-1]).max())
+    with pytest.raises(ValueError, match="dt"):
+        steps(langevin_flow(U, S, np.arange(5)), 1, 1, dt=0.3)
+
+
+def test_energy_distance():
+    rng = np.random.default_rng(12)
+    A, B = rng.normal(size=(600, 3)), rng.normal(size=(600, 3))
+    assert abs(energy_distance(A, B)) < 0.03
+    assert energy_distance(A, B + [1.0, 0, 0]) > 0.3
+    a, b = A[:50], B[:40] + 0.5
+    direct = (2 * np.mean([np.linalg.norm(x - y) for x in a for y in b])
+              - np.mean([np.linalg.norm(x - y) for i, x in enumerate(a) for j, y in enumerate(a) if i != j])
+              - np.mean([np.linalg.norm(x - y) for i, x in enumerate(b) for j, y in enumerate(b) if i != j]))
+    assert np.isclose(energy_distance(a, b), direct)
+    assert np.isclose(energy_distance(a, b), energy_distance(b, a))
+
+
+def test_continuous_paths_start_on_the_truth_land_on_eq1_and_bridge_through_the_truth():
+    rng = np.random.default_rng(13)
+    sigma = np.exp(np.cumsum(rng.normal(0, 0.3, size=(5, 4)), axis=0))
+    U, S, _ = _rotating_chain(sigma=sigma)
+    X = rng.normal(size=(7, 5, 4))
+    flow = langevin_flow(U, S, np.arange(5))
+    times, paths = restarted_paths(X, flow, np.arange(1, 5), per_layer=4)
+    assert paths.shape == (7, 3, 5, 4) and times.shape == (3, 5)
+    np.testing.assert_allclose(times[0], [1.0, 1.25, 1.5, 1.75, 2.0])
+    for s, t in enumerate(range(1, 4)):
+        np.testing.assert_allclose(paths[:, s, 0], X[:, t], atol=1e-12)
+        np.testing.assert_allclose(paths[:, s, -1], extrapolate(X, U, S, t, 1), atol=1e-10)
+    bridged = bridged_paths(X, paths, np.arange(1, 5))
+    np.testing.assert_allclose(bridged[:, :, -1], X[:, 2:5], atol=1e-10)
+    np.testing.assert_allclose(bridged[:, :, 0], X[:, 1:4], atol=1e-12)
+    chained = free_path(X[:, 1], flow, 1, 3)
+    np.testing.assert_allclose(chained[:, 3], extrapolate(X, U, S, 1, 3), atol=1e-10)  # Eq. 1 composes
+    np.testing.assert_allclose(flow_segment(X[:, 2], flow, 2, [0.5])[:, 0], paths[:, 1, 2], atol=1e-12)
+
+
+def test_path_summary_matches_the_paths():
+    rng = np.random.default_rng(14)
+    U, S, _ = _rotating_chain(sigma=np.exp(np.cumsum(rng.normal(0, 0.3, size=(5, 4)), axis=0)))
+    X = rng.normal(size=(6, 5, 4))
+    flow = langevin_flow(U, S, np.arange(5))
+    summary = path_summary(X, flow, np.arange(1, 5), per_layer=50)
+    _, paths = restarted_paths(X, flow, np.arange(1, 5), per_layer=50)
+    bridged = bridged_paths(X, paths, np.arange(1, 5))
+    np.testing.assert_allclose(summary["gap"], np.linalg.norm(paths[:, :, -1] - X[:, 2:], axis=-1), atol=1e-12)
+    np.testing.assert_allclose(summary["step"], np.linalg.norm(X[:, 2:] - X[:, 1:4], axis=-1))
+    lengths = np.linalg.norm(np.diff(bridged, axis=2), axis=-1).sum(-1)
+    np.testing.assert_allclose(summary["length_ratio"], lengths / summary["step"], rtol=1e-10)
+    assert np.all(summary["length_ratio"] >= 1 - 1e-12)  # no path is shorter than the straight chord
+    np.testing.assert_allclose(landing_gaps(X, flow, np.arange(1, 5)), summary["gap"], atol=1e-12)

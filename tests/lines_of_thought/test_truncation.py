@@ -1,0 +1,86 @@
+"""Next-token KL after truncating states to their top-K singular directions (both protocols)."""
+import numpy as np
+import pytest
+import torch
+
+from lotlib import capture, gibberish, load_model
+from lotlib.lines_of_thought.ensemble import ensemble_svd
+from lotlib.lines_of_thought.truncation import consecutive_kl, kl, next_token_logprobs, propagated_truncated_kl, truncated_kl
+
+
+@pytest.fixture(params=["tiny_gpt2_dir", "tiny_llama_dir"])
+def tiny(request):
+    model = load_model(str(request.getfixturevalue(request.param)))
+    ids = gibberish(model.view.W_E.shape[0], n_s=40, n_k=7, seed=1).ids
+    return model, ids, capture(model, ids, progress=False)
+
+
+def test_logprobs_from_the_last_block_match_the_model(tiny):
+    model, ids, X = tiny
+    with torch.no_grad():
+        logits = model.hf(input_ids=torch.as_tensor(ids[:5])).logits[:, -1]
+    expected = logits.log_softmax(-1)
+    np.testing.assert_allclose(next_token_logprobs(model.view, torch.as_tensor(X[:5, -1])), expected, atol=1e-4)
+
+
+def test_kl_is_zero_at_full_rank_and_non_negative(tiny):
+    model, _, X = tiny
+    U, _ = ensemble_svd(X[:, -1:])
+    D = X.shape[-1]
+    ks = [1, 2, 8, 32, D]
+    out = truncated_kl(model.view, X[:, -1], U[0], ks, batch_size=16, progress=False)
+    assert out.shape == (len(ks), len(X))
+    assert (out >= 0).all()
+    np.testing.assert_allclose(out[-1], 0.0, atol=1e-5)
+    assert out[0].mean() > out[-2].mean() > 0
+
+
+def test_truncated_kl_matches_a_direct_computation(tiny):
+    model, _, X = tiny
+    U, _ = ensemble_svd(X[:, -1:])
+    b = U[0][:, :3]
+    x = torch.as_tensor(X[:, -1])
+    logp, logq = next_token_logprobs(model.view, torch.as_tensor(X[:, -1] @ b @ b.T)), next_token_logprobs(model.view, x)
+    direct = (logp.exp() * (logp - logq)).sum(-1).numpy()
+    np.testing.assert_allclose(truncated_kl(model.view, X[:, -1], U[0], [3], batch_size=7, progress=False)[0],
+                               direct, rtol=1e-4, atol=1e-6)
+
+
+def test_consecutive_kl_across_batch_borders(tiny):
+    model, _, X = tiny
+    logp = next_token_logprobs(model.view, torch.as_tensor(X[:, -1]))
+    expected = kl(logp[1:], logp[:-1]).numpy()
+    np.testing.assert_allclose(consecutive_kl(model.view, X[:, -1], batch_size=6, progress=False), expected,
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_propagated_truncation_matches_full_forward_passes_with_hooks(tiny):
+    """The cached single-pilot step equals re-running the whole sequence with the pilot's state
+    replaced after every block; full rank gives KL 0."""
+    model, ids, X = tiny
+    view, D = model.view, X.shape[-1]
+    U, _ = ensemble_svd(X)
+    K = 5
+    ours = propagated_truncated_kl(model, ids[:9], U, [K, D], batch_size=4, progress=False)
+    np.testing.assert_allclose(ours[1], 0.0, atol=1e-5)
+
+    bases, last = torch.as_tensor(U[:, :, :K], dtype=torch.float32), {}
+
+    def replace(module, args, output, t):
+        hidden = (output[0] if isinstance(output, tuple) else output).clone()
+        hidden[:, -1] = hidden[:, -1] @ bases[t] @ bases[t].T
+        last[t] = hidden[:, -1]
+        return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+    hooks = [block.register_forward_hook(lambda m, a, o, t=t: replace(m, a, o, t))
+             for t, block in enumerate(view.blocks, start=1)]
+    try:
+        with torch.no_grad():
+            view.base(input_ids=torch.as_tensor(ids[:9]), use_cache=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    truth = next_token_logprobs(view, torch.as_tensor(X[:9, -1]))
+    direct = kl(next_token_logprobs(view, last[view.n_layers]), truth).numpy()
+    np.testing.assert_allclose(ours[0], direct, rtol=1e-3, atol=1e-5)
+    assert ours[0].mean() > 0

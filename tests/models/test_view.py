@@ -1,0 +1,147 @@
+"""The model view against the model's own forward pass, for every supported family: the embedding is block
+0's input, the trace sees every block, the one logit lens reproduces the model's logits, and the per-head
+matrices rebuild each block's attention output exactly."""
+import pytest
+import torch
+
+from lotlib import head_outputs, load_model
+
+from ..conftest import FAMILY_FIXTURES
+
+
+def _attention_io(model, layer, ids):
+    """Input (kwargs) and output of block `layer`'s attention module in a real forward pass."""
+    seen = {}
+    attn = model.view.attention(layer)
+
+    def pre(module, args, kwargs):
+        seen["x"] = args[0] if args else kwargs["hidden_states"]
+        seen["pos"] = kwargs.get("position_embeddings")
+
+    def post(module, args, kwargs, output):
+        seen["out"] = output[0]
+
+    hooks = [attn.register_forward_pre_hook(pre, with_kwargs=True),
+             attn.register_forward_hook(post, with_kwargs=True)]
+    with torch.no_grad():
+        model.view.base(input_ids=ids, use_cache=False)
+    for h in hooks:
+        h.remove()
+    return seen
+
+
+def _check_rebuild(model, layer, ids, atol):
+    io = _attention_io(model, layer, ids)
+    heads = model.view.heads(layer)
+    rebuilt = head_outputs(model.view, layer, io["x"], io["pos"]).sum(1) + heads.b_O
+    torch.testing.assert_close(rebuilt, io["out"].float(), atol=atol, rtol=1e-4)
+
+
+def test_gpt2_conv1d_heads_rebuild_attention(tiny_gpt2_dir):
+    model = load_model(str(tiny_gpt2_dir))
+    v = model.view
+    assert (v.family, v.n_heads, v.d_head, v.final_norm.kind) == ("gpt2", 4, 16, "layer")
+    assert v.W_P is not None and v.tied
+    ids = torch.randint(0, 50257, (2, 9), generator=torch.Generator().manual_seed(0))
+    for layer in range(v.n_layers):
+        _check_rebuild(model, layer, ids, atol=1e-5)
+
+
+def test_llama_gqa_heads_rebuild_attention(tiny_llama_dir):
+    model = load_model(str(tiny_llama_dir))
+    v = model.view
+    h = v.heads(1)
+    assert h.n_kv_heads == 2 and h.W_K.shape == (4, 64, 16)
+    torch.testing.assert_close(h.W_K[0], h.W_K[1])  # query heads 0 and 1 share kv head 0
+    assert not torch.allclose(h.W_K[1], h.W_K[2])
+    assert v.W_P is None and not v.tied and v.final_norm.kind == "rms"
+    ids = torch.randint(0, 50257, (2, 9), generator=torch.Generator().manual_seed(1))
+    for layer in range(v.n_layers):
+        _check_rebuild(model, layer, ids, atol=1e-5)
+
+
+def test_norms_match_modules(tiny_gpt2_dir, tiny_llama_dir):
+    for folder in (tiny_gpt2_dir, tiny_llama_dir):
+        v = load_model(str(folder)).view
+        x = torch.randn(3, 5, v.d_model, generator=torch.Generator().manual_seed(2)) * 4
+        module = v._final_norm_module
+        torch.testing.assert_close(v.final_norm(x), module(x), atol=1e-5, rtol=1e-5)
+        norms = v.final_norm.normalize(x).norm(dim=-1)
+        torch.testing.assert_close(norms, torch.full_like(norms, v.d_model ** 0.5), atol=1e-3, rtol=1e-4)
+
+
+def test_w_qk_and_w_vo_are_the_head_forms(tiny_gpt2_dir):
+    heads = load_model(str(tiny_gpt2_dir)).view.heads(0)
+    x = torch.randn(2, 64, generator=torch.Generator().manual_seed(3))
+    q, k = x[0] @ heads.W_Q[2], x[1] @ heads.W_K[2]
+    torch.testing.assert_close(x[0] @ heads.W_QK(2) @ x[1], (q @ k) * heads.scaling)
+    torch.testing.assert_close(x[0] @ heads.W_VO(2), (x[0] @ heads.W_V[2]) @ heads.W_O[2])
+
+
+@pytest.mark.slow
+def test_smollm2_heads_rebuild_attention(smollm2):
+    ids = torch.tensor(smollm2.tokenizer("To kill two birds with one stone, said Thoreau.")["input_ids"])[None]
+    for layer in (0, 14, 29):
+        _check_rebuild(smollm2, layer, ids, atol=2e-4)
+
+
+def _ids(T: int = 9, seed: int = 5) -> torch.Tensor:
+    return torch.randint(0, 50257, (2, T), generator=torch.Generator().manual_seed(seed))
+
+
+def _traced(view, ids):
+    states = {}
+    with view.trace(lambda t, x: states.__setitem__(t, x.detach().clone())):
+        view.run(ids)
+    return states
+
+
+@pytest.mark.parametrize("fixture", FAMILY_FIXTURES)
+def test_embed_logits_and_trace_match_the_model(fixture, request):
+    model = load_model(str(request.getfixturevalue(fixture)), device="cpu")
+    view, ids = model.view, _ids()
+    states = _traced(view, ids)
+    assert sorted(states) == list(range(view.n_layers + 1))
+    positions = torch.arange(ids.shape[1]).expand_as(ids)
+    torch.testing.assert_close(view.embed(ids, positions), states[0].float(), rtol=1e-6, atol=1e-6)
+    with torch.no_grad():
+        out = model.hf(ids, output_hidden_states=True)
+    for t in range(view.n_layers):  # Hugging Face's last hidden state is taken after the final norm
+        torch.testing.assert_close(states[t], out.hidden_states[t], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(view.final_norm(states[view.n_layers]), out.hidden_states[-1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(view.logits(states[view.n_layers]), out.logits.float(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fixture", FAMILY_FIXTURES)
+def test_trace_replaces_block_outputs(fixture, request):
+    view = load_model(str(request.getfixturevalue(fixture)), device="cpu").view
+    ids = _ids(T=5)
+    before = _traced(view, ids)
+
+    def zero_first_block(t, x):
+        return torch.zeros_like(x) if t == 1 else None
+
+    with view.trace(zero_first_block):
+        replaced = view.run(ids).last_hidden_state
+    assert not torch.allclose(replaced, view.final_norm(before[view.n_layers]))
+    after = _traced(view, ids)  # the hooks are gone
+    torch.testing.assert_close(after[view.n_layers], before[view.n_layers])
+
+
+def test_gemma_quirks_live_in_the_view(tiny_gemma3_dir, tiny_gemma2_dir):
+    gemma3 = load_model(str(tiny_gemma3_dir), device="cpu").view
+    assert gemma3.embed_scale == pytest.approx(64 ** 0.5) and gemma3.W_P is None
+    module = gemma3._final_norm_module
+    torch.testing.assert_close(gemma3.final_norm.gamma, module.weight.detach() + 1.0)  # stored as gamma - 1
+    gemma2 = load_model(str(tiny_gemma2_dir), device="cpu").view
+    raw = torch.tensor([[-100.0, 0.0, 2.0, 100.0]])
+    assert gemma2.finish_logits(raw).abs().max() <= 5.0  # soft-capped at 5
+    assert torch.equal(gemma3.finish_logits(raw), raw)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_gemma3_dir", "tiny_qwen2_dir", "tiny_qwen3_dir"])
+def test_more_families_rebuild_attention(fixture, request):
+    model = load_model(str(request.getfixturevalue(fixture)), device="cpu")
+    ids = _ids(T=9, seed=6)
+    for layer in range(model.view.n_layers):
+        _check_rebuild(model, layer, ids, atol=1e-5)

@@ -1,0 +1,137 @@
+"""Traveling words: travel cosines equal a direct per-position computation, the baseline is a seeded
+permutation, the logit lens reproduces the model's logits, and the UMAP cache is keyed and reused."""
+import numpy as np
+import pytest
+import torch
+
+from lotlib import load_model
+from lotlib.traveling_words.lens import lens_logits, locate, logit_lens, token_path
+from lotlib.traveling_words.travel import paired_summary, shuffled_next, travel_cosines
+from lotlib.traveling_words.umap_map import fitted_umap, neighbour_agreement, umap_key, umap_path
+
+SENTENCE = "To kill two birds with one stone"
+
+
+def _final_norm_module(model):
+    base = model.hf.base_model
+    return base.ln_f if hasattr(base, "ln_f") else base.norm
+
+
+def _cos(a, b):
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("fixture", ["tiny_gpt2_dir", "tiny_llama_dir"])
+def test_travel_cosines_match_direct_computation(fixture, request):
+    model = load_model(str(request.getfixturevalue(fixture)))
+    ids = np.random.default_rng(0).integers(0, 50257, size=(3, 6))
+    shuffled = shuffled_next(ids[:, 1:], seed=0)
+    travel = travel_cosines(model, ids, {"shuffled": shuffled}, batch_size=2, progress=False)
+    L = model.view.n_layers
+    assert travel["W_E"].steps["true"].shape == (3, 5, L) and travel["W_E"].trip["shuffled"].shape == (3, 5)
+    with torch.no_grad():  # independent path: HF hidden states and the model's own final-norm module
+        hidden = model.hf(torch.from_numpy(ids), output_hidden_states=True).hidden_states
+        ln_f = _final_norm_module(model)
+        Y = torch.stack([ln_f(h) for h in hidden[:L]] + [hidden[L]], dim=2).numpy()  # (n, T, L+1, d)
+        E = model.view.W_E.detach()
+        tables = {"W_E": E.numpy(), "final_norm(W_E)": ln_f(E).numpy()}
+    for name, table in tables.items():
+        for s in range(3):
+            for i in range(5):
+                for kind, nxt in (("true", ids[s, i + 1]), ("shuffled", shuffled[s, i])):
+                    target = table[nxt] - table[ids[s, i]]
+                    steps = [_cos(Y[s, i, t + 1] - Y[s, i, t], target) for t in range(L)]
+                    np.testing.assert_allclose(travel[name].steps[kind][s, i], steps, atol=2e-5)
+                    np.testing.assert_allclose(travel[name].trip[kind][s, i],
+                                               _cos(Y[s, i, L] - Y[s, i, 0], target), atol=2e-5)
+
+
+def test_repeated_token_gives_nan_not_a_number():
+    from lotlib.traveling_words.travel import _cosine
+
+    assert torch.isnan(_cosine(torch.ones(4), torch.zeros(4)))
+    assert float(_cosine(torch.ones(4), 2 * torch.ones(4))) == pytest.approx(1.0)
+
+
+def test_shuffled_baseline_is_a_seeded_permutation():
+    nxt = np.random.default_rng(1).integers(0, 1000, size=(7, 9))
+    a, b, c = shuffled_next(nxt, 3), shuffled_next(nxt, 3), shuffled_next(nxt, 4)
+    assert a.shape == nxt.shape
+    np.testing.assert_array_equal(np.sort(a.ravel()), np.sort(nxt.ravel()))  # same multiset of tokens
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c) and not np.array_equal(a, nxt)
+    rows = shuffled_next(nxt, 3, within_rows=True)  # each pseudo-sentence keeps its own tokens
+    np.testing.assert_array_equal(np.sort(rows, axis=1), np.sort(nxt, axis=1))
+    assert not np.array_equal(rows, nxt)
+
+
+def test_paired_summary_difference_interval_and_shift():
+    rng = np.random.default_rng(2)
+    true, shuffled = rng.normal(0.1, 0.05, size=(40, 10, 3)), rng.normal(0.0, 0.05, size=(40, 10, 3))
+    s = paired_summary(true, shuffled, n_boot=500, seed=0)
+    per_sentence = true.mean(1) - shuffled.mean(1)
+    np.testing.assert_allclose(s["difference"], per_sentence.mean(0))
+    np.testing.assert_allclose(s["difference"], s["true"] - s["shuffled"])
+    np.testing.assert_allclose(s["se"], per_sentence.std(0, ddof=1) / np.sqrt(40))
+    assert ((s["ci_lo"] < s["difference"]) & (s["difference"] < s["ci_hi"])).all()
+    shifted = paired_summary(true + 0.3, shuffled, n_boot=500, seed=0)  # same resamples: interval shifts
+    np.testing.assert_allclose(shifted["ci_lo"] - s["ci_lo"], 0.3, atol=1e-12)
+    true[0, 0, 0] = np.nan  # a repeated token: ignored, not propagated
+    assert np.isfinite(paired_summary(true, shuffled, n_boot=10)["difference"]).all()
+
+
+@pytest.mark.parametrize("fixture", ["tiny_gpt2_dir", "tiny_llama_dir"])
+def test_logit_lens_at_last_layer_equals_model_logits(fixture, request):
+    model = load_model(str(request.getfixturevalue(fixture)))
+    ids, position = locate(model.tokenizer, SENTENCE, -2)
+    assert model.tokenizer.decode([int(ids[position])]) == " one" and position == len(ids) - 2
+    X = token_path(model, ids, position)
+    assert X.shape == (model.view.n_layers + 1, model.view.d_model)
+    with torch.no_grad():
+        logits = model.hf(torch.from_numpy(ids[None])).logits[0, position].numpy()
+    np.testing.assert_allclose(lens_logits(model, X[-1]), logits, atol=1e-4, rtol=1e-4)
+    stone = int(ids[position + 1])
+    table = logit_lens(model, X, k=5, target=stone)
+    assert len(table) == model.view.n_layers + 1
+    assert table["top 1"].iloc[-1].startswith(repr(model.tokenizer.decode([int(logits.argmax())])))
+    assert table["rank of ' stone'"].iloc[-1] == int((logits > logits[stone]).sum())
+    with pytest.raises(ValueError, match="outside"):
+        locate(model.tokenizer, SENTENCE, 50)
+
+
+def test_neighbour_agreement_nearest_rows_versus_largest_dot_products():
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(200, 8))
+    states = rng.normal(size=(5, 8))
+    sphere = rows / np.linalg.norm(rows, axis=1, keepdims=True)  # equal norms: nearest == largest dot product
+    np.testing.assert_array_equal(neighbour_agreement(states, sphere, k=10), 1.0)
+    assert neighbour_agreement(1e6 * states, rows, k=10).min() == 1.0  # a far state: distance ranks by dot
+    nearest = np.argsort(((rows[None] - states[:, None]) ** 2).sum(-1), axis=1)[:, :10]
+    largest = np.argsort(-(states @ rows.T), axis=1)[:, :10]
+    expected = [len(np.intersect1d(a, b)) / 10 for a, b in zip(nearest, largest)]
+    np.testing.assert_allclose(neighbour_agreement(states, rows, k=10), expected)
+
+
+def test_umap_cache_key_and_reuse(tmp_path, monkeypatch):
+    import umap
+
+    monkeypatch.setenv("LOTLIB_CACHE_DIR", str(tmp_path))
+    data = np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32)
+    params = dict(n_neighbors=15, min_dist=0.1, n_components=3)
+    key = umap_key(data, "tiny", "W_E", 0, **params)
+    assert umap_path(umap_key(data, "tiny", "W_E", 1, **params)) != umap_path(key)  # seed
+    assert umap_path(umap_key(data[:250], "tiny", "W_E", 0, **params)) != umap_path(key)  # rows
+    assert umap_path(umap_key(data, "other", "W_E", 0, **params)) != umap_path(key)  # model identity
+    first = fitted_umap(data, identity="tiny", seed=0, progress=False)
+    assert umap_path(key).exists() and first.embedding_.shape == (300, 3)
+
+    def refit(*args, **kwargs):
+        raise AssertionError("the cached UMAP should have been reused")
+
+    monkeypatch.setattr(umap.UMAP, "fit", refit)
+    again = fitted_umap(data, identity="tiny", seed=0, progress=False)
+    np.testing.assert_array_equal(again.embedding_, first.embedding_)
+    with pytest.raises(AssertionError, match="reused"):  # another seed is another key: it fits
+        fitted_umap(data, identity="tiny", seed=1, progress=False)
+    placed = again.transform(np.vstack([data[5] * 0.5, data[7] + 0.1]))  # the reloaded model places new points
+    assert placed.shape == (2, 3) and np.isfinite(placed).all()
