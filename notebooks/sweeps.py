@@ -13,66 +13,72 @@
 # %% [markdown]
 # # Sweeps: a chapter over a grid of parameters
 #
-# **What you will see.** A real sweep, run while this page was built: one chapter notebook executed
-# over the cartesian product of a small grid, each run in its own folder with its executed notebook and
-# its summary, then one table of every run and one figure of a chosen quantity against a swept
-# parameter.
+# **What you will see.** A real sweep, run while this page was built: one chapter executed over the
+# cartesian product of a small grid, each run in its own folder with its executed notebook and its summary,
+# then one table of every run and one figure of a chosen quantity against a swept parameter, with a 95%
+# confidence band over the runs that differ only by their seed.
 #
-# **Why it matters.** The papers report single numbers for single settings. How the ensemble's
-# dimension, the noise law's λ or the extrapolation accuracy move with the model, N_k, τ, the layer or
-# the seed is what a reader most often wants next. The same command runs any chapter:
+# **Why it matters.** The papers report single numbers for single settings. How a measurement moves with
+# N_k, τ, the layer, the model or the seed is what a reader most often wants next, and the spread over seeds
+# says how much of a difference between two settings is noise. The same command runs any chapter:
 #
 # ```bash
-# lotlib sweep lines_of_thought -p n_k 10,25,50 -p seed 0,1 --quick --plot k90_over_d_last_layer --hue seed
+# lotlib sweep travel_full_space -p n_k 10,25,50 -p seed 0,1,2 --quick --plot trip_difference
 # lotlib sweep b4_residuals --grid my_grid.yml --workers 2          # a YAML file: name -> list of values
 # lotlib sweep b3_extrapolation -p model smollm2-135m,gemma3-270m --scheduler tcp://10.0.0.5:8786  # Dask
 # ```
 #
-# Runs go to parallel worker processes (or a Dask cluster); a run that finished is skipped when the
-# sweep is started again, a run that fails records its error and the others go on, and the shared
-# trajectory cache is locked so that two runs never compute the same entry twice.
+# Runs go to parallel worker processes (or a Dask cluster); a run that finished is skipped when the sweep
+# is started again, a run that fails records its error and the others go on, and the shared trajectory
+# cache is locked so that two runs never compute the same entry twice.
 
 # %% tags=["parameters"]
-notebook: str = "lines_of_thought"  # the chapter to sweep (a name in notebooks/)
-grid: dict = {"n_k": [10, 25, 50], "seed": [0, 1]}  # swept parameters
-base: dict = {"n_s": 300, "n_pilots": 60}  # fixed parameters of every run
-y: str = "k90_over_d_last_layer"  # the summary value to plot
+model: str = "smollm2-135m"  # the model every run uses (the book's model)
+device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+chapter: str = "travel_full_space"  # the chapter to sweep (a name in notebooks/)
+grid: dict = {"n_k": [10, 25, 50], "seed": [0, 1, 2]}  # swept parameters
+base: dict = {"n_sentences": 32, "n_boot": 500}  # fixed parameters of every run
+y: str = "trip_difference"  # the summary value to plot
 x: str = "n_k"  # the swept parameter on the x axis
-hue: "str | None" = "seed"  # a swept parameter drawn as separate lines (None: one line)
+hue: "str | None" = None  # a swept parameter drawn as separate lines (None: one line, a band over the rest)
 workers: int = 2  # parallel worker processes
 out: str = "sweep-demo"  # sweep folder, beside this executed notebook
 
-# %%
+# %% tags=["remove-input"]
 import matplotlib.pyplot as plt
 from IPython.display import HTML
 
+from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.plots import sweep_plot
 from lotlib.book.summary import record
 from lotlib.book.sweep import run_sweep
 
-source = project_root() / "notebooks" / f"{notebook}.py"
-table = run_sweep(source, grid, out, base=base, workers=workers)
+plots.apply_theme()
+source = project_root() / "notebooks" / f"{chapter}.py"
+table = run_sweep(source, grid, out, base={**base, "model": model, "device": device, "dtype": dtype},
+                  workers=workers)
 counts = table["status"].value_counts().to_dict()
-print(f"{len(table)} runs of {notebook}: {counts}; results in {out}/results.csv")
+print(f"{len(table)} runs of {chapter} on {model}: {counts}; results in {out}/results.csv")
 
 # %%
-columns = ["status", *grid, y]
-HTML(table[columns].to_html(index=False, float_format=lambda v: f"{v:.4g}"))
+values = plots.sweep_values(table[y])
+HTML(table.assign(**{y: values})[["status", *grid, y]].to_html(index=False, float_format=lambda v: f"{v:.4g}"))
 
 # %%
-sweep_plot(table, y, x, hue)
+plots.sweep_plot(table, y, x, hue)
 plt.show()
-ok = table[table["status"] == "ok"]
+ok = table[table["status"] == "ok"].assign(**{y: values})
 means = ok.groupby(x)[y].mean()
-print(f"{y} by {x} (mean over the other parameters): "
-      + ", ".join(f"{k}: {v:.4g}" for k, v in means.items()))
+spread = ok.groupby(x)[y].std()
+print(f"{y} by {x} (mean ± standard deviation over the other swept parameters): "
+      + ", ".join(f"{k}: {m:.4g} ± {s:.2g}" for k, m, s in zip(means.index, means, spread)))
 
 # %% [markdown]
-# **What to notice.** Each point is the mean of the runs that share an x value (one executed notebook
-# each), and its error bar the spread over the other swept parameters, if any. The printed means are
-# the figure's numbers: for this chapter, how the share of directions needed for 90% of the last layer's
-# squared norm moves with the pseudo-sentence length.
+# **What to notice.** Each point is the mean of the runs that share an x value (one executed notebook each)
+# and the band its 95% confidence interval over those runs, here the seeds, which choose the pseudo-sentences
+# a run reads. Where the bands of two x values overlap, the sweep cannot tell the settings apart at this
+# size; the printed means and spreads are the figure's numbers.
 
 # %%
 record({"runs": len(table), "runs_ok": counts.get("ok", 0), "runs_failed": counts.get("failed", 0),

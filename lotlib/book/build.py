@@ -1,27 +1,36 @@
-"""Build the book: execute every chapter notebook (cached), then Jupyter Book 1 with warnings as errors.
+"""Build the book of a model: execute every chapter notebook (cached), then Jupyter Book 1 with warnings
+as errors, into `build/book/<model>/`.
 
 `book/_toc.yml` decides which notebooks are chapters; `book/parameters.yml` gives each one's book and
-quick parameters and which notebooks run last (the report reads the others' summaries).
+quick parameters and which notebooks run last (the report and the atlas read the others' summaries). The
+book's model, device and dtype reach every chapter that declares them. The chapters with findings also run
+on the model's untrained variant (the null book, `build/book/untrained-<model>/`): the report judges each
+finding against it.
 """
 from __future__ import annotations
 
 import filecmp
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
+import nbformat
 import yaml
-from tqdm.auto import tqdm
 
+from ..models.sources import DEFAULT_MODEL, UNTRAINED, split_name
 from ..storage.atomic import write_text_atomic
 from ..storage.paths import package_file
-from .pipeline import NotebookFailed, run_notebook
+from .parameters import check_parameters, read_declared
+from .pipeline import NotebookFailed, notebook_dependencies, run_notebook
+from .report import load_claims
 
 
 def book_notebooks(root: Path) -> list[str]:
@@ -77,54 +86,210 @@ def sync_tree(source: Path, target: Path) -> None:
             copy_if_changed(path, target / path.relative_to(source))
 
 
-def _execute_chapter(source: Path, output: Path, parameters: dict, depends_on: list[Path], threads: int) -> float:
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = str(threads)  # the kernel inherits them: parallel chapters share the cores
-    start = time.perf_counter()
-    run_notebook(source, output, parameters, book=True, progress=False, depends_on=depends_on)
-    return time.perf_counter() - start
+def model_slug(model: str) -> str:
+    """A folder name for a model's book: `untrained:smollm2-135m` -> `untrained-smollm2-135m`, a hub id
+    `org/name` -> `org--name`, a local folder -> its name and a short hash of its path."""
+    if Path(model).expanduser().is_dir():
+        folder = Path(model).expanduser().resolve()
+        return f"{folder.name}-{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", model.replace("/", "--").replace(":", "-")).strip("-")
 
 
-def execute_chapters(root: Path, stage: Path, quick: bool, jobs: int) -> None:
-    """Execute (or reuse) every chapter into `stage/notebooks`, `jobs` at a time; `run_last` ones after."""
-    executed = stage / "notebooks"
+def book_folder(root: Path, model: str, quick: bool) -> Path:
+    """Where one model's book is built: `build/book/<model>/` (quick: `build/book-quick/<model>/`)."""
+    return root / "build" / ("book-quick" if quick else "book") / model_slug(model)
+
+
+def null_model(model: str) -> str | None:
+    """The default null of a model's findings: the same architecture with random weights (None for a model
+    that already is an untrained variant)."""
+    return None if split_name(model)[1] else f"{UNTRAINED}{model}"
+
+
+def chapters_with_findings(root: Path) -> set[str]:
+    """The chapters that have at least one claim of nature `finding` (the ones the null book runs)."""
+    return {c["notebook"] for c in load_claims(root / "book" / "claims") if c["nature"] == "finding"}
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One execution of a chapter: the notebook, the book it belongs to, its parameters and input files."""
+
+    name: str
+    book: str  # the model whose book it belongs to
+    source: Path
+    output: Path
+    parameters: dict
+    depends_on: tuple[Path, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.book} / {self.name}"
+
+
+def chapter_parameters(root: Path, name: str, quick: bool, model: str, device: str, dtype: str) -> dict:
+    """The book's parameters of chapter `name` (`book/parameters.yml`) with the book's model, device and dtype
+    for every chapter that declares them."""
+    declared = read_declared(root / "notebooks" / f"{name}.py")
+    params = book_parameters(root, name, quick)
+    for key, value in (("model", model), ("device", device), ("dtype", dtype)):
+        if key in declared and value != declared[key].default:
+            params[key] = value
+    return params
+
+
+def plan_book(root: Path, *, quick: bool, model: str, device: str = "auto", dtype: str = "float32",
+              null: bool = True) -> tuple[list[Chapter], list[Chapter]]:
+    """The executions of one book: its chapters and, with `null`, the chapters with findings on the null model
+    (first wave), then the `run_last` chapters (the report and the atlas), which read the others' summaries."""
     last = _parameters_table(root).get("run_last") or []
     order = execution_order(root)
-    waves = [[n for n in order if n not in last], [n for n in order if n in last]]
+    stage = book_folder(root, model, quick)
+    books = [(model, stage, order)]
+    nulled = null_model(model) if null else None
+    if nulled:
+        findings = chapters_with_findings(root)
+        books.append((nulled, book_folder(root, nulled, quick), [n for n in order if n in findings and n not in last]))
+    first, later = [], []
+    for book, folder, names in books:
+        for name in names:
+            params = chapter_parameters(root, name, quick, book, device, dtype)
+            chapter = Chapter(name, book, root / "notebooks" / f"{name}.py", folder / "notebooks" / f"{name}.ipynb",
+                              params, tuple(swept_dependencies(root, chapter_source(root, name), params)))
+            (later if name in last else first).append(chapter)
+    null_notebooks = book_folder(root, nulled, quick) / "notebooks" if nulled else None
+    later = [_with_inputs(c, stage / "notebooks", null_notebooks) for c in later]
+    return first, later
+
+
+def chapter_source(root: Path, name: str) -> Path:
+    return root / "notebooks" / f"{name}.py"
+
+
+def swept_dependencies(root: Path, source: Path, parameters: dict) -> list[Path]:
+    """A chapter that runs another chapter (a `chapter` parameter: the sweeps page) depends on that chapter's
+    source and the lotlib files it imports: they join the chapter's execution key."""
+    declared = read_declared(source)
+    if "chapter" not in declared:
+        return []
+    return notebook_dependencies(chapter_source(root, parameters.get("chapter", declared["chapter"].default)))
+
+
+def _with_inputs(chapter: Chapter, notebooks: Path, null_notebooks: Path | None) -> Chapter:
+    """A run_last chapter reads the book's summaries (and the null's, and every built book's for the atlas):
+    they join its parameters (as paths relative to its own folder) and its execution key."""
+    declared = read_declared(chapter.source)
+    params, inputs = dict(chapter.parameters), []
+    mine = [p for p in sorted(notebooks.glob("*.summary.json")) if not p.name.startswith(f"{chapter.name}.")]
+    if "summaries_dir" in declared:
+        params["summaries_dir"] = "."
+        inputs += mine
+    if "null_summaries_dir" in declared and null_notebooks is not None:
+        params["null_summaries_dir"] = os.path.relpath(null_notebooks, notebooks)
+        inputs += sorted(null_notebooks.glob("*.summary.json"))
+    if "books_dir" in declared:
+        params["books_dir"] = os.path.relpath(notebooks.parents[1], notebooks)
+        inputs += [p for p in sorted(notebooks.parents[1].glob("*/notebooks/*.summary.json"))
+                   if p.parent != notebooks or not p.name.startswith(f"{chapter.name}.")]
+    return Chapter(chapter.name, chapter.book, chapter.source, chapter.output, params,
+                   (*chapter.depends_on, *inputs))
+
+
+def _execute_chapter(chapter: Chapter, threads: int) -> tuple[float, bool]:
+    """Run one chapter in a worker process; returns its time and whether the cached execution was reused."""
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)  # the kernel inherits them: parallel chapters share the cores
+    before = chapter.output.stat().st_mtime_ns if chapter.output.exists() else None
+    start = time.perf_counter()
+    run_notebook(chapter.source, chapter.output, chapter.parameters, book=True, progress=False,
+                 depends_on=list(chapter.depends_on))
+    reused = before is not None and chapter.output.stat().st_mtime_ns == before
+    return time.perf_counter() - start, reused
+
+
+def _cells_done(chapter: Chapter) -> str:
+    """"cell i of n" from the partial notebook papermill saves as it goes ("" when there is none)."""
+    try:
+        nb = nbformat.read(chapter.output.with_suffix(".partial.ipynb"), 4)
+    except (OSError, ValueError):
+        return ""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    done = sum(1 for c in code if c.get("execution_count"))
+    return f" (cell {done} of {len(code)})"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
+
+
+def execute_chapters(chapters: list[Chapter], jobs: int, say=print, heartbeat: float = 60.0) -> None:
+    """Execute (or reuse) the chapters, `jobs` at a time. One line when a chapter starts and one when it ends,
+    with its time; every `heartbeat` seconds a line naming the chapters still running, for how long and at
+    which cell. A failed chapter does not stop the others; all failures are raised together."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
+    failures, started = [], {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        for wave in waves:
-            futures = {}
-            for name in wave:
-                inputs = [p for p in sorted(executed.glob("*.summary.json")) if name in last
-                          and not p.name.startswith(f"{name}.")]
-                futures[pool.submit(_execute_chapter, root / "notebooks" / f"{name}.py", executed / f"{name}.ipynb",
-                                    book_parameters(root, name, quick), inputs, threads)] = name
-            bar = tqdm(as_completed(futures), total=len(futures), desc="chapters", unit="notebook")
-            for future in bar:
-                bar.write(f"[lotlib book] {futures[future]}: {future.result():.0f} s")
+        pending = {pool.submit(_execute_chapter, c, threads): c for c in chapters}
+        while pending:
+            time.sleep(0.2)  # let the pool hand out work before looking at what runs
+            for future, chapter in pending.items():
+                if future.running() and future not in started:
+                    started[future] = time.perf_counter()
+                    say(f"[lotlib book] {chapter.label}: started")
+            done, _ = wait(pending, timeout=heartbeat, return_when=FIRST_COMPLETED)
+            for future in done:
+                chapter = pending.pop(future)
+                try:
+                    seconds, reused = future.result()
+                    say(f"[lotlib book] {chapter.label}: done in {_duration(seconds)}" + (" (cached)" if reused else ""))
+                except Exception as err:  # noqa: BLE001 - every failure is reported at the end
+                    failures.append(f"{chapter.label}: {err}")
+                    say(f"[lotlib book] {chapter.label}: FAILED: {err}")
+            if not done:
+                running = [f"{c.name} {_duration(time.perf_counter() - started[f])}{_cells_done(c)}"
+                           for f, c in pending.items() if f in started]
+                say("[lotlib book] still running: " + ", ".join(running))
+    if failures:
+        raise NotebookFailed(f"{len(failures)} chapter(s) failed:\n  " + "\n  ".join(failures))
 
 
-def build_book(root: Path, quick: bool = False, jobs: int = 2) -> Path:
-    """Execute every chapter notebook (cached, `jobs` in parallel), then build the HTML book strictly.
-    Returns the HTML folder."""
-    stage = root / "build" / ("book-quick" if quick else "book")
+def build_book(root: Path, quick: bool = False, jobs: int = 2, *, model: str | None = None, device: str = "auto",
+               dtype: str = "float32", null: bool = True, say=print) -> Path:
+    """Execute every chapter on `model` (default: the embedded default model) and, with `null`, the chapters
+    with findings on its untrained variant (cached, `jobs` in parallel), then build that model's HTML book
+    strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`). Returns the HTML folder."""
+    model = model or DEFAULT_MODEL
+    first, later = plan_book(root, quick=quick, model=model, device=device, dtype=dtype, null=null)
+    for chapter in first + later:  # every chapter's parameters fit the model before anything runs
+        check_parameters(read_declared(chapter.source), chapter.parameters, f"{chapter.label}")
+    stage = book_folder(root, model, quick)
     sync_tree(root / "book", stage)
     # the site works offline: plotly.js and MathJax are bundled with it, not loaded from a CDN
     copy_if_changed(package_file("plotly", "package_data/plotly.min.js"), stage / "_static" / "plotly.min.js")
     sync_tree(package_file("jupyter_server_mathjax", "static"), stage / "_extra" / "mathjax")  # not in _static:
     # jupyter-book adds every script under _static to every page
-    execute_chapters(root, stage, quick, jobs)
+    say(f"[lotlib book] {model}: {len(first) + len(later)} chapter runs"
+        + (f", {sum(c.book != model for c in first)} of them on the null {null_model(model)}" if null else ""))
+    execute_chapters(first, jobs, say)
+    later = plan_book(root, quick=quick, model=model, device=device, dtype=dtype, null=null)[1]  # the summaries
+    execute_chapters(later, jobs, say)  # the report and the atlas read exist now: they join their keys
+    say(f"[lotlib book] {model}: building the HTML pages")
     jb = Path(sys.executable).parent / "jupyter-book"
     stamp, config = stage / "_build" / "lotlib-config.sha256", _config_fingerprint(root / "book")
     everything = ["--all"] if not stamp.exists() or stamp.read_text() != config else []
-    result = subprocess.run([str(jb), "build", str(stage), "--warningiserror", "--nitpick", "--keep-going",
-                             *everything])
+    log = stage / "_build" / "jupyter-book.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        result = subprocess.run([str(jb), "build", str(stage), "--warningiserror", "--nitpick", "--keep-going",
+                                 *everything], stdout=out, stderr=subprocess.STDOUT)
     if result.returncode != 0:
-        raise NotebookFailed(f"jupyter-book build of {stage} failed (exit {result.returncode}); "
-                             f"the Sphinx warnings above say which page")
+        tail = "\n".join(log.read_text().splitlines()[-30:])
+        raise NotebookFailed(f"jupyter-book build of {stage} failed (exit {result.returncode}); the Sphinx warnings "
+                             f"say which page (whole log: {log}):\n{tail}")
     write_text_atomic(stamp, config)
-    return stage / "_build" / "html"
+    html = stage / "_build" / "html"
+    say(f"[lotlib book] {model}: open {html / 'index.html'}")
+    return html
 
 
 def _config_fingerprint(book: Path) -> str:

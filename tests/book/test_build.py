@@ -1,5 +1,7 @@
-"""The quick book: every chapter executes and builds strictly; in headless Chromium every page loads
-without JavaScript errors, figures are non-empty images, 3-D figures render a canvas, links resolve."""
+"""The quick book: every chapter executes and builds strictly, on the default model with its null book and on
+a GPT-2-architecture model; every finding has its null's value and none that holds on random weights is
+counted reproduced; in headless Chromium every page loads without JavaScript errors, figures are non-empty
+images, 3-D figures render a canvas, links resolve."""
 import functools
 import http.server
 import shutil
@@ -11,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from lotlib.book.build import book_notebooks, build_book
+from lotlib.book.build import book_folder, book_notebooks, build_book
 from lotlib.book.pipeline import project_root
+from lotlib.book.report import load_claims, outcome, report_table
+from lotlib.book.summary import load_summaries
 
-from ..conftest import ROOT
+from ..conftest import ROOT, _save_tiny, gpt2_tokenizer
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
@@ -35,6 +39,45 @@ def test_every_chapter_page_is_built(quick_book):
         assert (quick_book / page).stat().st_size > 1000, page
     for name in book_notebooks(project_root(ROOT)):  # each chapter recorded its measurements
         assert (quick_book.parents[1] / "notebooks" / f"{name}.summary.json").exists(), name
+
+
+@pytest.mark.slow
+def test_every_finding_is_judged_against_its_null(quick_book):
+    root = project_root(ROOT)
+    claims = root / "book" / "claims"
+    mine = quick_book.parents[1] / "notebooks"
+    null = book_folder(root, "untrained:smollm2-135m", quick=True) / "notebooks"
+    null_values = {name: s.get("values", {}) for name, s in load_summaries(null).items()}
+    table = report_table(claims, mine, null).set_index("id")
+    findings = [c for c in load_claims(claims) if c["nature"] == "finding" and c["test"]["kind"] != "none"]
+    missing = [c["id"] for c in findings if null_values.get(c["notebook"], {}).get(c["key"]) is None]
+    assert not missing, f"findings without the untrained model's value: {missing}"
+    for c in findings:  # a finding that holds on random weights is never counted as reproduced
+        on_random = outcome(null_values[c["notebook"]][c["key"]], c["test"], c["paper_value"])
+        if on_random == "passes":
+            assert table.loc[c["id"], "verdict"] != "reproduced", c["id"]
+    assert (table["verdict"] != "missing").all(), table[table["verdict"] == "missing"].index.tolist()
+
+
+@pytest.fixture(scope="session")
+def gpt2_book(tmp_path_factory) -> Path:
+    """The quick book on a GPT-2-architecture model (12 blocks, random weights, GPT-2's real tokenizer)."""
+    from transformers import GPT2Config
+
+    config = GPT2Config(n_layer=12, n_embd=64, n_head=4, n_positions=128, vocab_size=50257)
+    folder = _save_tiny(tmp_path_factory.mktemp("gpt2-book"), config, gpt2_tokenizer())
+    return build_book(project_root(ROOT), quick=True, model=str(folder))
+
+
+@pytest.mark.slow
+def test_the_quick_book_runs_on_a_gpt2_architecture(gpt2_book):
+    notebooks = gpt2_book.parents[1] / "notebooks"
+    for name in book_notebooks(project_root(ROOT)):
+        assert (notebooks / f"{name}.summary.json").exists(), name
+        assert (gpt2_book / "notebooks" / f"{name}.html").stat().st_size > 1000, name
+    table = report_table(project_root(ROOT) / "book" / "claims", notebooks).set_index("id")
+    layer_norm_only = [i for i, row in table.iterrows() if "hyperplane" in row["claim"].lower()]
+    assert layer_norm_only and all(table.loc[i, "verdict"] != "not applicable" for i in layer_norm_only)
 
 
 @pytest.fixture(scope="session")

@@ -74,6 +74,13 @@ def test_model_shape_reads_only_the_config(tiny_llama_dir):
 
 
 def test_every_chapter_declares_its_parameter_types():
+    from IPython.core.interactiveshell import InteractiveShell
+
     root = project_root(ROOT)
-    missing = {name: undeclared(read_declared(root / "notebooks" / f"{name}.py")) for name in book_notebooks(root)}
-    assert not {k: v for k, v in missing.items() if v}, f"parameters without a type: {missing}"
+    declared = {name: read_declared(root / "notebooks" / f"{name}.py") for name in book_notebooks(root)}
+    missing = {name: undeclared(d) for name, d in declared.items() if undeclared(d)}
+    assert not missing, f"parameters without a type: {missing}"
+    # an annotated line that starts with a magic's name runs the magic (IPython's automagic): `notebook: str = ...`
+    magics = set(InteractiveShell.instance().magics_manager.magics["line"])
+    clashes = {name: sorted(set(d) & magics) for name, d in declared.items() if set(d) & magics}
+    assert not clashes, f"parameters named like IPython magics: {clashes}"
