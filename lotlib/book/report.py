@@ -10,7 +10,7 @@ Claims live in `book/claims/<notebook>.yml`, a list of entries:
       paper_value: "function of t + tau only (Eq. 2)"   # what the authors report, typed from PAPERS.md
       key: arrival_r2_relative            # the chapter's summary value that answers it (an Estimate)
       test: {kind: min, bound: 0.9}       # how the value is judged (below)
-      null: {key: arrival_r2_relative_cloud, name: "a structureless cloud with the same norm growth"}
+      nulls: [{key: arrival_r2_relative_cloud, name: "a structureless cloud with the same norm growth"}]
 
 Natures. An *identity* holds for any weights by construction (it checks our code, not the paper); a
 *finding* is about what a trained model does; a *null-control* is about a null model's own behaviour.
@@ -23,7 +23,8 @@ passes, *fails* when its whole interval fails, and *straddles* otherwise.
 Verdicts. identity: *identity holds* / *identity fails*. null-control: *reproduced* / *differs* /
 *inconclusive*. finding: *differs* when ours fails, *inconclusive* when ours straddles; when ours passes,
 every null is judged by the same test: the untrained model of the same architecture (the same chapter run
-on `untrained:<model>`, always) and the claim's own `null` values, recorded by the chapter: *reproduced*
+on `untrained:<model>`, always) and the claim's own `nulls` (a mapping or a list of them; `null:` is read
+too), values recorded by the chapter: *reproduced*
 when every null fails, *not diagnostic* when a null passes too, *inconclusive* when a null straddles or
 was not measured. *not applicable*: a test of kind none, or a value recorded as `not_applicable(reason)`;
 *missing*: the chapter did not record the value.
@@ -50,12 +51,14 @@ UNTRAINED_NULL = "untrained model, same architecture"
 REQUIRED = {"id", "paper", "nature", "claim", "paper_value", "key", "test"}
 
 
-def load_claims(folder: str | Path) -> list[dict]:
-    """All claims of `folder/*.yml`, each tagged with its notebook; checked for well-formedness."""
+def load_claims(folder: str | Path, notebook: str | None = None) -> list[dict]:
+    """All claims of `folder/*.yml` (only `<notebook>.yml` when given), each tagged with its notebook;
+    checked for well-formedness."""
     claims, seen = [], set()
-    for path in sorted(Path(folder).glob("*.yml")):
+    for path in sorted(Path(folder).glob(f"{notebook or '*'}.yml")):
         for entry in yaml.safe_load(path.read_text()) or []:
-            entry = {**entry, "notebook": path.stem, "nulls": _nulls(entry.get("null"))}
+            spec = entry.pop("nulls", None) or entry.pop(None, None) or entry.pop("null", None)  # YAML reads a
+            entry = {**entry, "notebook": path.stem, "nulls": _nulls(spec)}  # bare `null:` key as None
             problems = [f"missing {sorted(REQUIRED - set(entry))}"] if REQUIRED - set(entry) else []
             if entry.get("test", {}).get("kind") not in KINDS:
                 problems.append(f"test kind not in {sorted(KINDS)}")
@@ -236,7 +239,7 @@ def chapter_outcomes(notebook: str, values: dict, claims_folder: str | Path) -> 
     rows = [{"claim": c["id"], "nature": c["nature"], "test": describe_test(c["test"], c["paper_value"]),
              "ours": format_value(values.get(c["key"])),
              "outcome": outcome(values.get(c["key"]), c["test"], c["paper_value"])}
-            for c in load_claims(claims_folder) if c["notebook"] == notebook]
+            for c in load_claims(claims_folder, notebook)]
     return pd.DataFrame(rows)
 
 

@@ -1,0 +1,118 @@
+"""Verdicts: intervals pass, fail or straddle a test; a finding is reproduced only when every null fails;
+identities, null-controls, not-applicable and missing values get their own words; claims are checked."""
+import json
+import math
+
+import pytest
+
+from lotlib.book.report import Null, atlas_table, format_value, headline, load_claims, outcome, report_table, verdict
+from lotlib.book.summary import not_applicable
+from lotlib.intervals import Estimate, bootstrap, bootstrap_mean, exact, over_seeds, proportion
+
+AT_LEAST_HALF = {"kind": "min", "bound": 0.5}
+
+
+def est(value, lo, hi):
+    return Estimate(value, lo, hi, 100, "pilots").to_json()
+
+
+@pytest.mark.parametrize("value,expected", [(est(0.7, 0.6, 0.8), "passes"), (est(0.4, 0.3, 0.45), "fails"),
+                                            (est(0.55, 0.45, 0.65), "straddles"), (0.7, "passes"), (None, "missing"),
+                                            (not_applicable("RMSNorm"), "not applicable")])
+def test_an_interval_passes_fails_or_straddles(value, expected):
+    assert outcome(value, AT_LEAST_HALF, None) == expected
+
+
+def test_tests_relative_to_the_paper():
+    assert outcome(est(0.2, 0.15, 0.24), {"kind": "abs", "tol": 0.1}, 0.25) == "passes"
+    assert outcome(est(0.2, 0.1, 0.24), {"kind": "abs", "tol": 0.1}, 0.25) == "straddles"
+    assert outcome(est(0.3, 0.28, 0.32), {"kind": "rel", "tol": 0.25}, 0.18) == "fails"
+    assert outcome(est(1.0, 0.9, 1.1), {"kind": "range", "lo": 0.8, "hi": 1.25}, None) == "passes"
+    assert outcome(True, {"kind": "true"}, None) == "passes" and outcome(False, {"kind": "true"}, None) == "fails"
+
+
+FINDING = {"nature": "finding", "test": AT_LEAST_HALF, "paper_value": None}
+
+
+def test_a_finding_is_reproduced_only_when_every_null_fails():
+    ours = est(0.7, 0.6, 0.8)
+    failing, passing = Null("untrained", est(0.1, 0.0, 0.2), "fails"), Null("cloud", est(0.9, 0.8, 1.0), "passes")
+    assert verdict(FINDING, ours, [failing]) == "reproduced"
+    assert verdict(FINDING, ours, [failing, passing]) == "not diagnostic"
+    assert verdict(FINDING, ours, [Null("untrained", est(0.5, 0.4, 0.6), "straddles")]) == "inconclusive"
+    assert verdict(FINDING, ours, [Null("untrained", None, "missing")]) == "inconclusive"
+    assert verdict(FINDING, ours, []) == "inconclusive"  # no null was run: nothing can be reproduced
+    assert verdict(FINDING, est(0.3, 0.2, 0.4), [failing]) == "differs"
+    assert verdict(FINDING, est(0.5, 0.4, 0.6), [failing]) == "inconclusive"
+    assert verdict({**FINDING, "nature": "identity"}, ours, []) == "identity holds"
+    assert verdict({**FINDING, "nature": "identity"}, est(0.3, 0.3, 0.3), []) == "identity fails"
+    assert verdict({**FINDING, "nature": "null-control"}, ours, []) == "reproduced"
+    assert verdict(FINDING, not_applicable("no beta"), [failing]) == "not applicable"
+    assert verdict({**FINDING, "test": {"kind": "none"}}, ours, []) == "not applicable"
+
+
+def _write(folder, name, values, parameters=None):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.summary.json").write_text(json.dumps({"values": values, "parameters": parameters or {}}))
+
+
+CLAIMS = """
+- id: X-share
+  paper: B
+  nature: finding
+  claim: "a share above a half"
+  paper_value: 0.5
+  key: share
+  test: {kind: min, bound: 0.5}
+  null: {key: share_shuffled, name: "shuffled pilots"}
+- id: X-exact
+  paper: A
+  nature: identity
+  claim: "an exact property"
+  paper_value: "exact"
+  key: gap
+  test: {kind: max, bound: 1.0e-6}
+"""
+
+
+def test_report_and_atlas_read_ours_and_the_nulls(tmp_path):
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "chapter.yml").write_text(CLAIMS)
+    _write(tmp_path / "a", "chapter", {"share": est(0.8, 0.7, 0.9), "share_shuffled": est(0.2, 0.1, 0.3), "gap": 0.0},
+           {"model": "a"})
+    _write(tmp_path / "null", "chapter", {"share": est(0.75, 0.6, 0.85), "gap": 0.0})
+    table = report_table(claims, tmp_path / "a", tmp_path / "null").set_index("id")
+    assert table.loc["X-share", "verdict"] == "not diagnostic"  # the untrained model passes too
+    assert [n.outcome for n in table.loc["X-share", "nulls"]] == ["passes", "fails"]
+    assert table.loc["X-exact", "verdict"] == "identity holds"
+    assert headline(table.reset_index()).loc["B", "not diagnostic"] == 1
+    atlas = atlas_table(claims, {"a": (tmp_path / "a", tmp_path / "null"), "null": (tmp_path / "null", None)})
+    assert "0.8 [0.7, 0.9]" in atlas.loc["X-share", "a"] and "not diagnostic" in atlas.loc["X-share", "a"]
+    assert "inconclusive" in atlas.loc["X-share", "null"]
+
+
+def test_malformed_claims_are_refused(tmp_path):
+    (tmp_path / "c.yml").write_text(CLAIMS.replace("nature: finding", "nature: guess"))
+    with pytest.raises(ValueError, match="nature not in"):
+        load_claims(tmp_path)
+    (tmp_path / "c.yml").write_text(CLAIMS.replace("test: {kind: min, bound: 0.5}", "test: {kind: \"true\"}"))
+    with pytest.raises(ValueError, match="a finding needs a measured value"):
+        load_claims(tmp_path)
+
+
+def test_intervals_are_seeded_and_cover_the_truth():
+    import numpy as np
+
+    sample = np.random.default_rng(0).normal(1.0, 1.0, size=400)
+    a = bootstrap_mean(sample, unit="draws", seed=3)
+    assert a == bootstrap_mean(sample, unit="draws", seed=3) and a.lo < 1.0 < a.hi
+    b = bootstrap(lambda idx: float(np.median(sample[idx])), len(sample), unit="draws", n_boot=300, seed=1)
+    assert b.lo < b.value < b.hi and b.n == 400
+    s = over_seeds([0.9, 1.1, 1.0, 1.05])
+    assert s.method == "seeds" and s.lo < 1.0125 < s.hi
+    p = proportion(45, 50, unit="positions")
+    assert 0.78 < p.lo < 0.9 < p.hi <= 1.0
+    assert exact(3).lo == exact(3).hi == 3.0
+    assert format_value(Estimate(0.5, 0.4, 0.6, 10, "heads").to_json()) == "0.5 [0.4, 0.6] (n = 10 heads)"
+    assert math.isnan(Estimate.from_json({"value": None, "lo": None, "hi": None, "n": 1, "unit": "x"}).value)
