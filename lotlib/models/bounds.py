@@ -43,14 +43,12 @@ class Shape:
 @lru_cache(maxsize=32)
 def model_shape(name: str) -> Shape:
     """The `Shape` of model `name` from its configuration alone (fast: no weights are read)."""
-    from .sources import load_config
-    from .view import context_length
+    from .sources import context_length, load_config
 
     config = load_config(name)
-    config = getattr(config, "text_config", None) or config
-    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer")
-    width = getattr(config, "hidden_size", None) or getattr(config, "n_embd")
-    return Shape(name, int(layers), int(width), context_length(config), int(config.vocab_size))
+    layers = config.get("num_hidden_layers") or config.get("n_layer")
+    width = config.get("hidden_size") or config.get("n_embd")
+    return Shape(name, int(layers), int(width), context_length(config), int(config["vocab_size"]))
 
 
 # ----------------------------------------------------------------------------------------------

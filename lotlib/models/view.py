@@ -19,6 +19,8 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
+from .sources import context_length
+
 FAMILIES = {
     "gpt2": "gpt2",
     "llama": "llama",
@@ -327,12 +329,3 @@ def _repeat_kv(t: Tensor, group: int) -> Tensor:
 def _rotate_half(x: Tensor) -> Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def context_length(config) -> int | None:
-    """The longest sequence a model of this configuration takes, or None when it does not say."""
-    for name in ("n_positions", "max_position_embeddings"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
