@@ -12,12 +12,21 @@ EPILOG = """examples:
   lotlib run lines_of_thought -p n_pilots 300 -p model gemma3-270m
   lotlib sweep lines_of_thought -p n_k 10,25,50 --quick --plot k90_over_d_last_layer
   lotlib book --quick                                   # small parameters, as CI builds it
-environment: LOTLIB_DATA_DIR (walden.txt, common_nouns.txt), LOTLIB_CACHE_DIR (models, trajectories)"""
+environment: LOTLIB_DATA_DIR (walden.txt, common_nouns.txt), LOTLIB_CACHE_DIR (models, trajectories)
+errors end in one line; --debug shows the traceback"""
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lotlib", description=__doc__, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
 
     ex = commands.add_parser("extract", help="capture trajectories into the disk cache")
@@ -35,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--device", default="auto", help="where the model runs: auto, cpu, cuda, mps (default auto)")
     ex.add_argument("--dtype", dest="model_dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                     help="the model's weights (default float32)")
-    ex.add_argument("--batch-size", type=int, default=32)
+    ex.add_argument("--batch-size", type=_positive, default=32, help="pseudo-sentences per forward pass (default 32)")
 
     run = commands.add_parser("run", help="execute one notebook with papermill")
     run.add_argument("notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/")
@@ -71,12 +80,29 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--no-null", dest="null", action="store_false",
                       help="skip the null book (the same chapters on untrained:MODEL) that the verdicts compare with")
 
+    for command in commands.choices.values():  # --debug also after the command: lotlib run NAME --debug
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
         return {"extract": _extract, "run": _run, "sweep": _sweep, "book": _book}[args.command](args)
-    except (ValueError, LookupError, RuntimeError, FileNotFoundError) as err:
-        print(f"lotlib {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    except (Exception, KeyboardInterrupt) as err:
+        if args.debug:
+            raise
+        print(f"lotlib {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return 130 if isinstance(err, KeyboardInterrupt) else 2
+
+
+def one_line(err: BaseException) -> str:
+    """An error as one line: its message with line breaks folded, and its type when the message does not
+    say what happened (an OSError's text and file, an interruption)."""
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(err, OSError) and err.strerror and err.filename:
+        text = f"{err.strerror}: {err.filename}"
+    else:
+        text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    named = isinstance(err, (ValueError, LookupError, RuntimeError, OSError)) and text
+    return text if named else f"{type(err).__name__}: {text}".rstrip(": ")
 
 
 def _extract(args) -> int:
@@ -120,13 +146,9 @@ def _run(args) -> int:
 
 
 def _sweep(args) -> int:
-    import matplotlib
-
-    matplotlib.use("Agg")
     from .book.build import book_parameters
     from .book.pipeline import project_root
     from .book.sweep import load_grid, run_sweep
-    from .plots import sweep_plot
 
     source = _notebook(args.notebook)
     grid = load_grid(args.parameter, args.grid)
@@ -137,6 +159,11 @@ def _sweep(args) -> int:
     counts = table["status"].value_counts().to_dict()
     print(f"{len(table)} runs: {counts}\nresults: {out / 'results.csv'}")
     if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from .plots import sweep_plot
+
         ax = sweep_plot(table, args.plot, args.x or next(iter(grid)), args.hue)
         ax.figure.savefig(out / "summary.png", dpi=120, bbox_inches="tight")
         print(f"figure: {out / 'summary.png'}")
@@ -147,9 +174,8 @@ def _book(args) -> int:
     from .book.build import build_book
     from .book.pipeline import project_root
 
-    html = build_book(project_root(), quick=args.quick, jobs=args.jobs, model=args.model, device=args.device,
-                      dtype=args.dtype, null=args.null)
-    print(f"book built: {html / 'index.html'}")
+    build_book(project_root(), quick=args.quick, jobs=args.jobs, model=args.model, device=args.device,
+               dtype=args.dtype, null=args.null)  # ends with the line naming the page to open
     return 0
 
 

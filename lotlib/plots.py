@@ -5,15 +5,13 @@ Chapters call `apply_theme()` once, before their first figure.
 """
 from __future__ import annotations
 
-import os
-
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import plotly.graph_objects as go
 from matplotlib import cm, colors
 
-from .run_context import BOOK_ENV
+from . import run_context
 
 
 THEME = {"context": "notebook", "style": "whitegrid", "palette": "colorblind", "font_scale": 0.9}
@@ -30,7 +28,8 @@ def apply_theme() -> None:
 def show(fig: go.Figure) -> None:
     """Display a plotly figure: inline HTML that uses the book's bundled plotly.js when building
     the book (no CDN, works offline), the notebook's own renderer otherwise."""
-    if os.environ.get(BOOK_ENV):
+    context = run_context.current()  # set by the pipeline in this run's own kernel
+    if context is not None and context.book:
         from IPython.display import HTML, display
 
         display(HTML(fig.to_html(full_html=False, include_plotlyjs=False)))
@@ -75,10 +74,27 @@ def paths_static(P: np.ndarray, layers: np.ndarray, title: str, axis_names=("u1"
     return ax
 
 
-def sweep_plot(table, y: str, x: str, hue: str | None = None, ax=None):
-    """A summary value `y` against swept parameter `x` (one line per value of `hue`), from a sweep's
-    results table; failed runs are left out."""
+def sweep_values(column) -> "pd.Series":
+    """A results-table column as numbers: an Estimate (a dict, or its JSON text in a CSV) gives its value."""
+    import json
+
     import pandas as pd
+
+    def number(v):
+        if isinstance(v, str) and v.startswith("{"):
+            v = json.loads(v)
+        if isinstance(v, dict):
+            v = v.get("value")
+        return pd.to_numeric(v, errors="coerce")
+
+    return column.map(number).astype(float)
+
+
+def sweep_plot(table, y: str, x: str, hue: str | None = None, ax=None):
+    """A summary value `y` against the swept parameter `x` from a sweep's results table (failed runs left
+    out): seaborn's mean line with its 95% confidence band over the runs that share x (and `hue`), e.g. the
+    seeds; one line per value of `hue`."""
+    import seaborn as sns
 
     ok = table[table["status"] == "ok"]
     if y not in ok:
@@ -86,12 +102,8 @@ def sweep_plot(table, y: str, x: str, hue: str | None = None, ax=None):
                          f"{', '.join(c for c in table.columns if c not in ('run', 'status', 'error'))}")
     if ax is None:
         ax = plt.subplots(figsize=(6, 3.5))[1]
-    groups = ok.groupby(hue) if hue else [(None, ok)]
-    for value, group in groups:
-        group = group.assign(**{y: pd.to_numeric(group[y])}).groupby(x)[y].agg(["mean", "std", "count"])
-        label = f"{hue} = {value}" if hue else None
-        ax.errorbar(group.index, group["mean"], yerr=group["std"].fillna(0), marker="o", capsize=3, label=label)
-    ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x}" + (f" by {hue}" if hue else ""))
-    if hue:
-        ax.legend()
+    data = ok.assign(**{y: sweep_values(ok[y])})
+    sns.lineplot(data=data, x=x, y=y, hue=hue, errorbar=("ci", 95), marker="o", ax=ax,
+                 palette="colorblind" if hue else None)
+    ax.set(title=f"{y} vs {x}" + (f" by {hue}" if hue else "") + " (band: 95% CI over runs)")
     return ax

@@ -1,6 +1,36 @@
-"""What a notebook run needs to know about itself: where its summary goes, whether it runs inside the book.
+"""What a notebook run knows about itself: which execution it is, where its summary goes, whether it runs
+inside the book.
 
-Set by the pipeline for one run; read by `lotlib.book.summary.record` and `lotlib.plots.show`.
+The pipeline (`lotlib.book.pipeline.run_notebook`) opens each run's notebook with a hidden cell that calls
+`enter` in the kernel executing that run, and only that run: the context belongs to the run and to no
+process-wide state (such as an environment variable) that a concurrent run could change. Read by
+`lotlib.book.summary.record` and `lotlib.plots.show`. A notebook run by hand has no context: `current()` is
+None, `record` only returns its table and `show` uses the notebook's own renderer.
 """
-SUMMARY_ENV = "LOTLIB_SUMMARY"  # the file `record` writes
-BOOK_ENV = "LOTLIB_BOOK"  # set while the book is built: plotly.js is bundled with the site
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One execution's context: `run` names it (and is written into its summary), `summary` is the file
+    `record` writes, `book` is true while the book is built (plotly.js is bundled with the site)."""
+
+    run: str
+    summary: str
+    book: bool = False
+
+
+_current: RunContext | None = None
+
+
+def enter(run: str, summary: str, book: bool = False) -> None:
+    """Set this kernel's run context (the pipeline's hidden first cell calls it)."""
+    global _current
+    _current = RunContext(run, summary, book)
+
+
+def current() -> RunContext | None:
+    """The context of the run this kernel executes; None for a notebook run by hand."""
+    return _current

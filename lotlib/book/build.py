@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-import nbformat
 import yaml
 
 from ..models.sources import DEFAULT_MODEL, UNTRAINED, split_name
@@ -209,11 +208,13 @@ def _execute_chapter(chapter: Chapter, threads: int) -> tuple[float, bool]:
 
 def _cells_done(chapter: Chapter) -> str:
     """"cell i of n" from the partial notebook papermill saves as it goes ("" when there is none)."""
+    import nbformat
+
     try:
         nb = nbformat.read(chapter.output.with_suffix(".partial.ipynb"), 4)
     except (OSError, ValueError):
         return ""
-    code = [c for c in nb.cells if c.cell_type == "code"]
+    code = [c for c in nb.cells if c.cell_type == "code" and "lotlib-run-context" not in c.metadata.get("tags", [])]
     done = sum(1 for c in code if c.get("execution_count"))
     return f" (cell {done} of {len(code)})"
 

@@ -1,13 +1,13 @@
 """A chapter's parameters, their declared types, and the check every value passes before a run.
 
-The `parameters` cell of a chapter declares each parameter with a type annotation and a comment:
+The `parameters` cell of a chapter declares each parameter with a type annotation and a comment::
 
     model: str = "smollm2-135m"  # embedded name, local folder or hub id
     n_s: "int | None" = None  # cap on pseudo-sentences (None: all of Walden)
     blocks: "list[Block] | None" = None  # blocks probed (None: first, middle, last)
 
 An annotation may be a string (then the cell needs no import). Types: int, float (an int is accepted), str,
-bool, None, list[T], tuple, dict, unions with |, Literal[...], Any, and the model-relative types of
+bool, None, list[T], tuple, dict, unions (``int | None``), Literal[...], Any, and the model-relative types of
 `lotlib.models.bounds` (Layer, Block, Pilots, FullBasis, Tokens). `check_parameters` refuses a value of the
 wrong type, naming the parameter, the expected type and the value given, and, when the chapter has a
 `model` parameter, checks the model-relative ones against the model's configuration: all before a kernel

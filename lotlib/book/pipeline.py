@@ -2,32 +2,58 @@
 
 An executed notebook is reused while its source, its parameters, the lotlib source and any
 declared input files are unchanged (the key is stored in the notebook's metadata).
+
+Each run learns its own context (where its summary goes, whether it runs inside the book) from a hidden
+first cell that the pipeline adds to that run's notebook: the cell calls `lotlib.run_context.enter` in the
+run's own kernel, so no process-wide state (an environment variable, the working directory) is shared by
+concurrent runs (threads of a Dask worker, a book built in parallel). The context names the execution with a
+fresh id that `record` writes into the summary; a run whose notebook calls `record` and ends without its own
+summary, or with one that names another execution, is a failed run.
+
+Parameters are checked before anything heavy is imported: a value of the wrong type fails in about a second.
 """
 from __future__ import annotations
 
 import ast
 import hashlib
 import json
-import os
+import logging
+import re
+import threading
 import time
-from contextlib import contextmanager
+import uuid
 from pathlib import Path
 
-import jupytext
-import nbformat
-import papermill
-
-from ..run_context import BOOK_ENV, SUMMARY_ENV
 from ..storage.atomic import write_atomic, write_text_atomic
-from .parameters import check_parameters, read_declared
-from .summary import read_summary
+from .parameters import Parameter, check_parameters, declared_parameters, read_declared
 
 KERNEL = "python3"
 PACKAGE = Path(__file__).resolve().parents[1]  # the lotlib package folder
+PARSING = threading.Lock()  # Python 3.11's ast is not thread-safe (SystemError "AST constructor recursion depth
+# mismatch", CPython gh-106905): concurrent runs in one process (a Dask worker's threads) parse one at a time
+CONTEXT_TAG = "lotlib-run-context"  # the hidden first cell that gives the kernel its run's context
+PARAMETERS_MARKER = re.compile(r"""^# %%.*\btags\s*=\s*\[[^\]]*["']parameters["']""")
 
 
 class NotebookFailed(RuntimeError):
-    """A notebook cell raised or wrote an error output."""
+    """A notebook cell raised or wrote an error output, its kernel died, or its summary is missing or not its
+    own. `details` holds the cell's traceback when there is one."""
+
+    def __init__(self, message: str, details: str = ""):
+        super().__init__(message)
+        self.details = details
+
+
+class _PapermillNoise(logging.Filter):
+    """papermill cannot parse annotated parameters cells and says so for every run ("Unable to parse line",
+    then "Passed unknown parameter"); `lotlib.book.parameters` checks names and types itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(("Passed unknown parameter", "Unable to parse line"))
+
+
+for _logger in ("papermill", "papermill.translators"):
+    logging.getLogger(_logger).addFilter(_PapermillNoise())
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -40,9 +66,22 @@ def project_root(start: Path | None = None) -> Path:
                             f"run from the project folder")
 
 
+def declared_of(source: Path) -> dict[str, Parameter]:
+    """The declared parameters of notebook `source`. A percent-format file's parameters cell is read directly
+    (without jupytext and nbformat, whose imports take seconds: a bad value fails at once); any other
+    notebook through jupytext."""
+    lines = Path(source).read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if PARAMETERS_MARKER.match(line)), None)
+    if start is None:
+        return read_declared(Path(source))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("# %%")), len(lines))
+    return declared_parameters("\n".join(lines[start + 1:end]), Path(source).name)
+
+
 def notebook_parameters(source: Path, nb=None) -> dict:
     """Names and default values of the `parameters` cell of a Jupytext notebook (`nb`: already read)."""
-    return {name: p.default for name, p in read_declared(Path(source), nb).items()}
+    declared = read_declared(Path(source), nb) if nb is not None else declared_of(Path(source))
+    return {name: p.default for name, p in declared.items()}
 
 
 def _imported_modules(code: str, module: str | None = None, is_package: bool = False) -> set[str]:
@@ -101,67 +140,91 @@ def lotlib_dependencies(code: str) -> list[Path]:
     return sorted(seen.values())
 
 
+def code_of(nb) -> str:
+    """The code cells of a notebook read by jupytext, as one text."""
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
 def notebook_dependencies(source: Path) -> list[Path]:
     """A notebook's source file and the lotlib files its code depends on."""
-    code = "\n".join(c.source for c in jupytext.read(source).cells if c.cell_type == "code")
-    return [Path(source), *lotlib_dependencies(code)]
+    import jupytext
+
+    return [Path(source), *lotlib_dependencies(code_of(jupytext.read(source)))]
 
 
 def execution_key(source: Path, parameters: dict, depends_on: list[Path] = (), nb=None) -> str:
     """Hash of what an execution's result depends on: the notebook, its parameters, the lotlib modules
     it imports (transitively) and any declared input files (`nb`: the notebook, already read)."""
-    code = "\n".join(c.source for c in (nb or jupytext.read(source)).cells if c.cell_type == "code")
-    files = [*lotlib_dependencies(code), *sorted(depends_on)]
+    import jupytext
+
+    files = [*lotlib_dependencies(code_of(nb or jupytext.read(source))), *sorted(depends_on)]
     inputs = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
     payload = json.dumps({"source": hashlib.sha256(source.read_bytes()).hexdigest(), "parameters": parameters,
                           "inputs": inputs}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+def records_summary(code: str) -> bool:
+    """Whether notebook code calls `lotlib.book.summary.record` (then every run of it must write its summary)."""
+    tree = ast.parse(code)
+    imported = any(isinstance(n, ast.ImportFrom) and n.module == "lotlib.book.summary"
+                   and any(a.name == "record" for a in n.names) for n in ast.walk(tree))
+    return imported or ("lotlib.book.summary" in _imported_modules(code)
+                        and any(isinstance(n, ast.Attribute) and n.attr == "record" for n in ast.walk(tree)))
+
+
 def run_notebook(source: Path, output: Path, parameters: dict | None = None, *, book: bool = False,
-                 progress: bool = True, reuse: bool = True, depends_on: list[Path] = ()) -> Path:
+                 progress: bool = True, reuse: bool = True, depends_on: list[Path] = (),
+                 keep_partial: bool = True) -> Path:
     """Execute Jupytext notebook `source` with papermill `parameters` into `output` (.ipynb).
 
     Unknown names and values that do not fit their declared types or the model raise `ParameterError`
-    before anything runs (`lotlib.book.parameters`). A cell that raises (or writes an error
-    output) raises NotebookFailed naming the notebook and cell; the partial notebook is kept
-    beside `output` as `*.partial.ipynb` for inspection. `reuse` skips the run when `output`
-    holds an execution with the same key (`depends_on`: input files whose content joins the key).
+    before anything runs (`lotlib.book.parameters`). A cell that raises (or writes an error output), a
+    kernel that dies, and a summary that is missing (the notebook calls `record`) or names another
+    execution raise NotebookFailed naming the notebook; the partial notebook is kept beside `output` as
+    `*.partial.ipynb` for inspection (removed with `keep_partial=False`). `reuse` skips the run when
+    `output` holds an execution with the same key and, if the notebook records one, its own summary
+    (`depends_on`: input files whose content joins the key). `book` tells the run it is part of the book.
     The executed notebook opens with a generated note of the parameters it ran with.
     """
-    source, output = Path(source).resolve(), Path(output).resolve()  # papermill runs in output's folder
+    source, output = Path(source).resolve(), Path(output).resolve()
     parameters = dict(parameters or {})
-    nb = jupytext.read(source)  # read once: parameters, key and execution all use it
-    declared = read_declared(source, nb)
-    check_parameters(declared, parameters, source.name)
-    known = {name: p.default for name, p in declared.items()}
-    key = execution_key(source, parameters, depends_on, nb)
-    if reuse and output.exists() and nbformat.read(output, 4).metadata.get("lotlib", {}).get("key") == key:
+    with PARSING:
+        declared = declared_of(source)
+    check_parameters(declared, parameters, source.name)  # before the heavy imports below
+    import jupytext
+    import nbformat
+
+    with PARSING:
+        nb = jupytext.read(source)  # read once: key and execution use it
+        key = execution_key(source, parameters, depends_on, nb)
+        records = records_summary(code_of(nb))
+    if reuse and is_current(output, key, records):
         return output
+    run, summary = uuid.uuid4().hex, summary_path(output)
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
+    nb.cells.insert(0, _context_cell(run, summary, book))
     output.parent.mkdir(parents=True, exist_ok=True)
-    staged = output.with_suffix(".input.ipynb")
-    nbformat.write(nb, staged)
-    partial = output.with_suffix(".partial.ipynb")
-    summary = summary_path(output)
+    staged, partial = output.with_suffix(".input.ipynb"), output.with_suffix(".partial.ipynb")
     summary.unlink(missing_ok=True)
-    environment = {SUMMARY_ENV: str(summary), **({BOOK_ENV: "1"} if book else {})}
+    nbformat.write(nb, staged)
+    kept = f" (partial notebook kept in {partial})" if keep_partial else ""
     try:
-        with _environment(environment):
-            executed = papermill.execute_notebook(str(staged), str(partial), parameters=parameters,
-                                                  kernel_name=KERNEL, cwd=str(output.parent),
-                                                  progress_bar=progress)
-    except papermill.PapermillExecutionError as err:
-        raise NotebookFailed(f"{source.name}: cell {err.exec_count} raised {err.ename}: {err.evalue} "
-                             f"(partial notebook kept in {partial})") from None
+        executed = _execute(staged, partial, parameters, output.parent, progress, source.name, kept)
+        _drop_context_cell(executed)
+        _check_no_error_outputs(executed, source.name, kept)
+        _check_summary(summary, run, records, source.name, kept)
+    except BaseException:
+        if not keep_partial:
+            partial.unlink(missing_ok=True)
+        raise
     finally:
         staged.unlink(missing_ok=True)
-    _check_no_error_outputs(executed, source, partial)
-    ran_with = {**known, **parameters}
-    executed.metadata["lotlib"] = {"key": key, "parameters": ran_with}
+    ran_with = {**{name: p.default for name, p in declared.items()}, **parameters}
+    executed.metadata["lotlib"] = {"key": key, "parameters": ran_with, "run": run}
     _insert_run_note(executed, ran_with)
     if summary.exists():
-        payload = {**read_summary(summary), "notebook": source.stem, "parameters": ran_with}
+        payload = {**json.loads(summary.read_text()), "notebook": source.stem, "parameters": ran_with}
         write_text_atomic(summary, json.dumps(payload, indent=1, sort_keys=True, default=str))
     write_atomic(output, lambda tmp: nbformat.write(executed, str(tmp)))
     partial.unlink(missing_ok=True)
@@ -173,22 +236,90 @@ def summary_path(executed: Path) -> Path:
     return executed.with_suffix(".summary.json")
 
 
-@contextmanager
-def _environment(values: dict[str, str]):
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
+def own_summary(executed: Path) -> dict | None:
+    """The summary beside executed notebook `executed` if that execution wrote it (the summary's `run` is the
+    one the notebook's metadata records), else None: missing, or another run's."""
+    run = _metadata(executed).get("run")
+    summary = _read_json(summary_path(executed))
+    return summary if run is not None and summary is not None and summary.get("run") == run else None
+
+
+def is_current(output: Path, key: str, records: bool) -> bool:
+    """Whether `output` holds a finished execution with `key` and, when the notebook `records` a summary,
+    its own summary beside it."""
+    return _metadata(output).get("key") == key and (not records or own_summary(output) is not None)
+
+
+def _metadata(executed: Path) -> dict:
+    """The `lotlib` metadata of an executed notebook ({} when it is missing or unreadable)."""
+    import nbformat
+
     try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        return dict(nbformat.read(executed, 4).metadata.get("lotlib", {}))
+    except (OSError, ValueError):
+        return {}
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _context_cell(run: str, summary: Path, book: bool):
+    """The hidden first cell: it gives this run's kernel its context (binding no name in the notebook)."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(
+        f'__import__("lotlib.run_context", fromlist=["enter"]).enter({run!r}, {str(summary)!r}, book={book!r})')
+    cell.metadata["tags"] = ["remove-cell", CONTEXT_TAG]
+    return cell
+
+
+def _drop_context_cell(nb) -> None:
+    """Remove the context cell from an executed notebook and number the other executions from 1 again."""
+    nb.cells = [c for c in nb.cells if CONTEXT_TAG not in c.metadata.get("tags", [])]
+    for cell in nb.cells:
+        for item in (cell, *cell.get("outputs", [])):
+            if item.get("execution_count"):
+                item["execution_count"] -= 1
+
+
+def _execute(staged: Path, partial: Path, parameters: dict, folder: Path, progress: bool, name: str, kept: str):
+    """papermill, with the kernel started in `folder` (no process-wide chdir: concurrent runs share the process)."""
+    import papermill
+    from nbclient.exceptions import DeadKernelError
+
+    from .kernel import LocalKernelManager
+
+    try:
+        return papermill.execute_notebook(str(staged), str(partial), parameters=parameters, kernel_name=KERNEL,
+                                          progress_bar=progress, resources={"metadata": {"path": str(folder)}},
+                                          kernel_manager_class=LocalKernelManager)
+    except papermill.PapermillExecutionError as err:
+        cell = err.exec_count - 1 if err.exec_count else "?"  # the hidden context cell ran first
+        raise NotebookFailed(f"{name}: cell {cell} raised {err.ename}: {err.evalue}{kept}",
+                             details=re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(err.traceback))) from None
+    except DeadKernelError as err:
+        raise NotebookFailed(f"{name}: the kernel died ({err}): killed, or out of memory?{kept}") from None
+
+
+def _check_summary(summary: Path, run: str, records: bool, name: str, kept: str) -> None:
+    written = _read_json(summary)
+    if written is None and records:
+        raise NotebookFailed(f"{name}: the run ended without writing its summary {summary.name} (the notebook "
+                             f"calls record(), which never ran or could not write){kept}")
+    if written is not None and written.get("run") != run:
+        summary.unlink(missing_ok=True)
+        raise NotebookFailed(f"{name}: the summary {summary} was written by another run ({written.get('run')!r}, "
+                             f"not this run's {run!r}); it was removed{kept}")
 
 
 def _insert_run_note(nb, parameters: dict) -> None:
     """A note after the title cell listing the parameters this execution used (read from the run)."""
+    import nbformat
+
     from .. import __version__
 
     items = " · ".join(f"`{k} = {v!r}`" for k, v in parameters.items())
@@ -203,9 +334,9 @@ def _insert_run_note(nb, parameters: dict) -> None:
     nb.cells.insert(first + 1, note)
 
 
-def _check_no_error_outputs(nb, source: Path, kept: Path) -> None:
+def _check_no_error_outputs(nb, name: str, kept: str) -> None:
     for index, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
-                raise NotebookFailed(f"{source.name}: cell {index} wrote an error output "
-                                     f"{out.get('ename')}: {out.get('evalue')} (see {kept})")
+                raise NotebookFailed(f"{name}: cell {index} wrote an error output "
+                                     f"{out.get('ename')}: {out.get('evalue')}{kept}")

@@ -4,21 +4,21 @@ A notebook calls `record({...})` with its measured values: numbers, text, boolea
 verdict-bearing value an `lotlib.intervals.Estimate` (stored as `{"value", "lo", "hi", "n", "unit",
 "method", "level"}`), or `not_applicable(reason)` when a claim does not apply to the model (a LayerNorm
 property of an RMSNorm model). When the pipeline runs the notebook (book, run, sweep), the summary file is
-written beside the executed notebook and the pipeline adds the notebook's name and the parameters it ran
-with. Run by hand, `record` only returns the table.
+written beside the executed notebook, named by the run's context (`lotlib.run_context`), which also names
+the execution (`run`) so the pipeline can tell a run's own summary from another's; the pipeline adds the
+notebook's name and the parameters it ran with. Run by hand, `record` only returns the table.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..intervals import Estimate
-from ..run_context import SUMMARY_ENV
+from .. import run_context
 from ..storage.atomic import write_text_atomic
 
 NOT_APPLICABLE = "not_applicable"
@@ -48,9 +48,9 @@ def _plain(value):
 def record(values: dict) -> pd.DataFrame:
     """Record the chapter's measured `values` (name -> number or text); return them as a table."""
     values = _plain(values)
-    path = os.environ.get(SUMMARY_ENV)
-    if path:
-        write_text_atomic(path, json.dumps({"values": values}, indent=1, sort_keys=True))
+    context = run_context.current()  # set by the pipeline in this run's own kernel
+    if context is not None:
+        write_text_atomic(context.summary, json.dumps({"run": context.run, "values": values}, indent=1, sort_keys=True))
     shown = {k: format(Estimate.from_json(v)) if isinstance(v, dict) and "lo" in v else v for k, v in values.items()}
     return pd.DataFrame({"measured": pd.Series(shown, dtype=object)})
 

@@ -42,6 +42,9 @@ def pseudo_sentences(text: str, tokenizer, n_k: int = 50, n_s: int | None = None
     if n_k < 2:
         raise ValueError(f"n_k must be at least 2 tokens (a pilot and one token of context), got {n_k}")
     ids = np.asarray(tokenizer(" ".join(text.split()), add_special_tokens=False)["input_ids"], dtype=np.int64)
+    if len(ids) < 2:
+        raise ValueError(f"the text {name!r} has {len(ids)} token(s): there is nothing to cut into pseudo-sentences "
+                         f"of at least 2 tokens; give a longer text (is the data file empty?)")
     if n_k > len(ids):
         raise ValueError(f"n_k = {n_k} is larger than the whole text ({len(ids)} tokens); choose n_k <= {len(ids)}")
     chunks = ids[: len(ids) // n_k * n_k].reshape(-1, n_k)

@@ -72,15 +72,30 @@ def model_source(name: str) -> tuple[str | Path, str | None]:
     return name, None
 
 
-def load_config(name: str):
-    """The model's configuration only (no weights): enough to check parameters against its shape."""
-    from transformers import AutoConfig
-
+def load_config(name: str) -> dict:
+    """The model's configuration as a dict, without weights: a local folder's config.json is read directly
+    (fast: no torch, no transformers), a hub id through transformers. For a multimodal model the text
+    model's part (`text_config`) is what lotlib reads."""
     source, _ = model_source(name)
-    try:
-        return AutoConfig.from_pretrained(source)
-    except OSError as err:
-        raise not_found(name, err) from err
+    if Path(source, "config.json").is_file():
+        config = json.loads(Path(source, "config.json").read_text())
+    else:
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(source).to_dict()
+        except OSError as err:
+            raise not_found(name, err) from err
+    return config.get("text_config") or config
+
+
+def context_length(config) -> int | None:
+    """The longest sequence a model takes (a config object or dict), or None when it does not say."""
+    for key in ("n_positions", "max_position_embeddings"):
+        value = config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def not_found(name: str, err: OSError) -> ModelNotFoundError:
@@ -100,6 +115,25 @@ def _folder_stamp(folder: Path) -> list[str]:
     return [f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.iterdir()) if p.is_file()]
 
 
+def _parts_sha256(name: str, parts: list[Path]) -> str:
+    """The sha256 of the GGUF parts, remembered beside the cache (keyed by their paths, sizes and times) so
+    that a load does not re-read hundreds of megabytes; recomputed whenever a part changes."""
+    stamp = [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in parts]
+    memo = cache_dir() / "models" / f"{name}.sha256.json"
+    try:
+        remembered = json.loads(memo.read_text())
+        if remembered["parts"] == stamp:
+            return remembered["sha256"]
+    except (OSError, ValueError, KeyError):
+        pass
+    sha = sha256_files(parts)
+    try:
+        write_text_atomic(memo, json.dumps({"parts": stamp, "sha256": sha}))
+    except OSError:  # a read-only cache: nothing to remember, the sum stays right
+        pass
+    return sha
+
+
 def _gguf_parts(name: str) -> list[Path]:
     model = EMBEDDED[name]
     try:
@@ -116,18 +150,22 @@ def _gguf_parts(name: str) -> list[Path]:
 
 
 def embedded_folder(name: str) -> tuple[Path, str]:
-    """The de-quantized transformers folder of embedded model `name`, built on first use, and the GGUF's sha256."""
+    """The de-quantized transformers folder of embedded model `name`, built on first use, and the GGUF's sha256.
+
+    Only building it takes the lock beside it; a cache that cannot be written fails with one line naming the
+    folder and LOTLIB_CACHE_DIR."""
     parts = _gguf_parts(name)
-    sha = sha256_files(parts)
+    sha = _parts_sha256(name, parts)
     listed = EMBEDDED[name].sha256_list
     if listed is not None:
         expected = package_file(*listed).read_text().split()[0]
         if sha != expected:
             raise ModelNotFoundError(f"embedded model {name!r}: GGUF sha256 {sha} != listed {expected}; reinstall it")
     folder = cache_dir() / "models" / f"{name}-{sha[:16]}"
-    with file_lock(folder.with_name(folder.name + ".lock")):  # one process de-quantizes, the others wait
-        if not (folder / "lotlib.json").exists():
-            _dequantize(parts, folder, name, sha)
+    if not (folder / "lotlib.json").exists():  # a finished folder is read without a lock: a read-only cache serves it
+        with file_lock(folder.with_name(folder.name + ".lock")):  # one process de-quantizes, the others wait
+            if not (folder / "lotlib.json").exists():
+                _dequantize(parts, folder, name, sha)
     return folder, sha
 
 

@@ -1,26 +1,36 @@
-"""Write files so that a crash never leaves a half-written one behind: temp file, then rename."""
+"""Write files so that a crash never leaves a half-written one behind: temp file, then rename.
+
+Files are created with the permissions the umask allows (as `open` would), so a cache shared by a lab is
+readable by the others; a write that cannot start (read-only file system) raises `NotWritableError`.
+"""
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Callable
+
+from .paths import not_writable
 
 
 def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
-        write(Path(tmp))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode 0o666 minus the umask
+    except OSError as err:
+        raise not_writable(path, err) from None
+    try:
+        write(tmp)
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
     return path
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
+    """`write_atomic` of a text."""
     return write_atomic(path, lambda tmp: tmp.write_text(text))
+

@@ -1,17 +1,27 @@
-"""Inter-process file locks: parallel runs share caches, and no cache entry is computed twice at once."""
+"""Inter-process file locks: parallel runs share caches, and no cache entry is computed twice at once.
+
+Only writers lock: a reader of a finished cache entry takes no lock, so a cache on a read-only file system
+(or one owned by another user) can be read. A lock that cannot be created raises `NotWritableError`.
+"""
 from __future__ import annotations
 
 import fcntl
 from contextlib import contextmanager
 from pathlib import Path
 
+from .paths import not_writable
+
 
 @contextmanager
 def file_lock(path: str | Path):
     """Hold an exclusive lock on `path` (created if missing) for the duration of the block."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
+    except OSError as err:
+        raise not_writable(path, err) from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -1,5 +1,9 @@
-"""Notebook pipeline and CLI: parameters, papermill execution, reuse, loud failures."""
+"""Notebook pipeline and CLI: parameters, papermill execution, reuse, loud failures, each run's own context."""
 import json
+import logging
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -8,7 +12,7 @@ import pytest
 from lotlib.cli import main
 from lotlib.models.bounds import ParameterError
 from lotlib.book.build import book_notebooks, book_parameters
-from lotlib.book.pipeline import NotebookFailed, notebook_parameters, project_root, run_notebook
+from lotlib.book.pipeline import CONTEXT_TAG, NotebookFailed, notebook_parameters, project_root, run_notebook
 
 from ..conftest import ROOT
 
@@ -80,6 +84,9 @@ def test_cli_extract_and_errors(tiny_gpt2_dir, capsys):
     assert "smollm2-135m" in capsys.readouterr().err
     assert main(["extract", "--model", str(tiny_gpt2_dir), "--n-k", "1"]) == 2
     assert "at least 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # refused before the model loads
+        main(["extract", "--model", str(tiny_gpt2_dir), "--batch-size", "0"])
+    assert "--batch-size: must be a positive integer, got 0" in capsys.readouterr().err
 
 
 def test_cli_help(capsys):
@@ -121,4 +128,62 @@ def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     run_notebook(source, "runs/chapter.ipynb", {"n": 1}, progress=False)
     summary = json.loads((tmp_path / "runs" / "chapter.summary.json").read_text())
-    assert summary == {"notebook": "chapter", "parameters": {"n": 1, "label": "x"}, "values": {"result": 21}}
+    run = nbformat.read(tmp_path / "runs" / "chapter.ipynb", 4).metadata["lotlib"]["run"]
+    assert summary == {"notebook": "chapter", "parameters": {"n": 1, "label": "x"}, "values": {"result": 21},
+                       "run": run}
+
+
+RECORDING = '''# %% tags=["parameters"]
+impostor: bool = False  # write the summary under another run's name (with context = another one)
+skip: bool = False  # never call record
+
+# %%
+import lotlib.run_context as context
+from lotlib.book.summary import record
+
+print("in book:", context.current().book)
+if impostor:
+    context.enter("another-run", context.current().summary)
+if not skip:
+    record({"impostor": impostor})
+'''
+
+
+def test_a_summary_missing_or_of_another_run_fails_the_run(tmp_path, caplog):
+    source = tmp_path / "recording.py"
+    source.write_text(RECORDING)
+    out = tmp_path / "recording.ipynb"
+    with caplog.at_level(logging.INFO):
+        run_notebook(source, out, {"impostor": False}, book=True, progress=False)
+    assert "in book: True" in _printed(nbformat.read(out, 4))
+    assert not any(CONTEXT_TAG in c.metadata.get("tags", []) for c in nbformat.read(out, 4).cells)
+    # papermill cannot parse the line of impostor (two "="), and warns about it twice; both are silenced
+    assert "Unable to parse line" not in caplog.text and "Passed unknown parameter" not in caplog.text
+    with pytest.raises(NotebookFailed, match="written by another run .'another-run'"):
+        run_notebook(source, out, {"impostor": True}, progress=False, keep_partial=False)
+    assert not out.with_suffix(".summary.json").exists() and not out.with_suffix(".partial.ipynb").exists()
+    with pytest.raises(NotebookFailed, match="ended without writing its summary"):
+        run_notebook(source, out, {"skip": True}, progress=False)
+
+
+def test_a_bad_value_fails_fast_naming_the_parameter_without_heavy_imports():
+    code = ("import sys; from lotlib.cli import main; code = main(['run', 'lines_of_thought', '-p', 'n_s', 'abc']); "
+            "print(code, sorted({'torch', 'transformers', 'papermill'} & set(sys.modules)))")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    elapsed = time.perf_counter() - start
+    assert done.stdout.split()[0] == "2" and done.stdout.strip().endswith("[]")  # no torch, no papermill
+    assert elapsed < 10, elapsed
+    error = done.stderr.strip()
+    assert len(error.splitlines()) == 1 and "parameter n_s expects Pilots" in error and "'abc'" in error
+
+
+def test_cli_errors_are_one_line_and_debug_shows_the_traceback(notebook, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    args = ["run", str(notebook), "--out", str(blocker / "x.ipynb")]  # its folder cannot be created
+    assert main(args) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and str(blocker) in error
+    with pytest.raises(OSError):
+        main([*args, "--debug"])

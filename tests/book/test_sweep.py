@@ -1,11 +1,15 @@
-"""Sweeps: grid parsing and validation, parallel runs, failures recorded, resume, Dask on loopback."""
+"""Sweeps: grid parsing and validation, parallel runs, failures (a killed worker included) recorded, resume,
+each run's context its own (threads of one process, a Dask cluster of multi-thread workers)."""
 import json
+import threading
 
 import pandas as pd
 import pytest
 
 from lotlib.cli import main
-from lotlib.book.sweep import SweepError, expand, load_grid, parse_values, run_sweep, validate_grid
+from lotlib.book.sweep import SweepError, execute_run, expand, load_grid, parse_values, run_sweep, validate_grid
+
+from ..conftest import ROOT
 
 NOTEBOOK = '''# %% tags=["parameters"]
 n = 1
@@ -13,11 +17,16 @@ scale = 0.5
 label = "a"
 
 # %%
+import os
+import signal
+
 from lotlib.book.summary import record
 
 if n == 2 and label == "fail":
     raise RuntimeError("run asked to fail")
-record({"value": n * scale})
+if n == 3 and label == "fail":
+    os.kill(os.getppid(), signal.SIGKILL)  # the process driving this run dies (a killed worker)
+record({"value": n * scale, "ran_n": n, "ran_scale": scale})
 '''
 
 
@@ -26,6 +35,11 @@ def notebook(tmp_path):
     path = tmp_path / "chapter.py"
     path.write_text(NOTEBOOK)
     return path
+
+
+def _own_parameters(table: pd.DataFrame) -> bool:
+    """Every row holds the values its own run recorded."""
+    return all((table["ran_n"] == table["n"]) & (table["ran_scale"] == table["scale"]))
 
 
 def test_grid_parsing(tmp_path):
@@ -48,40 +62,76 @@ def test_bad_grids_fail_before_anything_runs(notebook):
     with pytest.raises(SweepError, match="chapter.py: parameter n expects int; got 'two'"):
         validate_grid(notebook, {"n": [1, "two"]})
     validate_grid(notebook, {"scale": [1, 0.25], "label": ["x"]})  # ints are fine for a float
+    with pytest.raises(SweepError, match="parameter n_s expects Pilots"):  # a default of None has a declared type
+        validate_grid(ROOT / "notebooks" / "lines_of_thought.py", {"n_s": ["abc"]})
 
 
-def test_parallel_sweep_records_failures_and_resumes(notebook, tmp_path):
+def test_failed_and_killed_runs_are_recorded_and_the_others_go_on(notebook, tmp_path):
     out = tmp_path / "sweep"
-    table = run_sweep(notebook, {"n": [1, 2, 3], "label": ["fail"]}, out, workers=2, progress=False)
+    grid = {"n": [1, 2, 3], "label": ["fail"]}
+    table = run_sweep(notebook, grid, out, workers=2, progress=False)
     by_n = table.set_index("n")
-    assert list(by_n["status"]) == ["ok", "failed", "ok"]
+    assert list(by_n["status"]) == ["ok", "failed", "failed"]
     assert "run asked to fail" in by_n.loc[2, "error"]
-    assert by_n.loc[3, "value"] == 1.5
+    assert "killed by SIGKILL" in by_n.loc[3, "error"]
+    assert by_n.loc[1, "value"] == 0.5 and pd.isna(by_n.loc[3, "value"])
     saved = pd.read_csv(out / "results.csv")
-    assert len(saved) == 3 and set(saved.columns) >= {"n", "label", "status", "value"}
+    assert list(saved["status"]) == ["ok", "failed", "failed"] and saved.loc[0, "value"] == 0.5
+    leftovers = [p.name for p in (out / "runs").rglob("*") if p.name.endswith((".input.ipynb", ".partial.ipynb"))]
+    assert leftovers == []  # the dead run's staged and partial notebooks are gone
     ok_run = out / "runs" / by_n.loc[1, "run"] / "status.json"
     stamp = ok_run.stat().st_mtime_ns
-    again = run_sweep(notebook, {"n": [1, 2, 3], "label": ["fail"]}, out, workers=2, progress=False)
-    assert ok_run.stat().st_mtime_ns == stamp  # finished runs are not run again
-    assert list(again.set_index("n")["status"]) == ["ok", "failed", "ok"]
+    again = run_sweep(notebook, grid, out, workers=2, progress=False)
+    assert ok_run.stat().st_mtime_ns == stamp  # finished runs are not run again; failed ones are
+    assert list(again.set_index("n")["status"]) == ["ok", "failed", "failed"]
 
 
-def test_sweep_on_a_local_dask_cluster(notebook, tmp_path):
+def test_runs_in_threads_of_one_process_keep_their_own_summaries(notebook, tmp_path):
+    runs = [{"n": n, "scale": 0.5, "label": "a"} for n in (1, 4, 5, 6)]
+    statuses = {}
+
+    def one(parameters):
+        statuses[parameters["n"]] = execute_run(str(notebook), str(tmp_path / f"run{parameters['n']}"), parameters)
+
+    threads = [threading.Thread(target=one, args=(p,)) for p in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {n: s["status"] for n, s in statuses.items()} == {1: "ok", 4: "ok", 5: "ok", 6: "ok"}
+    for p in runs:
+        summary = json.loads((tmp_path / f"run{p['n']}" / "chapter.summary.json").read_text())
+        assert summary["values"]["ran_n"] == p["n"] and summary["parameters"]["n"] == p["n"]
+
+
+def test_dask_sweep_on_multi_thread_workers_equals_the_serial_sweep(notebook, tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:
-        table = run_sweep(notebook, {"scale": [2.0, 3.0]}, tmp_path / "dask", scheduler=cluster.scheduler_address,
-                          progress=False)
-    assert list(table["status"]) == ["ok", "ok"] and list(table["value"]) == [2.0, 3.0]
-
-
-def test_cli_sweep_with_plot(notebook, tmp_path, capsys):
-    out = tmp_path / "cli"
-    assert main(["sweep", str(notebook), "-p", "n", "1,2", "-p", "scale", "0.5,1", "--out", str(out),
-                 "--workers", "2", "--plot", "value", "--hue", "scale"]) == 0
-    assert (out / "summary.png").stat().st_size > 1000
+    serial = tmp_path / "serial"
+    assert main(["sweep", str(notebook), "-p", "n", "1,4", "-p", "scale", "0.5,1", "--out", str(serial),
+                 "--workers", "1", "--plot", "value", "--hue", "scale"]) == 0
+    assert (serial / "summary.png").stat().st_size > 1000
     assert "4 runs" in capsys.readouterr().out
-    assert main(["sweep", str(notebook), "-p", "bogus", "1", "--out", str(out)]) == 2
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        assert main(["sweep", str(notebook), "-p", "n", "1,4", "-p", "scale", "0.5,1", "--out", str(tmp_path / "dask"),
+                     "--scheduler", cluster.scheduler_address]) == 0
+    expected, table = pd.read_csv(serial / "results.csv"), pd.read_csv(tmp_path / "dask" / "results.csv")
+    pd.testing.assert_frame_equal(table, expected)  # row by row: parameters, status and every value
+    assert list(table["status"]) == ["ok"] * 4 and _own_parameters(table)
+    assert main(["sweep", str(notebook), "-p", "bogus", "1", "--out", str(serial)]) == 2
     assert "it takes: n" in capsys.readouterr().err
-    statuses = [json.loads(p.read_text())["status"] for p in (out / "runs").glob("*/status.json")]
-    assert statuses == ["ok"] * 4
+
+
+def test_a_dask_task_whose_worker_dies_is_a_failed_run(notebook, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                     dashboard_address=None) as cluster:
+        table = run_sweep(notebook, {"n": [1, 3], "label": ["fail"]}, tmp_path / "dask",
+                          scheduler=cluster.scheduler_address, progress=False)
+    by_n = table.set_index("n")
+    assert by_n.loc[1, "status"] == "ok" and by_n.loc[1, "value"] == 0.5
+    assert by_n.loc[3, "status"] == "failed" and "KilledWorker" in by_n.loc[3, "error"]
+    assert list(pd.read_csv(tmp_path / "dask" / "results.csv")["status"]) == ["ok", "failed"]

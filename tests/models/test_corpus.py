@@ -35,6 +35,9 @@ def test_bad_chunk_sizes_are_clear_errors():
         pseudo_sentences(TEXT, tok, n_k=1)
     with pytest.raises(ValueError, match="larger than the whole text"):
         pseudo_sentences("a few words only", tok, n_k=50)
+    for empty in ("", "  \n "):
+        with pytest.raises(ValueError, match="has 0 token.*give a longer text"):
+            pseudo_sentences(empty, tok, n_k=2)
 
 
 def test_gibberish_is_seeded_and_uniform():
