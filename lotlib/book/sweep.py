@@ -29,6 +29,7 @@ import pandas as pd
 import yaml
 from tqdm.auto import tqdm
 
+from ..intervals import is_estimate
 from ..models.bounds import ParameterError
 from ..storage.atomic import write_text_atomic
 from .parameters import check_parameters
@@ -250,9 +251,21 @@ def _on_dask(args: list[tuple], scheduler: str):
                 yield record_failure(Path(folder), parameters, f"{type(err).__name__}: {err}")
 
 
+def _flat(values: dict) -> dict:
+    """Summary values for a table: an Estimate becomes its value and the columns `<key>_lo`, `<key>_hi`."""
+    out = {}
+    for key, value in values.items():
+        if is_estimate(value):
+            out.update({key: value["value"], f"{key}_lo": value["lo"], f"{key}_hi": value["hi"]})
+        else:
+            out[key] = value
+    return out
+
+
 def results_table(out: Path, folders: dict[str, dict]) -> pd.DataFrame:
     """One row per run: its parameters, status (and error), and, for a run that is ok, every value of its
-    own summary (a summary another execution wrote is never read)."""
+    own summary (a summary another execution wrote is never read; an Estimate gives three columns: the
+    value, `<key>_lo` and `<key>_hi`)."""
     rows = []
     for name, parameters in folders.items():
         folder = out / "runs" / name
@@ -261,7 +274,7 @@ def results_table(out: Path, folders: dict[str, dict]) -> pd.DataFrame:
         if status["status"] == "ok":
             for summary in folder.glob("*.summary.json"):
                 own = own_summary(folder / summary.name.replace(".summary.json", ".ipynb"))
-                row.update((own or {}).get("values", {}))
+                row.update(_flat((own or {}).get("values", {})))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -135,3 +135,11 @@ def test_a_dask_task_whose_worker_dies_is_a_failed_run(notebook, tmp_path):
     assert by_n.loc[1, "status"] == "ok" and by_n.loc[1, "value"] == 0.5
     assert by_n.loc[3, "status"] == "failed" and "KilledWorker" in by_n.loc[3, "error"]
     assert list(pd.read_csv(tmp_path / "dask" / "results.csv")["status"]) == ["ok", "failed"]
+
+
+def test_estimates_become_value_and_interval_columns():
+    from lotlib.book.sweep import _flat
+    from lotlib.intervals import Estimate
+
+    flat = _flat({"k90": Estimate(0.2, 0.1, 0.3, 50, "pilots").to_json(), "n_s": 40})
+    assert flat == {"k90": 0.2, "k90_lo": 0.1, "k90_hi": 0.3, "n_s": 40}
