@@ -15,20 +15,22 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class RunContext:
     """One execution's context: `run` names it (and is written into its summary), `summary` is the file
-    `record` writes, `book` is true while the book is built (plotly.js is bundled with the site)."""
+    `record` writes, `book` is true while the book is built (plotly.js is bundled with the site), `project`
+    is the project folder of the notebook (where `book/claims` are), wherever the run's output goes."""
 
     run: str
     summary: str
     book: bool = False
+    project: str | None = None
 
 
 _current: RunContext | None = None
 
 
-def enter(run: str, summary: str, book: bool = False) -> None:
+def enter(run: str, summary: str, book: bool = False, project: str | None = None) -> None:
     """Set this kernel's run context (the pipeline's hidden first cell calls it)."""
     global _current
-    _current = RunContext(run, summary, book)
+    _current = RunContext(run, summary, book, project)
 
 
 def current() -> RunContext | None:

@@ -24,6 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
+from .. import run_context
 from ..storage.atomic import write_atomic, write_text_atomic
 from .parameters import Parameter, check_parameters, declared_parameters, read_declared
 
@@ -57,7 +58,11 @@ for _logger in ("papermill", "papermill.translators"):
 
 
 def project_root(start: Path | None = None) -> Path:
-    """The folder holding `book/_config.yml` and `notebooks/`, searched upward from `start` (cwd)."""
+    """The folder holding `book/_config.yml` and `notebooks/`: in a notebook run by the pipeline, the project
+    of the notebook's source (wherever its output goes); otherwise searched upward from `start` (cwd)."""
+    context = run_context.current()
+    if start is None and context is not None and context.project:
+        return Path(context.project)
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "book" / "_config.yml").exists() and (folder / "notebooks").is_dir():
@@ -203,7 +208,7 @@ def run_notebook(source: Path, output: Path, parameters: dict | None = None, *, 
         return output
     run, summary = uuid.uuid4().hex, summary_path(output)
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
-    nb.cells.insert(0, _context_cell(run, summary, book))
+    nb.cells.insert(0, _context_cell(run, summary, book, source))
     output.parent.mkdir(parents=True, exist_ok=True)
     staged, partial = output.with_suffix(".input.ipynb"), output.with_suffix(".partial.ipynb")
     summary.unlink(missing_ok=True)
@@ -267,12 +272,17 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
-def _context_cell(run: str, summary: Path, book: bool):
+def _context_cell(run: str, summary: Path, book: bool, source: Path):
     """The hidden first cell: it gives this run's kernel its context (binding no name in the notebook)."""
     import nbformat
 
+    try:
+        project = str(project_root(source.parent))
+    except FileNotFoundError:  # a notebook outside any project
+        project = None
     cell = nbformat.v4.new_code_cell(
-        f'__import__("lotlib.run_context", fromlist=["enter"]).enter({run!r}, {str(summary)!r}, book={book!r})')
+        f'__import__("lotlib.run_context", fromlist=["enter"]).enter({run!r}, {str(summary)!r}, book={book!r}, '
+        f'project={project!r})')
     cell.metadata["tags"] = ["remove-cell", CONTEXT_TAG]
     return cell
 

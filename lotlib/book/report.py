@@ -235,11 +235,14 @@ def headline(table: pd.DataFrame) -> pd.DataFrame:
 
 def chapter_outcomes(notebook: str, values: dict, claims_folder: str | Path) -> pd.DataFrame:
     """For a chapter's closing paragraph: each of its claims, our value with its interval and whether that
-    interval passes, fails or straddles the test (the nulls are judged in the report)."""
-    rows = [{"claim": c["id"], "nature": c["nature"], "test": describe_test(c["test"], c["paper_value"]),
-             "ours": format_value(values.get(c["key"])),
-             "outcome": outcome(values.get(c["key"]), c["test"], c["paper_value"])}
-            for c in load_claims(claims_folder, notebook)]
+    interval passes, fails or straddles the test, and the same for the claim's own nulls recorded in
+    `values` (the untrained model's value, from another run, is judged in the report)."""
+    rows = []
+    for c in load_claims(claims_folder, notebook):
+        judge = lambda key: outcome(values.get(key), c["test"], c["paper_value"])  # noqa: E731
+        nulls = "; ".join(f"{n['name']}: {format_value(values.get(n['key']))} ({judge(n['key'])})" for n in c["nulls"])
+        rows.append({"claim": c["id"], "nature": c["nature"], "test": describe_test(c["test"], c["paper_value"]),
+                     "ours": format_value(values.get(c["key"])), "outcome": judge(c["key"]), "nulls": nulls or "—"})
     return pd.DataFrame(rows)
 
 

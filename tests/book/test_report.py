@@ -116,3 +116,13 @@ def test_intervals_are_seeded_and_cover_the_truth():
     assert exact(3).lo == exact(3).hi == 3.0
     assert format_value(Estimate(0.5, 0.4, 0.6, 10, "heads").to_json()) == "0.5 [0.4, 0.6] (n = 10 heads)"
     assert math.isnan(Estimate.from_json({"value": None, "lo": None, "hi": None, "n": 1, "unit": "x"}).value)
+
+
+def test_a_chapter_closes_with_its_outcomes_and_nulls(tmp_path):
+    from lotlib.book.report import chapter_outcomes
+
+    (tmp_path / "chapter.yml").write_text(CLAIMS)
+    values = {"share": est(0.8, 0.7, 0.9), "share_shuffled": est(0.2, 0.1, 0.3), "gap": 0.0}
+    table = chapter_outcomes("chapter", values, tmp_path).set_index("claim")
+    assert table.loc["X-share", "outcome"] == "passes" and "shuffled pilots" in table.loc["X-share", "nulls"]
+    assert "(fails)" in table.loc["X-share", "nulls"] and table.loc["X-exact", "nulls"] == "—"
