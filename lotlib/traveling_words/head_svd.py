@@ -32,48 +32,76 @@ def singular_values(W: Tensor) -> Tensor:
         return torch.linalg.svdvals(W.cpu().double())
 
 
+def _factors(view: ModelView, layer: int, kind: str) -> tuple[Tensor, Tensor]:
+    """A, B `(H, d, dh)` float64 on the CPU with W_QK^h or W_VO^h = A_h B_h^T."""
+    heads = view.heads(layer)
+    if kind == "qk":
+        return heads.W_Q.cpu().double() * heads.scaling, heads.W_K.cpu().double()
+    if kind == "vo":
+        return heads.W_V.cpu().double(), heads.W_O.cpu().double().transpose(1, 2)
+    raise ValueError(f"kind must be 'qk' or 'vo', got {kind!r}")
+
+
 @torch.no_grad()
 def head_svd(view: ModelView, layer: int, kind: str) -> tuple[Tensor, Tensor, Tensor]:
     """Thin SVD of W_QK^h (`kind="qk"`) or W_VO^h (`"vo"`) for every head: U `(H, d, dh)`, S `(H, dh)`,
     V `(H, d, dh)` with W = U diag(S) V^T. Exact and cheap: W = A B^T with A, B `(d, dh)`, so with
     A = Q_a R_a and B = Q_b R_b, W = Q_a (R_a R_b^T) Q_b^T and only the `(dh, dh)` core is decomposed.
     The other d - dh singular values are zero: the null space. Computed in float64 on the CPU."""
-    heads = view.heads(layer)
-    if kind == "qk":
-        A, B = heads.W_Q.cpu().double() * heads.scaling, heads.W_K.cpu().double()
-    elif kind == "vo":
-        A, B = heads.W_V.cpu().double(), heads.W_O.cpu().double().transpose(1, 2)
-    else:
-        raise ValueError(f"kind must be 'qk' or 'vo', got {kind!r}")
+    A, B = _factors(view, layer, kind)
     with _one_thread():
         (Qa, Ra), (Qb, Rb) = torch.linalg.qr(A), torch.linalg.qr(B)
         Uc, S, Vch = torch.linalg.svd(Ra @ Rb.transpose(1, 2))
     return (Qa @ Uc).float(), S.float(), (Qb @ Vch.transpose(1, 2)).float()
 
 
+@torch.no_grad()
+def direct_singular_values(view: ModelView, layer: int, kind: str) -> Tensor:
+    """Every singular value of every head's d x d matrix W_QK^h or W_VO^h, formed in float64 from the stored
+    factors and decomposed directly, over the head's largest: `(H, d)`, zeros for a zero matrix. The check
+    of `head_svd`'s shortcut: past d_head they sit at float64 round-off."""
+    A, B = _factors(view, layer, kind)
+    with _one_thread():
+        s = torch.linalg.svdvals(A @ B.transpose(1, 2))
+    return s / torch.where(s[:, :1] > 0, s[:, :1], 1.0)
+
+
+def numerical_rank(s: Tensor) -> Tensor:
+    """Rank from singular values over the largest `(..., d)`: how many exceed d times float64's epsilon
+    (the tolerance of numpy's and torch's matrix_rank)."""
+    return (s > s.shape[-1] * torch.finfo(torch.float64).eps).sum(-1)
+
+
+def _signs(scores: Tensor) -> Tensor:
+    """+1 or -1 per direction `(H, r)` from its scores against every row `(H, r, V)`: the sign that puts the
+    best match on the positive side."""
+    return torch.where(scores.amax(-1) >= -scores.amin(-1), 1.0, -1.0)
+
+
 def fix_signs(U: Tensor, V: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     """Flip each singular pair (u_i, v_i) together so that v_i's best match among `rows` `(V, d)` is on
     its positive side (max_v v_i . row_v >= max_v -v_i . row_v), as in the authors' code. U, V `(H, d, r)`."""
-    scores = torch.einsum("hdr,vd->hrv", V, rows)
-    sign = torch.where(scores.amax(-1) >= -scores.amin(-1), 1.0, -1.0)[:, None, :]  # (H, 1, r)
+    sign = _signs(torch.einsum("hdr,vd->hrv", V, rows))[:, None, :]  # (H, 1, r)
     return U * sign, V * sign
 
 
+@torch.no_grad()
 def svd_table(view: ModelView, vocab: list[str], layer: int, kind: str, n_dirs: int = 20,
               k: int = 3) -> pd.DataFrame:
     """A6: the top `n_dirs` singular directions of every head, top-k tokens of each side.
 
     Left (input side) against block_norm(W_E); right against block_norm(W_E) for QK (the key side)
-    and against the readout rows (raw W_E, or W_U^T when untied) for VO (the update side). `shared`:
-    the two sides have a token text in common, up to case and surrounding spaces (a copying direction).
+    and against the readout rows (raw W_E, or W_U^T when untied) for VO (the update side), signs fixed
+    as `fix_signs` does. `shared`: the two sides have a token text in common, up to case and surrounding
+    spaces (a copying direction). Scores are computed on the model's device.
     """
-    U, S, V = head_svd(view, layer, kind)
-    U, S, V = U[..., :n_dirs], S[:, :n_dirs], V[..., :n_dirs]
-    normed = view.block_norm(layer)(view.embed()).cpu()
-    right_rows = normed if kind == "qk" else view.unembedding()[0].cpu()
-    U, V = fix_signs(U, V, right_rows)
-    left = topk(torch.einsum("hdr,vd->hrv", U, normed), k)[1]
-    right = topk(torch.einsum("hdr,vd->hrv", V, right_rows), k)[1]
+    U, S, V = (x.to(view.device) for x in head_svd(view, layer, kind))
+    U, S, V = U[..., :n_dirs], S[:, :n_dirs].cpu(), V[..., :n_dirs]
+    normed = view.block_norm(layer)(view.embed())
+    right_scores = torch.einsum("hdr,vd->hrv", V, normed if kind == "qk" else view.unembedding()[0])
+    sign = _signs(right_scores)  # (H, r)
+    right = topk(right_scores.mul_(sign[..., None]), k)[1].cpu()
+    left = topk(torch.einsum("hdr,vd->hrv", U * sign[:, None, :], normed), k)[1].cpu()
     label = lambda ids: ", ".join(token_label(vocab[t]) for t in ids.tolist())  # noqa: E731
     words = lambda ids: {vocab[t].strip().lower() for t in ids.tolist()} - {""}  # noqa: E731
     return pd.DataFrame([{"block": layer, "matrix": kind.upper(), "head": h, "direction": i, "sigma": float(S[h, i]),
@@ -87,3 +115,4 @@ def coverage(S: Tensor, d: int) -> np.ndarray:
     values `S` `(H, r)` are padded with the zeros of the null space, so the curve is flat from rank r."""
     s = torch.cat([S.double(), S.new_zeros(S.shape[0], d - S.shape[1], dtype=torch.float64)], 1)
     return (s.cumsum(1) / s.sum(1, keepdim=True)).numpy()
+

@@ -1,19 +1,24 @@
 """Static probes of attention heads with vocabulary tokens (Traveling Words A4-A6, probe rates).
 
 Every probe starts from a token's residual-stream input e = `ModelView.embed` (the embedding row times the
-model's embedding scale; no position) and block `layer`'s own first norm, q = block_norm(e). Scores cover the whole vocabulary in float32,
-batched over heads and factored through d_head (a head is a rank-d_head map):
+model's embedding scale; no position) and block `layer`'s own first norm, q = block_norm(e). Scores cover
+the whole vocabulary in float32 on the model's device, batched over heads and factored through d_head where
+that saves work (a head is a rank-d_head map); results come back on the CPU:
 
 - query-key (A4): score(v) = q W_QK^h . block_norm(e_v) = (q W_Q^h)(block_norm(e_v) W_K^h)^T * scaling
 - value (A5): u_h = (q W_V^h + b_V^h) W_O^h; logits = final_norm(e + u_h + b_O) @ W_U (+ b_U), with a
   last row for the sum over heads (W_U is W_E^T when the embeddings are tied)
-- probe rates: how often the top-k tokens are the query word itself or a morphological variant
+- probe rates: how often the top-k tokens are the query word itself or a morphological variant, for
+  common nouns and for random words drawn with as many variant tokens in the vocabulary (`random_words`)
+- key specificity: whether a query's top keys are closer to it than the other queries' keys are
+- estimates: a rate or specificity per head and query summed up with a bootstrap interval over queries
 """
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -22,6 +27,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..intervals import Estimate, bootstrap, bootstrap_mean
 from ..models.view import ModelView
 
 IRREGULAR_PLURALS = {"man": "men", "woman": "women", "child": "children", "person": "people", "life": "lives",
@@ -33,10 +39,23 @@ WORD = re.compile(r"[a-z]{3,}")
 # tokens
 
 
-def vocab_strings(tokenizer, size: int) -> list[str]:
+class Vocabulary(list):
+    """Each token id's text, a list, with `ids_by_text` built once (a vocabulary of 262k tokens is indexed in
+    seconds, and every variant count and mask needs the index)."""
+
+    @cached_property
+    def ids_by_text(self) -> dict[str, list[int]]:
+        """Token ids by text (several ids can share a text)."""
+        index: dict[str, list[int]] = {}
+        for v, text in enumerate(self):
+            index.setdefault(text, []).append(v)
+        return index
+
+
+def vocab_strings(tokenizer, size: int) -> Vocabulary:
     """Each token id's text, `size` entries (ids the tokenizer does not know decode to "")."""
     known = min(size, len(tokenizer))
-    return tokenizer.batch_decode([[i] for i in range(known)]) + [""] * (size - known)
+    return Vocabulary(tokenizer.batch_decode([[i] for i in range(known)]) + [""] * (size - known))
 
 
 def token_label(text: str) -> str:
@@ -80,11 +99,14 @@ def variants(word: str) -> set[str]:
     return forms | {" " + f for f in forms}
 
 
+def _text_index(vocab: list[str]) -> dict[str, list[int]]:
+    """Token ids by text, from `vocab`'s own index when it is a `Vocabulary`."""
+    return (vocab if isinstance(vocab, Vocabulary) else Vocabulary(vocab)).ids_by_text
+
+
 def variant_mask(vocab: list[str], words: list[str]) -> Tensor:
     """`(n, V)` bool: token v's text is in the variant set of word i."""
-    index: dict[str, list[int]] = {}
-    for v, text in enumerate(vocab):
-        index.setdefault(text, []).append(v)
+    index = _text_index(vocab)
     mask = torch.zeros(len(words), len(vocab), dtype=torch.bool)
     for i, word in enumerate(words):
         hits = [v for form in variants(word) for v in index.get(form, [])]
@@ -92,17 +114,47 @@ def variant_mask(vocab: list[str], words: list[str]) -> Tensor:
     return mask
 
 
-def random_words(vocab: list[str], n: int, leading_space: bool, exclude: list[str], seed: int) -> Queries:
+def variant_counts(vocab: list[str], words: list[str]) -> np.ndarray:
+    """How many vocabulary tokens are in each word's variant set, `(n,)`: the most matches a probe can find."""
+    index = _text_index(vocab)
+    return np.array([sum(len(index.get(form, [])) for form in variants(word)) for word in words], dtype=int)
+
+
+def random_words(vocab: list[str], n: int, leading_space: bool, exclude: list[str], seed: int,
+                 like: np.ndarray | None = None) -> Queries:
     """`n` seeded random "words": lower-case alphabetic texts of 3+ letters that are single tokens both
-    with and without a leading space (this rules out most word pieces), none in `exclude`'s variants."""
-    ids = {text: v for v, text in enumerate(vocab)}
+    with and without a leading space (this rules out most word pieces), none in `exclude`'s variants.
+
+    With `like` (variant-token counts, e.g. the nouns' `variant_counts`), the words are drawn to have those
+    counts one for one (n counts drawn from `like` when n differs from its length), so that the random words
+    can match as many tokens as the words they stand in for; where a count runs out, the nearest available.
+    """
+    ids = _text_index(vocab)
     banned = set().union(*(variants(w) for w in exclude)) if exclude else set()
     pool = sorted(t for t in ids if WORD.fullmatch(t) and " " + t in ids and t not in banned)
     if n > len(pool):
         raise ValueError(f"asked for {n} random words, the vocabulary has {len(pool)}")
-    words = [pool[i] for i in np.sort(np.random.default_rng(seed).choice(len(pool), size=n, replace=False))]
-    chosen = [ids[(" " if leading_space else "") + w] for w in words]
+    rng = np.random.default_rng(seed)
+    if like is None:
+        picks = rng.choice(len(pool), size=n, replace=False)
+    else:
+        targets = np.asarray(like) if n == len(like) else rng.choice(like, size=n, replace=n > len(like))
+        picks = _matching(variant_counts(vocab, pool), targets, rng)
+    words = [pool[i] for i in np.sort(picks)]
+    chosen = [ids[(" " if leading_space else "") + w][-1] for w in words]
     return Queries(words, torch.tensor(chosen, dtype=torch.long), [], leading_space)
+
+
+def _matching(counts: np.ndarray, targets: np.ndarray, rng: np.random.Generator) -> list[int]:
+    """Distinct indices into `counts`, one per target, each drawn among the unused entries nearest its target
+    (largest targets first: large counts are the rare ones)."""
+    free, picks = np.ones(len(counts), dtype=bool), []
+    for target in sorted(targets, reverse=True):
+        gap = np.where(free, np.abs(counts - target), np.inf)
+        pick = int(rng.choice(np.flatnonzero(gap == gap.min())))
+        free[pick] = False
+        picks.append(pick)
+    return picks
 
 
 # ----------------------------------------------------------------------------------------------
@@ -177,22 +229,26 @@ def qk_scorer(view: ModelView, layer: int) -> Callable[[Tensor], Tensor]:
     return score
 
 
-def vo_scorer(view: ModelView, layer: int) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+def vo_scorer(view: ModelView, layer: int, n_queries: int | None = None) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
     """ids `(n,)` -> logits of final_norm(e + u_h + b_O) and of the update alone, final_norm(u_h), for every
     head h and for the sum over heads (last row): two `(H+1, n, V)` tensors, whose memory the next call
     reuses.
 
-    Factored through d_head: the norm is gamma * r(x) * (x - m(x)) + beta with a per-row scale r and
-    mean m (m = 0 for RMSNorm), so x's logits are r * (x @ G^T - m * G 1) + beta @ R^T with G = gamma * R,
-    and x @ G^T = c @ G^T + (q W_V^h + b_V^h) (W_O^h G^T), where W_O^h G^T `(d_head, V)` is computed once.
+    The norm is gamma * r(x) * (x - m(x)) + beta with a per-row scale r and mean m (m = 0 for RMSNorm), so
+    x's logits are r * (x @ G^T - m * G 1) + beta @ R^T with G = gamma * R, and x @ G^T = c @ G^T + u_h @ G^T
+    with c = e + b_O. A head's u_h @ G^T is either computed directly, d multiply-adds per query and token, or
+    factored through d_head as (q W_V^h + b_V^h) (W_O^h G^T), d_head per query and token once W_O^h G^T
+    `(d_head, V)` is computed, which costs d x d_head per token: the scorer factors when it is told it will
+    see more than d d_head / (d - d_head) queries in all (`n_queries`; None: factor).
     """
     heads, norm = view.heads(layer), view.final_norm
     R, b_U = view.unembedding()
     Gm = R * norm.gamma.float()  # (V, d)
-    M = torch.einsum("hed,vd->hev", heads.W_O.float(), Gm)  # (H, dh, V)
+    H, dh, d = view.n_heads, view.d_head, view.d_model
+    factored = n_queries is None or n_queries * (d - dh) > d * dh
+    M = torch.einsum("hed,vd->hev", heads.W_O.float(), Gm) if factored else None  # (H, dh, V)
     bias = b_U if norm.beta is None else norm.beta.float() @ R.T + (0 if b_U is None else b_U)
-    E, block_norm, W_O = view.embed(), view.block_norm(layer), heads.W_O.float()
-    H, dh, V = M.shape
+    block_norm, W_O, V = view.block_norm(layer), heads.W_O.float(), Gm.shape[0]
     buffers = _Buffer(view.device), _Buffer(view.device)
 
     def finish(lin: Tensor, x: Tensor) -> Tensor:  # logits (H+1, n, V) of states x (H+1, n, d), in place
@@ -204,13 +260,16 @@ def vo_scorer(view: ModelView, layer: int) -> Callable[[Tensor], tuple[Tensor, T
         return lin if bias is None else lin.add_(bias)
 
     def score(ids: Tensor) -> tuple[Tensor, Tensor]:
-        e, n = E[ids], len(ids)
+        e, n = view.embed(ids), len(ids)
         a = torch.einsum("nd,hde->hne", block_norm(e), heads.W_V.float()) + heads.b_V.float()[:, None]
         u = torch.einsum("hne,hed->hnd", a, W_O)  # (H, n, d): each head's update
         u = torch.cat([u, u.sum(0, keepdim=True)])
         update, residual = (buffer(H + 1, n, V) for buffer in buffers)
-        torch.bmm(a, M, out=update[:H])
-        torch.mm(a.transpose(0, 1).reshape(n, H * dh), M.reshape(H * dh, V), out=update[H])
+        if factored:
+            torch.bmm(a, M, out=update[:H])
+        else:
+            torch.mm(u[:H].reshape(H * n, d), Gm.T, out=update[:H].view(H * n, V))
+        torch.mm(u[H], Gm.T, out=update[H])
         c = e + heads.b_O.float()
         torch.add(update, c @ Gm.T, out=residual)
         return finish(residual, u + c), finish(update, u)
@@ -229,7 +288,7 @@ def qk_top(view: ModelView, layer: int, ids: Tensor, k: int = 5, chunk: int = 64
 def vo_top(view: ModelView, layer: int, ids: Tensor, k: int = 5, chunk: int = 64) -> tuple[Top, Top]:
     """Top-k output tokens of every key token for every head and the sum over heads, `(H+1, n, k)`:
     read with the residual, final_norm(e + u_h + b_O), and from the update alone, final_norm(u_h)."""
-    return tuple(_topk_in_chunks(vo_scorer(view, layer), ids.to(view.device), k, chunk))
+    return tuple(_topk_in_chunks(vo_scorer(view, layer, len(ids)), ids.to(view.device), k, chunk))
 
 
 @torch.no_grad()
@@ -241,21 +300,36 @@ def update_norms(view: ModelView, layer: int, ids: Tensor) -> Tensor:
     return torch.cat([u, u.sum(0, keepdim=True)]).norm(dim=-1)
 
 
-def noun_table(view: ModelView, vocab: list[str], queries: Queries, layers: list[int], k: int = 5) -> pd.DataFrame:
+@torch.no_grad()
+def probe_tops(view: ModelView, layers: list[int], ids: Tensor, k: int = 5, chunk: int = 64) -> dict[str, Tensor]:
+    """Top-k token ids of the three probes at every block of `layers`, on the CPU: "qk" `(B, H, n, k)`, the
+    keys each query seeks; "vo" and "vo_update" `(B, H+1, n, k)`, the readout of final_norm(e + u_h + b_O)
+    and of the update alone, final_norm(u_h) (row H: the sum over heads)."""
+    out = {"qk": [], "vo": [], "vo_update": []}
+    for layer in tqdm(layers, desc="head probes", unit="block"):
+        (_, qk), ((_, vo), (_, update)) = qk_top(view, layer, ids, k, chunk), vo_top(view, layer, ids, k, chunk)
+        for name, top in (("qk", qk), ("vo", vo), ("vo_update", update)):
+            out[name].append(top.cpu())
+    return {name: torch.stack(tops) for name, tops in out.items()}
+
+
+def noun_table(view: ModelView, vocab: list[str], queries: Queries, layers: list[int], k: int = 5,
+               tops: dict[str, Tensor] | None = None) -> pd.DataFrame:
     """A4/A5 in long form: one row per (block, probe, noun, head), the top-k tokens joined by ' | '.
 
     probe "QK": the keys a noun's query seeks; "VO": final_norm(e + u_h + b_O), what the residual reads
     after head h wrote its update for the noun; "VO update": final_norm(u_h), the update alone.
     VO rows have a head "sum" (the sum over heads) and `norm` = ||u_h||. `top1` is the first token,
-    `matches` how many of the k are in the noun's variant set (`variants`).
+    `matches` how many of the k are in the noun's variant set (`variants`). `tops`: the queries'
+    `probe_tops` at `layers`, when already computed.
     """
+    tops = probe_tops(view, layers, queries.ids, k) if tops is None else tops
     forms = [variants(word) for word in queries.words]
     rows = []
-    for layer in tqdm(layers, desc="noun probes", unit="block"):
-        _, qk = qk_top(view, layer, queries.ids, k)
-        (_, vo), (_, update) = vo_top(view, layer, queries.ids, k)
-        norms = update_norms(view, layer, queries.ids)
-        for probe, top in (("QK", qk), ("VO", vo), ("VO update", update)):
+    for b, layer in enumerate(layers):
+        norms = update_norms(view, layer, queries.ids).cpu()
+        for probe, name in (("QK", "qk"), ("VO", "vo"), ("VO update", "vo_update")):
+            top = tops[name][b]
             for h in range(top.shape[0]):
                 head = "sum" if h == view.n_heads else str(h)
                 for i, word in enumerate(queries.words):
@@ -268,12 +342,12 @@ def noun_table(view: ModelView, vocab: list[str], queries: Queries, layers: list
 
 
 # ----------------------------------------------------------------------------------------------
-# aggregate probe rates
+# aggregate probe rates and how specific the keys are
 
 
-def _share_in_variants(mask: Tensor, top: Tensor) -> np.ndarray:
-    """Fraction of each query's top-k tokens `(R, n, k)` that are in its variant set (mask `(n, V)`): `(R, n)`."""
-    return mask[torch.arange(mask.shape[0])[None, :, None], top.cpu()].float().mean(-1).numpy()
+def variant_rates(mask: Tensor, top: Tensor) -> np.ndarray:
+    """Fraction of each query's top-k tokens `(..., n, k)` that are in its variant set (mask `(n, V)`): `(..., n)`."""
+    return mask[torch.arange(mask.shape[0])[:, None], top.cpu()].float().mean(-1).numpy()
 
 
 @torch.no_grad()
@@ -285,9 +359,59 @@ def probe_rates(view: ModelView, layers: list[int], ids: Tensor, mask: Tensor, k
     `vo_update` `(L, H+1, n)` (row H: the sum over heads); `vo` reads final_norm(e + u_h + b_O),
     `vo_update` the head's update alone, final_norm(u_h).
     """
-    out = {"qk": [], "vo": [], "vo_update": []}
-    for layer in tqdm(layers, desc="probe rates", unit="block"):
-        (_, qk), ((_, vo), (_, update)) = qk_top(view, layer, ids, k, chunk), vo_top(view, layer, ids, k, chunk)
-        for name, top in (("qk", qk), ("vo", vo), ("vo_update", update)):
-            out[name].append(_share_in_variants(mask, top))
-    return {name: np.stack(values) for name, values in out.items()}
+    return {name: variant_rates(mask, top) for name, top in probe_tops(view, layers, ids, k, chunk).items()}
+
+
+@torch.no_grad()
+def key_specificity(view: ModelView, layer: int, ids: Tensor, top: Tensor) -> np.ndarray:
+    """How much each query's top keys belong to it rather than to the other queries, per head: `(H, n)`.
+
+    For head h and query i, s_h(i, j) is the mean cosine between the query token and the top-k keys that
+    query j receives (ids `top` `(H, n, k)`), both on the block's sphere, block_norm(e). The value is the
+    share of the other queries j whose keys are farther from i than i's own keys, s_h(i, i) > s_h(i, j)
+    (ties count half): 0.5 when the keys are unrelated to the query (random weights) or the same for
+    every query, 1 when every query's own keys are the closest to it. The comparison with the other
+    queries' keys removes what all keys share (a common direction of the embeddings).
+    """
+    norm, n = view.block_norm(layer), len(ids)
+    if n < 2:
+        raise ValueError("key specificity compares a query with the others: it needs at least 2 queries")
+    queries = torch.nn.functional.normalize(norm(view.embed(ids)), dim=-1)  # (n, d)
+    keys = torch.nn.functional.normalize(norm(view.embed(top)), dim=-1)  # (H, n, k, d)
+    s = torch.einsum("id,hjkd->hij", queries, keys).cpu().double() / top.shape[-1]  # (H, n, n)
+    own = s.diagonal(dim1=1, dim2=2)[..., None]  # (H, n, 1)
+    wins = (own > s).double().sum(-1) + 0.5 * ((own == s).double().sum(-1) - 1)  # i against itself left out
+    return (wins / (n - 1)).numpy()
+
+
+def query_estimate(per_query: np.ndarray, *, best_head: bool = False, unit: str = "nouns", n_boot: int = 1000,
+                   seed: int = 0) -> Estimate:
+    """A value per head and query, `(..., n)` (heads, or blocks x heads, in the leading dimensions), summed
+    up as the mean over heads and queries, or with `best_head` as the largest per-head mean over queries
+    (the best head is chosen again in every resample); 95% bootstrap interval resampling the queries.
+    The heads are not resampled: they are the model's."""
+    rows = per_query.reshape(-1, per_query.shape[-1])
+    if best_head:
+        return bootstrap(lambda i: rows[:, i].mean(1).max(), rows.shape[1], unit=unit, n_boot=n_boot, seed=seed)
+    return bootstrap_mean(rows.mean(0), unit=unit, n_boot=n_boot, seed=seed)
+
+
+def peak_depth(curve: np.ndarray, layers: list[int], n_layers: int, *, unit: str = "nouns", n_boot: int = 1000,
+               seed: int = 0) -> Estimate:
+    """Where a rate peaks over depth: curve `(B, n)` per probed block of `layers` and query; the value is
+    the depth block / (L - 1) in [0, 1] of the block with the largest mean over queries (the mean depth of
+    tied blocks), NaN when that mean is zero everywhere (no peak); 95% bootstrap interval over queries."""
+    depth = np.asarray(layers, dtype=np.float64) / max(n_layers - 1, 1)
+
+    def statistic(i: np.ndarray) -> float:
+        mean = curve[:, i].mean(1)
+        return float(depth[mean == mean.max()].mean()) if mean.max() > 0 else math.nan
+
+    return bootstrap(statistic, curve.shape[1], unit=unit, n_boot=n_boot, seed=seed)
+
+
+def count_table(vocab: list[str], groups: dict[str, list[str]]) -> pd.DataFrame:
+    """How many words of each group have each number of variant tokens in the vocabulary: one row per count,
+    one column per group (the distributions a fair baseline must match)."""
+    columns = {name: pd.Series(variant_counts(vocab, words)).value_counts() for name, words in groups.items()}
+    return pd.DataFrame(columns).fillna(0).astype(int).sort_index().rename_axis("variant tokens")

@@ -1,4 +1,5 @@
 """Noun probes, head SVD tables and probe rates against direct, slow computations on tiny models."""
+import numpy as np
 import pytest
 import torch
 
@@ -77,10 +78,11 @@ def _direct_logits(v, layer, token, h=None, residual=True):
     return logits if v.b_U is None else logits + v.b_U.detach()
 
 
-def test_vo_probe_matches_direct_computation(model):
+@pytest.mark.parametrize("n_queries", [None, 1], ids=["factored", "direct"])
+def test_vo_probe_matches_direct_computation(model, n_queries):
     v = model.view
     layer, ids = v.n_layers - 1, torch.tensor([NOUN, 99])
-    with_residual, update = P.vo_scorer(v, layer)(ids)
+    with_residual, update = P.vo_scorer(v, layer, n_queries)(ids)
     assert with_residual.shape == (v.n_heads + 1, 2, v.W_E.shape[0])
     for h in (0, HEAD, None):
         row = v.n_heads if h is None else h
@@ -103,6 +105,8 @@ def test_noun_table_rows_are_the_probes(model):
     queries = P.single_tokens(model.tokenizer, ["time", "water", "zxqv"], leading_space=True)
     assert queries.words == ["time", "water"] and queries.dropped == ["zxqv"]
     table = P.noun_table(v, vocab, queries, [1], K).set_index(["probe", "noun", "head"])
+    given = P.noun_table(v, vocab, queries, [1], K, tops=P.probe_tops(v, [1], queries.ids, K))
+    assert given.set_index(["probe", "noun", "head"]).equals(table)
     assert len(table) == 2 * (v.n_heads + 2 * (v.n_heads + 1))
     _, qk = P.qk_top(v, 1, queries.ids, K)
     (_, vo), _ = P.vo_top(v, 1, queries.ids, K)
@@ -206,6 +210,7 @@ def test_noun_tokens_and_random_words(tiny_gpt2_dir):
         assert tokenizer.batch_decode(q.ids[:, None]) == [(" " if space else "") + w for w in q.words]
     vocab = P.vocab_strings(tokenizer, 50257)
     a, b = (P.random_words(vocab, 50, True, nouns, seed=3) for _ in range(2))
+    assert P.variant_counts(vocab, nouns).tolist() == P.variant_mask(vocab, nouns).sum(1).tolist()
     assert a.words == b.words and len(set(a.words)) == 50
     assert not set(a.words) & set().union(*(P.variants(n) for n in nouns))
     assert [vocab[i] for i in a.ids.tolist()] == [" " + w for w in a.words]
@@ -229,3 +234,82 @@ def test_probe_rates_count_variants_in_the_top_k(model):
                 for j, w in enumerate(words):
                     hits = sum(vocab[t] in P.variants(w) for t in top[h, j].tolist())
                     assert rates[name][i, h, j] == pytest.approx(hits / K)
+
+
+def test_random_words_match_the_variant_counts(tiny_gpt2_dir):
+    from lotlib import common_nouns
+
+    tokenizer = load_model(str(tiny_gpt2_dir)).tokenizer
+    vocab, nouns = P.vocab_strings(tokenizer, 50257), common_nouns()
+    counts = P.variant_counts(vocab, P.single_tokens(tokenizer, nouns, False).words)
+    matched = P.random_words(vocab, len(counts), False, nouns, seed=0, like=counts)
+    assert sorted(P.variant_counts(vocab, matched.words)) == sorted(counts)  # one for one
+    unmatched = P.random_words(vocab, len(counts), False, nouns, seed=0)
+    assert P.variant_counts(vocab, unmatched.words).mean() < counts.mean()  # the cap the matching removes
+    assert P.random_words(vocab, len(counts), False, nouns, seed=0, like=counts).words == matched.words
+    few = P.random_words(vocab, 10, False, nouns, seed=1, like=counts)
+    assert len(few.words) == 10 and set(P.variant_counts(vocab, few.words)) <= set(counts)
+    table = P.count_table(vocab, {"nouns": nouns, "matched": matched.words})
+    assert table["matched"].sum() == len(counts) and table.index.name == "variant tokens"
+
+
+def test_matching_falls_back_to_the_nearest_count():
+    rng = np.random.default_rng(0)
+    picks = P._matching(np.array([2, 2, 5, 8]), np.array([8, 8, 2]), rng)
+    assert sorted(picks[:2]) == [2, 3] and picks[2] in (0, 1)  # the second 8 takes the 5, the nearest left
+
+
+def _specificity_by_hand(v, layer, ids, top):
+    X = torch.nn.functional.normalize(v.block_norm(layer)(v.embed(ids)), dim=-1)
+    H, n, k = top.shape
+    out = np.zeros((H, n))
+    for h in range(H):
+        keys = [torch.nn.functional.normalize(v.block_norm(layer)(v.embed(top[h, j])), dim=-1) for j in range(n)]
+        for i in range(n):
+            s = [(keys[j] @ X[i]).mean().item() for j in range(n)]
+            out[h, i] = np.mean([1.0 if s[i] > s[j] else 0.5 if s[i] == s[j] else 0.0 for j in range(n) if j != i])
+    return out
+
+
+def test_key_specificity_against_a_direct_computation(model):
+    v = model.view
+    ids = torch.tensor([NOUN, 42, 7000, 99, 1234])
+    _, top = P.qk_top(v, 0, ids, K)
+    spec = P.key_specificity(v, 0, ids, top)
+    assert spec.shape == (v.n_heads, 5)
+    np.testing.assert_allclose(spec, _specificity_by_hand(v, 0, ids, top), atol=1e-6)
+    same = P.key_specificity(v, 0, ids, top[:, :1].expand_as(top))  # one set of keys for every query
+    np.testing.assert_allclose(same, 0.5)
+    itself = P.key_specificity(v, 0, ids, ids[None, :, None].expand(v.n_heads, 5, K))  # each query is its keys
+    np.testing.assert_allclose(itself, 1.0)
+
+
+def test_query_estimates():
+    rates = np.array([[0.0, 0.2, 0.4, 0.2], [0.6, 0.6, 0.8, 0.8]])  # (heads, queries)
+    mean = P.query_estimate(rates, n_boot=200, seed=1)
+    assert mean.value == pytest.approx(0.45) and mean.lo <= mean.value <= mean.hi and mean.n == 4
+    best = P.query_estimate(rates[None], best_head=True, n_boot=200, seed=1)  # (blocks, heads, queries)
+    assert best.value == pytest.approx(0.7) and best.unit == "nouns"
+    assert P.query_estimate(rates, best_head=True, n_boot=200, seed=1) == best  # deterministic for a seed
+    swapped = P.query_estimate(np.eye(2), best_head=True, n_boot=200, seed=1)  # each head best on one query
+    assert swapped.value == 0.5 and swapped.lo == 0.5 and swapped.hi == 1.0  # the best head chosen per resample
+
+
+def test_peak_depth():
+    curve = np.array([[0.0, 0.1, 0.0], [0.3, 0.5, 0.4], [0.1, 0.0, 0.1]])  # (blocks, queries)
+    peak = P.peak_depth(curve, [0, 5, 10], 11, n_boot=100)
+    assert peak.value == pytest.approx(0.5) and 0 <= peak.lo <= peak.hi <= 1
+    tied = P.peak_depth(np.array([[0.2, 0.2], [0.0, 0.0], [0.2, 0.2]]), [0, 5, 10], 11, n_boot=10)
+    assert tied.value == pytest.approx(0.5)  # the mean depth of the tied blocks, not the first
+    assert np.isnan(P.peak_depth(np.zeros((3, 4)), [0, 5, 10], 11, n_boot=10).value)
+
+
+@pytest.mark.parametrize("kind", ["qk", "vo"])
+def test_direct_singular_values_give_rank_d_head(model, kind):
+    v = model.view
+    s = HS.direct_singular_values(v, 1, kind)
+    assert s.shape == (v.n_heads, v.d_model) and torch.allclose(s[:, 0], torch.ones(v.n_heads, dtype=torch.float64))
+    assert (HS.numerical_rank(s) == v.d_head).all()  # random factors: full rank d_head, exactly
+    _, S, _ = HS.head_svd(v, 1, kind)
+    torch.testing.assert_close(s[:, : v.d_head], (S / S[:, :1]).double(), rtol=1e-4, atol=1e-6)
+    assert HS.numerical_rank(torch.zeros(3, 8, dtype=torch.float64)).tolist() == [0, 0, 0]
