@@ -25,8 +25,10 @@ def token_path(model: Model, ids: np.ndarray, position: int) -> np.ndarray:
 
 @torch.inference_mode()
 def final_normed(model: Model, X: np.ndarray) -> np.ndarray:
-    """States `(..., d)` through the model's final norm (gamma and beta included), on the CPU."""
-    return model.view.final_norm(torch.from_numpy(np.asarray(X, dtype=np.float32))).cpu().numpy()
+    """States `(..., d)` through the model's final norm (gamma and beta included), computed on the model's
+    device and returned on the CPU."""
+    X = torch.from_numpy(np.asarray(X, dtype=np.float32)).to(model.view.device)
+    return model.view.final_norm(X).cpu().numpy()
 
 
 def lens_logits(model: Model, X: np.ndarray) -> np.ndarray:

@@ -32,6 +32,15 @@ def cos_to_ones(x: Tensor) -> Tensor:
     return x.sum(-1) / (x.shape[-1] ** 0.5 * x.norm(dim=-1))
 
 
+def gamma_axis_ratio(gamma: Tensor, q: float = 0.05) -> float:
+    """How far gamma stretches the sphere from a sphere: the ratio of the (1 - q) to the q quantile of |gamma|
+    over the d coordinates `(d,)` (the ellipsoid's long to short axes, robust to a few outlying coordinates).
+    1 for gamma = 1 (an untrained norm), inf when the q quantile is 0."""
+    g = gamma.detach().cpu().double().abs()
+    low, high = torch.quantile(g, torch.tensor([q, 1 - q], dtype=torch.float64))
+    return float(high / low) if low > 0 else float("inf")
+
+
 def random_cos_to_ones(d: int) -> float:
     """E|cos(x, 1)| for a uniformly random direction in d dimensions (1/2 for d = 3, ~sqrt(2 / (pi d)))."""
     return float(np.exp(gammaln(d / 2) - gammaln((d + 1) / 2)) / np.sqrt(np.pi))
@@ -43,17 +52,21 @@ def norm_statistics(model: Model, ids: np.ndarray, batch_size: int = 8, progress
 
     `residual` ||x(t)||; `normalized` ||normalize(x(t))|| computed in float32 as the model does, by the
     norm that reads x(t) (see `reading_norms`); `predicted` the eps formula (float64); `cos_ones`
-    cos(x(t), 1), signed. Captured `batch_size` sequences at a time, so memory stays small.
+    cos(x(t), 1) of the state itself and `cos_ones_normalized` cos(x̂(t), 1) of the normalized state x̂ (before
+    gamma), both signed: LayerNorm's centring makes the second 0, RMSNorm leaves it equal to the first.
+    Captured `batch_size` sequences at a time (states come back on the CPU), so memory stays small.
     """
-    norms = model.view.reading_norms()
+    norms = model.view.reading_norms()  # normalize uses neither gamma nor beta: it runs on the CPU states
     parts = []
     for start in tqdm(range(0, len(ids), batch_size), desc="norm statistics", unit="batch", disable=not progress):
         X = torch.from_numpy(capture(model, ids[start:start + batch_size], all_positions=True, progress=False))
-        per_layer = [(X[..., t, :].norm(dim=-1).double(), norm.normalize(X[..., t, :]).double().norm(dim=-1),
-                      norm.predicted_norm(X[..., t, :]), cos_to_ones(X[..., t, :]))
-                     for t, norm in enumerate(norms)]
+        per_layer = []
+        for t, norm in enumerate(norms):
+            x_hat = norm.normalize(X[..., t, :])
+            per_layer.append((X[..., t, :].norm(dim=-1).double(), x_hat.double().norm(dim=-1),
+                              norm.predicted_norm(X[..., t, :]), cos_to_ones(X[..., t, :]), cos_to_ones(x_hat)))
         parts.append([torch.stack(column, -1).numpy() for column in zip(*per_layer)])
-    names = ("residual", "normalized", "predicted", "cos_ones")
+    names = ("residual", "normalized", "predicted", "cos_ones", "cos_ones_normalized")
     return {"d": model.view.d_model, **{name: np.concatenate(column) for name, column in zip(names, zip(*parts))}}
 
 
@@ -106,7 +119,7 @@ def strongest_coordinates(form: Tensor, k: int, gamma: Tensor | None = None,
     pair = torch.diagonal(A)[:, None] + torch.diagonal(A)[None, :] + A + A.T
     pair.fill_diagonal_(-1.0)
     if gamma is not None:
-        g = gamma.double().abs()
+        g = gamma.detach().cpu().double().abs()
         ratio = torch.maximum(g[:, None], g[None, :]) / torch.minimum(g[:, None], g[None, :])
         allowed = ratio >= min_ratio
         if allowed.any():  # otherwise (gamma nearly uniform) every pair is allowed
@@ -165,13 +178,23 @@ def global_variants(E: Tensor) -> Iterator[tuple[str, Tensor]]:
     yield VARIANTS[3], s * (E - c)
 
 
+def degenerate_rows(E: Tensor, reference: Norm) -> Tensor:
+    """Rows of `E` `(V, d)` that the reference norm sends to 0, bool `(V,)`: zero second moment (an all-zero row,
+    such as an untrained model's padding row; for LayerNorm also a constant row). Their cosine to the reference
+    is 0/0, so the table leaves them out and reports how many there are."""
+    return reference.second_moment(E.detach().cpu()) == 0
+
+
 def row_distances(E: Tensor, reference: Norm) -> dict[str, tuple[Tensor, Tensor]]:
-    """Per row of each global variant: (L2 distance, cosine distance) to reference.normalize(E), `(V,)` each."""
+    """Per row of each global variant: (L2 distance, cosine distance) to reference.normalize(E), `(V',)` each,
+    over the V' rows that are not `degenerate_rows` (c and s are computed on every row)."""
     E = E.detach().cpu()
-    R = reference.normalize(E).double()
+    keep = ~degenerate_rows(E, reference)
+    R = reference.normalize(E[keep]).double()
     R_norm = R.norm(dim=1)
     out = {}
     for name, A in global_variants(E):
+        A = A[keep]
         cos = torch.einsum("vd,vd->v", A, R) / (A.norm(dim=1) * R_norm)
         out[name] = ((A - R).norm(dim=1), 1 - cos)
     return out
@@ -187,13 +210,15 @@ def distance_table(distances: dict[str, tuple[Tensor, Tensor]]) -> pd.DataFrame:
 
 def table_identities(E: Tensor, reference: Norm,
                      distances: dict[str, tuple[Tensor, Tensor]]) -> dict[str, float]:
-    """Largest violation of each exact identity of the table (0 up to float64 rounding, or up to eps):
+    """Largest violation of each exact identity of the table over the rows that are not `degenerate_rows`
+    (0 up to float64 rounding, or up to eps):
 
     cos(Original) = cos(Scaled); cos(Centered) = cos(Centered & scaled);
     ||ref(e)|| = sqrt(d * m / (m + eps)) (and its distance from sqrt(d), which is eps's doing).
     """
     cd = {name: d[1] for name, d in distances.items()}
     E = E.detach().cpu()
+    E = E[~degenerate_rows(E, reference)]
     norms = reference.normalize(E.double()).double().norm(dim=1)
     return {"cos_original_vs_scaled": float((cd[VARIANTS[0]] - cd[VARIANTS[2]]).abs().max()),
             "cos_centered_vs_centered_scaled": float((cd[VARIANTS[1]] - cd[VARIANTS[3]]).abs().max()),

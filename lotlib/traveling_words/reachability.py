@@ -33,25 +33,58 @@ def reachability_scores(view: ModelView) -> pd.DataFrame:
 
 
 def _reachable_part(norm: Norm, U: Tensor) -> Tensor:
-    """P(gamma * u) for each row u of `U`: the part of gamma * u that a normalized state can align with."""
-    return norm.center(U.double() * norm.gamma.to(U.device).double())
+    """P(gamma * u) for each row u of `U`: the part of gamma * u that a normalized state can align with
+    (float64, on the CPU)."""
+    return norm.center(U.detach().cpu().double() * norm.gamma.detach().cpu().double())
+
+
+def has_best_state(view: ModelView) -> np.ndarray:
+    """Tokens `(V,)` (bool) whose P(gamma * u) is not zero, so that `best_states` is defined; the others (an
+    all-zero unembedding row, such as an untrained model's padding row) get the same logit from every state."""
+    return (_reachable_part(view.final_norm, view.unembedding()[0]).norm(dim=1) > 0).numpy()
 
 
 def best_states(norm: Norm, U: Tensor) -> Tensor:
     """For each row u of `U` `(k, d)`, the state on the norm's sphere (and hyperplane, LayerNorm) that gives
-    u its largest logit: sqrt(d) P(gamma * u) / ||P(gamma * u)||, `(k, d)`."""
+    u its largest logit: sqrt(d) P(gamma * u) / ||P(gamma * u)||, `(k, d)` float64 on the CPU."""
     reach = _reachable_part(norm, U)
     return U.shape[1] ** 0.5 * reach / reach.norm(dim=1, keepdim=True)
 
 
-def rank_at_best_state(view: ModelView, token_ids) -> tuple[np.ndarray, np.ndarray]:
-    """Each token's rank among all logits (0 = top prediction) and its logit, when the residual state is
-    its best state (`best_states`), read by the model (`ModelView.logits`)."""
-    token_ids = torch.as_tensor(list(token_ids), device=view.device)
-    rows = view.unembedding()[0][token_ids]
-    logits = view.logits(best_states(view.final_norm, rows).float())
-    own = logits.gather(1, token_ids[:, None])
-    return (logits > own).sum(1).cpu().numpy(), own[:, 0].cpu().numpy()
+def rank_at_best_state(view: ModelView, token_ids, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's rank among all logits (0 = top prediction) and its logit, `(k,)` each, when the residual
+    state is its best state (`best_states`), read by the model (`ModelView.logits`), `batch_size` tokens at a
+    time."""
+    token_ids = torch.as_tensor(np.asarray(list(token_ids), dtype=np.int64))
+    rows = view.unembedding()[0]
+    ranks, own_logits = [], []
+    for batch in token_ids.split(batch_size):
+        logits = view.logits(best_states(view.final_norm, rows[batch.to(rows.device)]).float())
+        own = logits.gather(1, batch.to(logits.device)[:, None])
+        ranks.append((logits > own).sum(1).cpu())
+        own_logits.append(own[:, 0].cpu())
+    return torch.cat(ranks).numpy(), torch.cat(own_logits).numpy()
+
+
+def win_shares(view: ModelView, scores: pd.Series, n_tokens: int, share: float = 0.1,
+               seed: int = 0) -> pd.DataFrame:
+    """Whether tokens can be the top prediction at their own best state, sampled at both ends of a score.
+
+    Draws `n_tokens` tokens (seeded, without replacement) from the least and from the most reachable `share`
+    of the vocabulary by `scores` `(V,)`, among the tokens that `has_best_state`; one row per token:
+    token id, `end` ("bottom" or "top"), score, `rank` at its best state and `wins` (rank 0).
+    """
+    eligible = scores[has_best_state(view)].sort_values(kind="stable")
+    size = max(1, int(round(share * len(eligible))))
+    rng = np.random.default_rng(seed)
+    rows = []
+    for end, pool in (("bottom", eligible.index[:size]), ("top", eligible.index[-size:])):
+        picked = np.sort(rng.choice(np.asarray(pool), size=min(n_tokens, len(pool)), replace=False))
+        rows.append(pd.DataFrame({"token": picked, "end": end, "score": scores[picked].to_numpy()}))
+    table = pd.concat(rows, ignore_index=True)
+    table["rank"] = rank_at_best_state(view, table["token"])[0]
+    table["wins"] = table["rank"] == 0
+    return table
 
 
 def extreme_tokens(scores: pd.DataFrame, tokenizer, k: int = 5) -> dict[str, pd.DataFrame]:

@@ -1,6 +1,7 @@
 """Travel in the full space (Traveling Words, the reviewers' question): does each block move a token's
 normalized state toward the next word? cos(final_norm(x(t+1)) - final_norm(x(t)), e_next - e_current),
-against shuffled next tokens, with bootstrap intervals over pseudo-sentences.
+against shuffled next tokens, with bootstrap intervals over pseudo-sentences (the positions of one
+pseudo-sentence share their context, so they are resampled together).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from ..intervals import Estimate, bootstrap, bootstrap_mean
 from ..models.capture import capture
 from ..models.loading import Model
 
@@ -75,10 +77,13 @@ def travel_cosines(model: Model, ids: np.ndarray, baselines: dict[str, np.ndarra
 def paired_summary(true: np.ndarray, shuffled: np.ndarray, *, n_boot: int = 2000, seed: int = 0,
                    level: float = 0.95) -> pd.DataFrame:
     """Per column k of `(n, T-1, K)` cosines (or one column of `(n, T-1)`): mean over sentences of each
-    sentence's mean (true, shuffled, difference), the difference's standard error over sentences and a
-    bootstrap interval resampling whole sentences (positions of one sentence are not independent)."""
+    sentence's mean (true, shuffled, difference; positions where either is NaN left out of both), the
+    difference's standard error over sentences and a bootstrap interval resampling whole sentences (positions
+    of one sentence are not independent): the interval of `trip_difference` for the same seed."""
     if true.ndim == 2:
         true, shuffled = true[..., None], shuffled[..., None]
+    valid = np.isfinite(true) & np.isfinite(shuffled)
+    true, shuffled = np.where(valid, true, np.nan), np.where(valid, shuffled, np.nan)
     per_sentence = {"true": np.nanmean(true, axis=1), "shuffled": np.nanmean(shuffled, axis=1)}
     difference = per_sentence["true"] - per_sentence["shuffled"]  # (n, K)
     n = len(difference)
@@ -94,3 +99,33 @@ def travel_summaries(travel: dict[str, Travel], part: str, **kwargs) -> dict[tup
     (target table, baseline name); `kwargs` go to `paired_summary`."""
     return {(name, kind): paired_summary(getattr(t, part)["true"], cosines, **kwargs)
             for name, t in travel.items() for kind, cosines in getattr(t, part).items() if kind != "true"}
+
+
+def per_sentence_difference(true: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    """Each pseudo-sentence's mean over positions of true minus baseline cosines: `(n, K)` from `(n, T-1, K)`,
+    `(n,)` from `(n, T-1)`. Positions where either is NaN (a zero target) are left out of both."""
+    difference = true - baseline
+    return np.nanmean(difference, axis=1)
+
+
+def trip_difference(true: np.ndarray, baseline: np.ndarray, *, n_boot: int = 2000, seed: int = 0) -> Estimate:
+    """The whole trip's lean toward the true next word over the baseline's: the mean over pseudo-sentences of
+    `per_sentence_difference` of `(n, T-1)` cosines, with a bootstrap interval over pseudo-sentences."""
+    return bootstrap_mean(per_sentence_difference(true, baseline), unit="pseudo-sentences", n_boot=n_boot, seed=seed)
+
+
+def win_share(true: np.ndarray, baseline: np.ndarray, *, n_boot: int = 2000, seed: int = 0) -> Estimate:
+    """Share of positions where the true cosine `(n, T-1)` beats the baseline's (zero targets left out),
+    pooled over positions, with a bootstrap interval resampling whole pseudo-sentences."""
+    valid = np.isfinite(true) & np.isfinite(baseline)
+    wins, counts = ((true > baseline) & valid).sum(1), valid.sum(1)
+    return bootstrap(lambda idx: wins[idx].sum() / counts[idx].sum(), len(true), unit="pseudo-sentences",
+                     n_boot=n_boot, seed=seed)
+
+
+def positive_block_share(true: np.ndarray, baseline: np.ndarray, *, n_boot: int = 2000, seed: int = 0) -> Estimate:
+    """Share of blocks whose mean update (over pseudo-sentences) leans toward the true next word more than
+    toward the baseline's, from `(n, T-1, L)` step cosines, with a bootstrap interval over pseudo-sentences."""
+    difference = per_sentence_difference(true, baseline)  # (n, L)
+    return bootstrap(lambda idx: np.mean(np.nanmean(difference[idx], axis=0) > 0), len(difference),
+                     unit="pseudo-sentences", n_boot=n_boot, seed=seed)

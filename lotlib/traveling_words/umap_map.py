@@ -1,5 +1,6 @@
 """A seeded UMAP of embedding rows, cached on disk (new points are placed with `transform`), and
-`neighbour_agreement`: why a far-away normalized state lands near its top logit tokens on the map.
+`neighbour_agreement`: why a far-away normalized state lands near its top logit tokens on the map, and
+`approach_ratios`: whether a path on the map heads for one token more than for the others.
 """
 from __future__ import annotations
 
@@ -73,3 +74,15 @@ def neighbour_agreement(states: np.ndarray, rows: np.ndarray, k: int = 15) -> np
     nearest = np.argsort((rows ** 2).sum(1) - 2 * dots, axis=1)[:, :k]  # ||state||^2 is the same for all rows
     largest = np.argsort(-dots, axis=1)[:, :k]
     return (nearest[:, :, None] == largest[:, None, :]).any(-1).mean(-1)
+
+
+def approach_ratios(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """||end - p|| / ||start - p|| for each point p of `points` `(n, k)`, `(n,)`: below 1 the path from
+    `start` to `end` `(k,)` ends closer to p than it starts; the smaller, the more it heads for p."""
+    return np.linalg.norm(points - end, axis=1) / np.linalg.norm(points - start, axis=1)
+
+
+def approach_rank(ratios: np.ndarray, target: float) -> float:
+    """Share of `ratios` `(n,)` (the other tokens) smaller than the `target`'s: 0 when the path heads for the
+    target more than for any other token, about 1/2 when the target is nothing special."""
+    return float(np.mean(np.asarray(ratios) < target))

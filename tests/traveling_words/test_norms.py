@@ -73,6 +73,10 @@ def test_norm_statistics_match_a_direct_computation(model):
     np.testing.assert_allclose(stats["normalized"][..., L], x_final, rtol=1e-6)  # float32 GEMMs differ by batch
     cos = X.sum(-1) / (X.norm(dim=-1) * X.shape[-1] ** 0.5)
     np.testing.assert_allclose(stats["cos_ones"], cos.numpy(), atol=1e-6)
+    if model.view.final_norm.centres:  # the normalized state is on the hyperplane, the incoming one is not
+        assert np.abs(stats["cos_ones_normalized"]).max() < 1e-5 < np.abs(stats["cos_ones"]).max()
+    else:  # RMSNorm rescales: x_hat is parallel to x
+        np.testing.assert_allclose(stats["cos_ones_normalized"], stats["cos_ones"], atol=1e-5)
     table = geometry.norm_table(stats)
     assert len(table) == L + 1 and table["reading norm"].iloc[-1] == "final"
 
@@ -141,6 +145,13 @@ def test_strongest_coordinates_find_the_dominant_block():
     assert set(geometry.strongest_coordinates(form, 2, torch.ones(20), 2.0)[0]) == {3, 7}  # nothing qualifies
 
 
+def test_gamma_axis_ratio_is_one_for_a_sphere_and_the_quantile_ratio_otherwise():
+    assert geometry.gamma_axis_ratio(torch.ones(64)) == 1.0
+    gamma = -torch.linspace(1.0, 100.0, 101)  # |gamma| counts, a sign flip changes nothing
+    assert geometry.gamma_axis_ratio(gamma) == pytest.approx(95.05 / 5.95)
+    assert geometry.gamma_axis_ratio(torch.zeros(10)) == float("inf")
+
+
 def test_random_direction_baselines():
     assert geometry.random_cos_to_ones(3) == pytest.approx(0.5)
     c = np.linspace(-1, 1, 20001)
@@ -176,6 +187,27 @@ def test_table_identities_and_values(kind):
         assert distances["Original E"][1].min() > 1e-6
 
 
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_rows_sent_to_zero_are_left_out_of_the_table(kind):
+    """An untrained model's padding row is all zeros: its cosine to the reference is 0/0, not a violation."""
+    g = torch.Generator().manual_seed(7)
+    E = torch.randn(50, 16, generator=g) + 0.3
+    E[3] = 0.0
+    E[9] = 2.5  # a constant row: LayerNorm sends it to zero too
+    reference = Norm.unit(kind, 16, 1e-5)
+    degenerate = geometry.degenerate_rows(E, reference)
+    assert degenerate.nonzero().flatten().tolist() == ([3, 9] if kind == "layer" else [3])
+    distances = geometry.row_distances(E, reference)
+    for l2, cd in distances.values():
+        assert len(cd) == 50 - int(degenerate.sum()) and torch.isfinite(cd).all() and torch.isfinite(l2).all()
+    checks = geometry.table_identities(E, reference, distances)
+    assert all(np.isfinite(v) for v in checks.values())
+    assert checks["cos_original_vs_scaled"] < 1e-12 and checks["cos_centered_vs_centered_scaled"] < 1e-12
+    kept = geometry.row_distances(E[~degenerate], reference)  # the same rows, but c and s from every row
+    assert not torch.allclose(kept["Centered E-c"][0], distances["Centered E-c"][0])
+    torch.testing.assert_close(kept["Original E"][1], distances["Original E"][1])
+
+
 def test_reachability_scores_and_the_best_state(model):
     view = model.view
     norm, W_U = view.final_norm, view.W_U.detach()
@@ -209,3 +241,23 @@ def test_extreme_tokens_list_the_ends_with_repr(tiny_gpt2_dir):
     assert tables["top"]["||e||"].iloc[0].startswith(repr(tokenizer.decode([9])))
     assert tables["bottom"]["||e||"].iloc[0].startswith(repr(tokenizer.decode([4])))  # row 4 is nearest 0
     assert list(tables["top"].columns) == list(reachability.SCORES)
+
+
+def test_win_shares_sample_both_ends_and_skip_tokens_without_a_best_state(tiny_llama_dir):
+    model = _randomized(tiny_llama_dir)
+    view = model.view
+    with torch.no_grad():
+        view.W_U[:, 5] = 0.0  # an all-zero unembedding row (untied model): no best state
+    assert not reachability.has_best_state(view)[5] and reachability.has_best_state(view).sum() == view.vocab_size - 1
+    scores = reachability.reachability_scores(view)["max logit"]
+    drawn = reachability.win_shares(view, scores, n_tokens=40, share=0.01, seed=3)
+    assert len(drawn) == 80 and 5 not in drawn["token"].tolist()
+    eligible = scores.drop(5).sort_values()
+    size = round(0.01 * len(eligible))
+    assert set(drawn.loc[drawn["end"] == "bottom", "token"]) <= set(eligible.index[:size])
+    assert set(drawn.loc[drawn["end"] == "top", "token"]) <= set(eligible.index[-size:])
+    ranks, _ = reachability.rank_at_best_state(view, drawn["token"], batch_size=7)  # batches change nothing
+    np.testing.assert_array_equal(drawn["rank"], ranks)
+    np.testing.assert_array_equal(drawn["wins"], ranks == 0)
+    again = reachability.win_shares(view, scores, n_tokens=40, share=0.01, seed=3)
+    pd.testing.assert_frame_equal(drawn, again)

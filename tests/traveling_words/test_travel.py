@@ -6,8 +6,10 @@ import torch
 
 from lotlib import load_model
 from lotlib.traveling_words.lens import lens_logits, locate, logit_lens, token_path
-from lotlib.traveling_words.travel import paired_summary, shuffled_next, travel_cosines
-from lotlib.traveling_words.umap_map import fitted_umap, neighbour_agreement, umap_key, umap_path
+from lotlib.traveling_words.travel import (paired_summary, per_sentence_difference, positive_block_share,
+                                           shuffled_next, travel_cosines, trip_difference, win_share)
+from lotlib.traveling_words.umap_map import (approach_rank, approach_ratios, fitted_umap, neighbour_agreement,
+                                             umap_key, umap_path)
 
 SENTENCE = "To kill two birds with one stone"
 
@@ -78,6 +80,44 @@ def test_paired_summary_difference_interval_and_shift():
     np.testing.assert_allclose(shifted["ci_lo"] - s["ci_lo"], 0.3, atol=1e-12)
     true[0, 0, 0] = np.nan  # a repeated token: ignored, not propagated
     assert np.isfinite(paired_summary(true, shuffled, n_boot=10)["difference"]).all()
+
+
+def test_trip_estimates_resample_sentences_and_agree_with_the_summary_table():
+    rng = np.random.default_rng(5)
+    true, shuffled = rng.normal(0.05, 0.1, size=(30, 12)), rng.normal(0.0, 0.1, size=(30, 12))
+    true[2, 4], shuffled[7, 1] = np.nan, np.nan  # zero targets: left out of both sides of the pair
+    estimate = trip_difference(true, shuffled, n_boot=400, seed=1)
+    table = paired_summary(true, shuffled, n_boot=400, seed=1).iloc[0]
+    assert estimate.n == 30 and estimate.unit == "pseudo-sentences"
+    assert (estimate.value, estimate.lo, estimate.hi) == pytest.approx((table["difference"], table["ci_lo"], table["ci_hi"]))
+    paired = np.where(np.isnan(true) | np.isnan(shuffled), np.nan, true - shuffled)
+    assert estimate.value == pytest.approx(np.nanmean(paired, axis=1).mean())
+    np.testing.assert_allclose(per_sentence_difference(true, shuffled), np.nanmean(paired, axis=1))
+    assert estimate.lo < estimate.value < estimate.hi
+    assert trip_difference(shuffled, true, n_boot=400, seed=1).hi < 0  # the sign follows the pair
+
+
+def test_win_share_pools_positions_and_block_share_counts_leaning_blocks():
+    true = np.array([[1.0, 1.0, np.nan, 0.0], [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    baseline = np.full_like(true, 0.5)
+    share = win_share(true, baseline, n_boot=200, seed=0)
+    assert share.value == pytest.approx(7 / 11) and share.n == 3 and share.lo <= share.value <= share.hi
+    rng = np.random.default_rng(6)
+    lean = np.array([0.1, 0.1, -0.1, 0.1])  # three of four blocks lean toward the true next word
+    steps_true = rng.normal(0.0, 0.01, size=(40, 5, 4)) + lean
+    steps_baseline = rng.normal(0.0, 0.01, size=(40, 5, 4))
+    blocks = positive_block_share(steps_true, steps_baseline, n_boot=200, seed=0)
+    assert blocks.value == 0.75 and blocks.lo == blocks.hi == 0.75  # far from zero: every resample agrees
+
+
+def test_approach_ratio_and_the_rank_of_the_target():
+    points = np.array([[10.0, 0.0], [0.0, 10.0], [-10.0, 0.0], [9.0, 1.0]])
+    start, end = np.zeros(2), np.array([8.0, 0.0])
+    ratios = approach_ratios(start, end, points)
+    np.testing.assert_allclose(ratios, [0.2, np.hypot(8, 10) / 10, 1.8, np.hypot(1, 1) / np.hypot(9, 1)])
+    assert approach_rank(np.delete(ratios, 3), ratios[3]) == 0.0  # the path heads for point 3 most
+    assert approach_rank(np.delete(ratios, 0), ratios[0]) == pytest.approx(1 / 3)
+    assert approach_rank(np.delete(ratios, 2), ratios[2]) == 1.0
 
 
 @pytest.mark.parametrize("fixture", ["tiny_gpt2_dir", "tiny_llama_dir"])
