@@ -29,6 +29,7 @@ from ..storage.atomic import write_atomic, write_text_atomic
 from .parameters import Parameter, check_parameters, declared_parameters, read_declared
 
 KERNEL = "python3"
+KERNEL_START_TIMEOUT = 300  # seconds: several kernels importing torch at once on two cores take minutes
 PACKAGE = Path(__file__).resolve().parents[1]  # the lotlib package folder
 PARSING = threading.Lock()  # Python 3.11's ast is not thread-safe (SystemError "AST constructor recursion depth
 # mismatch", CPython gh-106905): concurrent runs in one process (a Dask worker's threads) parse one at a time
@@ -306,7 +307,8 @@ def _execute(staged: Path, partial: Path, parameters: dict, folder: Path, progre
     try:
         return papermill.execute_notebook(str(staged), str(partial), parameters=parameters, kernel_name=KERNEL,
                                           progress_bar=progress, resources={"metadata": {"path": str(folder)}},
-                                          kernel_manager_class=LocalKernelManager)
+                                          kernel_manager_class=LocalKernelManager,
+                                          start_timeout=KERNEL_START_TIMEOUT)
     except papermill.PapermillExecutionError as err:
         cell = err.exec_count - 1 if err.exec_count else "?"  # the hidden context cell ran first
         raise NotebookFailed(f"{name}: cell {cell} raised {err.ename}: {err.evalue}{kept}",
