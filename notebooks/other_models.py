@@ -70,7 +70,7 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # the book's model, whose claims are judged: embedded name, local folder or hub id
-others: "list[str] | None" = None  # models shown beside it (None: the embedded models other than `model`)
+others: "list[str] | None" = None  # models shown beside it (None: the embedded models other than `model`; none for an untrained model, a null whose own claims alone are read)
 device: str = "auto"  # where the models run: auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the models' weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
@@ -108,7 +108,8 @@ from lotlib.lines_of_thought.truncation import truncation_scores
 from lotlib.models.bounds import pilot_count
 
 plots.apply_theme()
-names = [model, *([m for m in lotlib.EMBEDDED if m != model] if others is None else [m for m in others if m != model])]
+default_others = [] if model.startswith("untrained:") else [m for m in lotlib.EMBEDDED if m != model]
+names = [model, *(default_others if others is None else [m for m in others if m != model])]
 print(f"the book's model: {model}; shown beside it: {', '.join(names[1:]) or 'none'}")
 
 
