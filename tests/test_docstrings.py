@@ -25,4 +25,6 @@ def test_docstring_is_clean_rst(name, doc):
     document = docutils.core.publish_doctree(doc, settings_overrides=settings)
     problems = [m.astext() for m in document.findall(docutils.nodes.system_message)
                 if m["level"] >= docutils.utils.Reporter.WARNING_LEVEL]
+    # errors found by transforms (an undefined |substitution|) leave a `problematic` node, not a message
+    problems += [f"problematic markup: {p.astext()}" for p in document.findall(docutils.nodes.problematic)]
     assert not problems, f"{name}: {problems}"

@@ -157,7 +157,7 @@ def plan_book(root: Path, *, quick: bool, model: str, device: str = "auto", dtyp
                               params, tuple(swept_dependencies(root, chapter_source(root, name), params)))
             (later if name in last else first).append(chapter)
     null_notebooks = book_folder(root, nulled, quick) / "notebooks" if nulled else None
-    later = [_with_inputs(c, stage / "notebooks", null_notebooks) for c in later]
+    later = [_with_inputs(c, stage / "notebooks", null_notebooks, last) for c in later]
     return first, later
 
 
@@ -174,22 +174,23 @@ def swept_dependencies(root: Path, source: Path, parameters: dict) -> list[Path]
     return notebook_dependencies(chapter_source(root, parameters.get("chapter", declared["chapter"].default)))
 
 
-def _with_inputs(chapter: Chapter, notebooks: Path, null_notebooks: Path | None) -> Chapter:
+def _with_inputs(chapter: Chapter, notebooks: Path, null_notebooks: Path | None, last: list[str]) -> Chapter:
     """A run_last chapter reads the book's summaries (and the null's, and every built book's for the atlas):
-    they join its parameters (as paths relative to its own folder) and its execution key."""
+    they join its parameters (as paths relative to its own folder) and its execution key. The summaries of the
+    `last` chapters themselves are left out: they run at the same time and read none of each other's."""
     declared = read_declared(chapter.source)
     params, inputs = dict(chapter.parameters), []
-    mine = [p for p in sorted(notebooks.glob("*.summary.json")) if not p.name.startswith(f"{chapter.name}.")]
+    chapters = lambda folder: [p for p in sorted(folder.glob("*.summary.json"))  # noqa: E731
+                               if p.name.removesuffix(".summary.json") not in last]
     if "summaries_dir" in declared:
         params["summaries_dir"] = "."
-        inputs += mine
+        inputs += chapters(notebooks)
     if "null_summaries_dir" in declared and null_notebooks is not None:
         params["null_summaries_dir"] = os.path.relpath(null_notebooks, notebooks)
-        inputs += sorted(null_notebooks.glob("*.summary.json"))
+        inputs += chapters(null_notebooks)
     if "books_dir" in declared:
         params["books_dir"] = os.path.relpath(notebooks.parents[1], notebooks)
-        inputs += [p for p in sorted(notebooks.parents[1].glob("*/notebooks/*.summary.json"))
-                   if p.parent != notebooks or not p.name.startswith(f"{chapter.name}.")]
+        inputs += [p for folder in sorted(notebooks.parents[1].glob("*/notebooks")) for p in chapters(folder)]
     return Chapter(chapter.name, chapter.book, chapter.source, chapter.output, params,
                    (*chapter.depends_on, *inputs))
 
@@ -284,13 +285,20 @@ def build_book(root: Path, quick: bool = False, jobs: int = 2, *, model: str | N
         result = subprocess.run([str(jb), "build", str(stage), "--warningiserror", "--nitpick", "--keep-going",
                                  *everything], stdout=out, stderr=subprocess.STDOUT)
     if result.returncode != 0:
-        tail = "\n".join(log.read_text().splitlines()[-30:])
-        raise NotebookFailed(f"jupyter-book build of {stage} failed (exit {result.returncode}); the Sphinx warnings "
-                             f"say which page (whole log: {log}):\n{tail}")
+        raise NotebookFailed(f"jupyter-book build of {stage} failed (exit {result.returncode}) (whole log: {log}):\n"
+                             + sphinx_problems(log.read_text()))
     write_text_atomic(stamp, config)
     html = stage / "_build" / "html"
     say(f"[lotlib book] {model}: open {html / 'index.html'}")
     return html
+
+
+def sphinx_problems(log: str, limit: int = 30) -> str:
+    """The WARNING and ERROR lines of a Sphinx log, colour codes removed (the last `limit` lines of the log when
+    it has none): they name the page or docstring at fault."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in log.splitlines()]
+    problems = [line for line in lines if re.search(r"\b(WARNING|ERROR|CRITICAL)\b", line)]
+    return "\n".join(problems[:limit] or lines[-limit:])
 
 
 def _config_fingerprint(book: Path) -> str:

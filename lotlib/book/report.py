@@ -16,7 +16,7 @@ Natures. An *identity* holds for any weights by construction (it checks our code
 *finding* is about what a trained model does; a *null-control* is about a null model's own behaviour.
 
 Tests judge an interval [lo, hi] (an exact value has lo = hi): `abs` (within tol of the paper's value), `rel`
-(within tol x |paper|), `max` (at most bound), `min` (at least bound), `range` (between lo and hi), `true`
+(within tol x abs(paper)), `max` (at most bound), `min` (at least bound), `range` (between lo and hi), `true`
 (a boolean check, identities only), `none` (shown, no verdict). The value *passes* when its whole interval
 passes, *fails* when its whole interval fails, and *straddles* otherwise.
 

@@ -33,7 +33,7 @@ def cos_to_ones(x: Tensor) -> Tensor:
 
 
 def gamma_axis_ratio(gamma: Tensor, q: float = 0.05) -> float:
-    """How far gamma stretches the sphere from a sphere: the ratio of the (1 - q) to the q quantile of |gamma|
+    """How far gamma stretches the sphere from a sphere: the ratio of the (1 - q) to the q quantile of abs(gamma)
     over the d coordinates `(d,)` (the ellipsoid's long to short axes, robust to a few outlying coordinates).
     1 for gamma = 1 (an untrained norm), inf when the q quantile is 0."""
     g = gamma.detach().cpu().double().abs()
@@ -111,7 +111,7 @@ def strongest_coordinates(form: Tensor, k: int, gamma: Tensor | None = None,
                           min_ratio: float = 1.0) -> tuple[list[int], float]:
     """Greedy choice of k coordinates whose k x k block carries the most of `form` `(d, d)`.
 
-    Starts from the best pair, among pairs whose |gamma| differ at least `min_ratio`-fold when `gamma`
+    Starts from the best pair, among pairs whose abs(gamma) differ at least `min_ratio`-fold when `gamma`
     is given and such pairs exist (so that gamma visibly stretches the circle), then adds one
     coordinate at a time. Returns the coordinates and the share of ||form||_F^2 in their block.
     """

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lotlib.book.build import (book_folder, chapters_with_findings, execute_chapters, model_slug, null_model,
-                               plan_book)
+                               plan_book, sphinx_problems)
 from lotlib.book.pipeline import project_root
 
 from ..conftest import ROOT
@@ -30,6 +30,25 @@ def test_a_book_per_model_with_its_null(tmp_path):
     assert model_slug(str(tmp_path)).startswith(tmp_path.name + "-")
     without = plan_book(root, quick=True, model="gemma3-270m", null=False)[0]
     assert {c.book for c in without} == {"gemma3-270m"}
+
+
+def test_the_last_chapters_key_the_summaries_they_read_and_not_each_others():
+    root = project_root(ROOT)
+    notebooks = book_folder(root, "smollm2-135m", True) / "notebooks"
+    notebooks.mkdir(parents=True, exist_ok=True)
+    written = [notebooks / f"{name}.summary.json" for name in ("b4_residuals", "atlas") if
+               not (notebooks / f"{name}.summary.json").exists()]
+    for path in written:
+        path.write_text("{}")
+    try:
+        later = {c.name: c for c in plan_book(root, quick=True, model="smollm2-135m", null=False)[1]}
+    finally:
+        for path in written:
+            path.unlink()
+    for chapter in later.values():  # the report and the atlas run at once: neither reads the other's summary
+        names = {p.name for p in chapter.depends_on}
+        assert "b4_residuals.summary.json" in names, chapter.name
+        assert not names & {"report.summary.json", "atlas.summary.json"}, chapter.name
 
 
 SWEEPER = '''# %% [markdown]
@@ -75,3 +94,14 @@ def test_the_sweeps_page_re_executes_when_the_swept_notebook_changes(project):
     assert "(cached)" in run()  # nothing changed
     (project / "notebooks" / "swept.py").write_text(SWEPT.replace("n: int = 1", "n: int = 2"))
     assert "(cached)" not in run()  # the swept notebook changed: the page runs again
+
+
+def test_a_failed_build_names_the_sphinx_problems_not_the_log_tail():
+    log = "\n".join(["reading sources... [ 10%] intro",
+                     "\x1b[31m/p/lotlib/x.py:docstring of lotlib.x.f:1: ERROR: Undefined substitution referenced: \"g\".\x1b[39;49;00m",
+                     "notebooks/b4.ipynb:12: WARNING: image file not readable",
+                     *[f"copying images... [{i}%]" for i in range(40)], "build finished with problems, 2 warnings."])
+    assert sphinx_problems(log).splitlines() == [
+        '/p/lotlib/x.py:docstring of lotlib.x.f:1: ERROR: Undefined substitution referenced: "g".',
+        "notebooks/b4.ipynb:12: WARNING: image file not readable"]
+    assert sphinx_problems("a\nb\nc", limit=2) == "b\nc"  # no warning lines: the end of the log
