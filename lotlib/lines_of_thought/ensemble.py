@@ -1,4 +1,6 @@
-"""Ensemble SVD: the per-layer, uncentered singular basis of the pilots' states."""
+"""Ensemble SVD: the per-layer, uncentered singular basis of the pilots' states; how many directions an
+ensemble spans around its mean; and structureless Gaussian clouds shaped like an ensemble (the nulls of
+those measures)."""
 from __future__ import annotations
 
 import numpy as np
@@ -49,3 +51,50 @@ def align_bases(U: np.ndarray, S: np.ndarray, reference: int = 0) -> tuple[np.nd
         signs = np.sign(np.einsum("di,di->i", U[done], U[t]))
         U[t] *= np.where(signs == 0, 1.0, signs)
     return U, S
+
+
+def centred_spectrum(x: np.ndarray) -> np.ndarray:
+    """Variances of states `x` `(N, D)` along their principal directions around the ensemble's mean, sorted
+    decreasing: `(min(N, D),)` (eigenvalues of the smaller Gram matrix of the centred rows, over N)."""
+    xc = x.astype(np.float64) - x.mean(0, dtype=np.float64)
+    gram = xc.T @ xc if len(xc) >= xc.shape[1] else xc @ xc.T
+    return np.clip(np.linalg.eigvalsh(gram)[::-1], 0.0, None) / len(xc)
+
+
+def directions_for(spectrum: np.ndarray, share: float = 0.9) -> int:
+    """The smallest k whose k largest values of `spectrum` `(k_max,)` (variances or squared singular values,
+    sorted decreasing) carry at least `share` of their sum."""
+    cumulative = np.cumsum(spectrum) / np.sum(spectrum)
+    return int(1 + np.argmax(cumulative >= share - 1e-12))
+
+
+def gaussian_cloud(x: np.ndarray, n: int | None = None, seed: int = 0, correlated: bool = False) -> np.ndarray:
+    """A structureless cloud shaped like states `x` `(N, D)`: `n` (default N) Gaussian points with the same
+    mean and, with `correlated=False`, the same per-coordinate variance and no correlation between
+    coordinates; with `correlated=True`, the same full covariance (mean + z @ (x - mean) / sqrt(N), z
+    standard normal `(n, N)`). `(n, D)` float64, deterministic for a given `seed`."""
+    x = x.astype(np.float64)
+    n = len(x) if n is None else n
+    rng = np.random.default_rng(seed)
+    mean = x.mean(0)
+    if correlated:
+        return mean + rng.standard_normal((n, len(x))) @ (x - mean) / np.sqrt(len(x))
+    return mean + rng.standard_normal((n, x.shape[1])) * x.std(0)
+
+
+def principal_directions(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mean `(D,)` of states `x` `(N, D)` and their `k` leading principal directions around it, `(D, k)`
+    orthonormal columns (at most min(N, D) of them)."""
+    x = x.astype(np.float64)
+    mean = x.mean(0)
+    with threadpool_limits(limits=1):
+        _, _, vh = np.linalg.svd(x - mean, full_matrices=False)
+    return mean, vh[:k].T
+
+
+def variance_captured(x: np.ndarray, mean: np.ndarray, directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each state of `x` `(N, D)`: the squared norm of x - mean inside the span of `directions` `(D, k)`
+    (orthonormal) and in total, both `(N,)`. Their sums' ratio is the share of the ensemble's variance
+    around `mean` that the directions carry; with directions fit on other states, an out-of-sample share."""
+    xc = x.astype(np.float64) - mean
+    return ((xc @ directions) ** 2).sum(1), (xc ** 2).sum(1)
