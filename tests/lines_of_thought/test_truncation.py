@@ -5,7 +5,8 @@ import torch
 
 from lotlib import capture, gibberish, load_model
 from lotlib.lines_of_thought.ensemble import ensemble_svd
-from lotlib.lines_of_thought.truncation import consecutive_kl, kl, next_token_logprobs, propagated_truncated_kl, truncated_kl
+from lotlib.lines_of_thought.truncation import (consecutive_kl, kl, next_token_logprobs, propagated_truncated_kl,
+                                                propagated_truncation, top_overlap, truncated_kl, truncation_scores)
 
 
 @pytest.fixture(params=["tiny_gpt2_dir", "tiny_llama_dir"])
@@ -84,3 +85,35 @@ def test_propagated_truncation_matches_full_forward_passes_with_hooks(tiny):
     direct = kl(next_token_logprobs(view, last[view.n_layers]), truth).numpy()
     np.testing.assert_allclose(ours[0], direct, rtol=1e-3, atol=1e-5)
     assert ours[0].mean() > 0
+
+
+def test_top_overlap_counts_shared_tokens():
+    logp = torch.log_softmax(torch.tensor([[5.0, 4.0, 3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]), -1)
+    logq = torch.log_softmax(torch.tensor([[5.0, 0.0, 4.0, 1.0, 2.0, 3.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]]), -1)
+    np.testing.assert_array_equal(top_overlap(logp, logq, top=3).numpy(), [2, 0])
+    np.testing.assert_array_equal(top_overlap(logp, logp, top=3).numpy(), [3, 3])
+
+
+def test_scores_keep_every_top_token_at_full_rank_and_lose_some_at_rank_one(tiny):
+    model, ids, X = tiny
+    U, _ = ensemble_svd(X)
+    D = X.shape[-1]
+    last = truncation_scores(model.view, X[:, -1], U[-1], [1, D], top=5, batch_size=16, progress=False)
+    np.testing.assert_array_equal(last.overlap[1], 5)
+    assert last.overlap[0].mean() < 5 and last.overlap.min() >= 0
+    np.testing.assert_allclose(last.kl, truncated_kl(model.view, X[:, -1], U[-1], [1, D], progress=False), rtol=1e-6)
+    every = propagated_truncation(model, ids[:6], U, [1, D], top=5, batch_size=4, progress=False)
+    np.testing.assert_array_equal(every.overlap[1], 5)
+    assert every.overlap[0].mean() < 5
+
+
+def test_propagated_truncation_runs_on_a_half_precision_model(tiny_llama_dir):
+    """The projection is computed in float32 and handed back in the model's dtype (bfloat16 here)."""
+    model = load_model(str(tiny_llama_dir), device="cpu", dtype="bfloat16")
+    ids = gibberish(model.view.W_E.shape[0], n_s=12, n_k=5, seed=2).ids
+    X = capture(model, ids, progress=False)
+    U, _ = ensemble_svd(X)
+    D = X.shape[-1]
+    out = propagated_truncation(model, ids[:4], U, [2, D], top=3, batch_size=4, progress=False)
+    assert np.isfinite(out.kl).all() and (out.kl >= 0).all()
+    assert out.overlap.shape == (2, 4) and out.overlap.max() <= 3
