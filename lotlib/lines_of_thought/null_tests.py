@@ -232,7 +232,7 @@ def loo_log_ratios(log_var: np.ndarray, first: int = 1) -> np.ndarray:
 
 
 def last_layer_excess(log_ratios: np.ndarray, compared_from: int) -> np.ndarray:
-    """|r(L)| - max |r(s)| over compared_from <= s < L, from `loo_log_ratios` `(..., T)`: `(...)`, in ln units.
+    """abs(r(L)) - max abs(r(s)) over compared_from <= s < L, from `loo_log_ratios` `(..., T)`: `(...)`, in ln units.
     Positive when the last layer is further off the law than every compared layer."""
     others = np.abs(log_ratios[..., compared_from:-1])
     return np.abs(log_ratios[..., -1]) - np.nanmax(others, axis=-1)

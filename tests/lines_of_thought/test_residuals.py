@@ -1,11 +1,14 @@
 """Residual statistics of the linear extrapolation (Eq. 2, Fig. B4) and the variance fit."""
 import numpy as np
+import pytest
 from scipy import stats
 
-from lotlib.lines_of_thought.extrapolation import residuals
-from lotlib.lines_of_thought.residuals import (coordinate_moments, fit_variance, mean_abs_offdiagonal, pair_mask, pair_statistics,
-                              residual_coordinates, singular_coordinates)
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from lotlib.lines_of_thought.extrapolation import residuals
+from lotlib.lines_of_thought.residuals import (coordinate_moments, fit_accumulated, fit_laws, fit_variance,
+                                               mean_abs_offdiagonal, offdiagonal_correlation, pair_mask, pair_statistics,
+                                               percentile_estimate, resampled_pairs, residual_coordinates,
+                                               shuffled_pilots, singular_coordinates)
 
 
 def _gaussian_layers(N=4000, T=4, D=6, seed=0):
@@ -93,3 +96,106 @@ def test_offdiagonal_correlation():
     assert abs(mean_abs_offdiagonal(independent) - np.sqrt(2 / (np.pi * N))) < 0.005
     shared = independent + 2.0 * rng.normal(size=(N, 1))
     assert mean_abs_offdiagonal(shared) > 0.7
+
+
+def test_resampled_pairs_match_the_direct_statistics_of_each_resample():
+    rng = np.random.default_rng(6)
+    X = (rng.standard_t(df=6, size=(300, 5, 6)) + 1.0) * np.exp(0.3 * np.arange(5))[None, :, None]
+    U, S = align_bases(*ensemble_svd(X))
+    Y = singular_coordinates(X, U)
+    weights = np.vstack([np.ones(300), np.bincount(rng.integers(0, 300, 300), minlength=300)])
+    rp = resampled_pairs(Y, S, np.arange(1, 5), weights, progress=False)
+    st = pair_statistics(Y, S, np.arange(1, 5), progress=False)
+    mask = pair_mask(5, 1, 4)
+    np.testing.assert_allclose(rp.trace[0][mask], st.var.sum(-1)[mask], rtol=1e-4)
+    np.testing.assert_allclose(rp.mean_log_var[0][mask], st.mean_log_var()[mask], atol=1e-4)
+    assert np.isnan(rp.trace[:, ~mask]).all()
+    drawn = np.repeat(np.arange(300), weights[1].astype(int))  # resample 1 as an explicit sample
+    for t, s in zip(*np.nonzero(mask)):
+        W = residuals(X[drawn], U, S, t, s - t) @ U[s]
+        var = W.var(0)
+        np.testing.assert_allclose(rp.trace[1, t, s], var.sum(), rtol=1e-4)
+        np.testing.assert_allclose(rp.kurtosis[1, t, s], np.sum(stats.kurtosis(W, axis=0) * var) / var.sum(), rtol=1e-3)
+    np.testing.assert_allclose(rp.spread[1], [X[drawn, t].var(0).sum() for t in range(5)], rtol=1e-4)
+    np.testing.assert_allclose(rp.log_relative_var()[1][mask], np.log(rp.trace[1] / rp.spread[1][None])[mask])
+
+
+def test_offset_is_about_zero_for_a_zero_mean_residual_and_finds_a_real_one():
+    rng = np.random.default_rng(7)
+    N, T, D = 2000, 3, 8
+    for shift, expected in ((0.0, 0.0), (0.5, 0.5 ** 2 * D / D)):  # |E w|^2 / tr Cov w = shift^2 D / D
+        Y = rng.normal(size=(N, T, D))
+        Y[:, 2] += shift  # the layer-2 states move by `shift` along every coordinate; Eq. 1 from layer 1 cannot know
+        S = np.ones((T, D))
+        rp = resampled_pairs(Y, S, np.arange(T), np.ones((1, N)), progress=False)
+        # w(1, 2) = y(2) - y(1): mean `shift` per coordinate, variance 2 per coordinate
+        assert abs(rp.offset[0, 1, 2] - expected / 2) < 0.01
+        assert abs(rp.offset[0, 0, 1]) < 0.005  # zero-mean residual: unbiased, no 1/N floor
+
+
+def test_a_cloud_passes_the_absolute_law_and_fails_the_relative_one():
+    """Defect 1 of issue 13: independent points whose scale grows as e^(0.15 t) obey 'arrival only, exponential'."""
+    rng = np.random.default_rng(8)
+    N, T, D = 600, 12, 10
+    cloud = rng.normal(size=(N, T, D)) * np.exp(0.15 * np.arange(T))[None, :, None] + 3.0
+    U, S = align_bases(*ensemble_svd(cloud))
+    rp = resampled_pairs(singular_coordinates(cloud, U), S, np.arange(1, T), np.ones((1, N)), progress=False)
+    mask = pair_mask(T, 1, T - 1)
+    absolute, relative = fit_laws(rp.log_mean_var(), mask), fit_laws(rp.log_relative_var(), mask)
+    assert absolute["arrival_r2"][0] > 0.99 and absolute["r2"][0] > 0.99 and abs(absolute["lambda"][0] - 0.3) < 0.02
+    assert relative["arrival_r2"][0] < 0.5 and relative["r2"][0] < 0.2
+    np.testing.assert_allclose(np.exp(rp.log_relative_var()[0][mask]), 2.0, rtol=0.15)  # the map knows nothing
+
+
+def test_fit_laws_is_fit_variance_row_by_row():
+    rng = np.random.default_rng(9)
+    mask = pair_mask(8, 1, 7)
+    stack = np.where(mask, 0.2 * np.arange(8)[None, None, :] + rng.normal(0, 0.1, size=(3, 8, 8)), np.nan)
+    laws = fit_laws(stack, mask)
+    for row in range(3):
+        fit = fit_variance(stack[row], mask)
+        for name in ("alpha", "lambda", "r2", "arrival_r2"):
+            assert laws[name][row] == pytest.approx(fit[name])
+    t, s = np.nonzero(mask)
+    slope, intercept = np.polyfit(s, stack[0][t, s], 1)
+    assert laws["lambda"][0] == pytest.approx(slope) and laws["alpha"][0] == pytest.approx(np.exp(intercept))
+
+
+def test_accumulated_law_is_told_apart_from_eq2():
+    T, alpha, lam = 14, 0.7, 0.2
+    t, s = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
+    mask = pair_mask(T, 1, T - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accumulated = np.log(alpha) + lam * s + np.log(1 - np.exp(-lam * (s - t)))
+    fit = fit_accumulated(accumulated, mask)
+    assert fit["alpha"] == pytest.approx(alpha, rel=1e-3) and fit["lambda"] == pytest.approx(lam, rel=1e-3)
+    assert fit["r2"] > 0.999 > fit_variance(accumulated, mask)["r2"]
+    eq2 = np.log(alpha) + lam * s
+    assert fit_variance(eq2, mask)["r2"] > 0.999 > fit_accumulated(eq2, mask)["r2"]
+
+
+def test_shuffled_pilots_keep_every_layer_and_break_every_line():
+    X = np.random.default_rng(10).normal(size=(50, 4, 3))
+    shuffled = shuffled_pilots(X, seed=1)
+    for t in range(4):
+        assert sorted(map(tuple, shuffled[:, t])) == sorted(map(tuple, X[:, t]))
+    assert np.mean(np.all(shuffled[:, 1] == X[:, 1], axis=1)) < 0.2
+    np.testing.assert_array_equal(shuffled, shuffled_pilots(X, seed=1))
+
+
+def test_offdiagonal_correlation_is_unbiased_and_finds_a_shared_factor():
+    rng = np.random.default_rng(11)
+    N, d = 400, 30
+    weights = np.vstack([np.ones(N), [np.bincount(rng.integers(0, N, N), minlength=N) for _ in range(50)]])
+    independent = offdiagonal_correlation(rng.normal(size=(N, d)), weights)
+    assert independent[0] < 0.02 and np.quantile(independent, 0.9) < 0.03  # no 1/sqrt(N) floor
+    shared = rng.normal(size=(N, d)) + 0.5 * rng.normal(size=(N, 1))  # correlation 0.25 / 1.25 = 0.2
+    assert offdiagonal_correlation(shared, weights)[0] == pytest.approx(0.2, abs=0.03)
+
+
+def test_percentile_estimate_of_resampled_values():
+    values = np.concatenate([[0.5], np.linspace(0.0, 1.0, 401), [np.nan]])  # the sample first, then the resamples
+    estimate = percentile_estimate(values, 40, unit="pilots")
+    assert (estimate.value, estimate.n, estimate.unit, estimate.method) == (0.5, 40, "pilots", "bootstrap")
+    assert estimate.lo == pytest.approx(0.025) and estimate.hi == pytest.approx(0.975)
+    assert np.isnan(percentile_estimate([1.0, np.nan], 5, unit="pilots").lo)
