@@ -204,6 +204,29 @@ def constant_noise(rate: float) -> NoiseRate:
     return lambda t: rate
 
 
+def matched_noise(steps: Steps, variance: Callable[[int], float]) -> NoiseRate:
+    """A noise rate constant over each layer, chosen so that the noise accumulated since the first step and
+    carried by the steps' linear maps has mean variance per coordinate `variance(s)` at every integer layer s
+    the steps reach: the deviation of the simulation from its noiseless drift then has the variance of the
+    residual of Eq. 1 from the same start (Eq. 2 read as that residual's variance: `variance(s)` =
+    alpha e^(lambda s)). Layer by layer, the accumulated covariance C <- M C M^T + B^2 dt I is linear in that
+    layer's rate B^2, which is solved for (0 where the carried noise already exceeds the target).
+    Returns B(t)^2 as a function of t (the rate of layer floor(t))."""
+    D = steps.M.shape[1]
+    n = steps.per_layer
+    first = int(round(steps.t[0]))
+    carried, rates = np.zeros((D, D)), {}
+    for layer in range(len(steps.t) // n):
+        unit = np.zeros((D, D))  # the noise of a unit rate injected over this layer
+        for M in steps.M[layer * n:(layer + 1) * n]:
+            carried, unit = M @ carried @ M.T, M @ unit @ M.T + steps.dt * np.eye(D)
+        target = D * variance(first + layer + 1)
+        rate = max(0.0, (target - np.trace(carried)) / np.trace(unit))
+        carried = carried + rate * unit
+        rates[first + layer] = rate
+    return lambda t: rates[int(np.floor(t + 1e-9))]
+
+
 def simulate(X0: np.ndarray, steps: Steps, noise: NoiseRate, n_samples: int = 1, seed: int = 0) -> np.ndarray:
     """Euler-Maruyama from the states X0 `(N, D)` at the first step's time, `n_samples` noise realisations
     per start, float32: x <- M x + B(t) sqrt(dt) xi. Returns the positions at the integer layers,
@@ -231,6 +254,50 @@ def moments(mean: np.ndarray, cov: np.ndarray, steps: Steps, noise: NoiseRate) -
             means.append(mean)
             covs.append(cov)
     return np.stack(means), np.stack(covs)
+
+
+def propagators(steps: Steps) -> np.ndarray:
+    """The linear part of the steps composed up to every integer layer: `(n_layers + 1, D, D)`, index 0 the
+    identity; the noiseless scheme carries x(t0) to P[tau] x(t0), and the Fokker-Planck mean and covariance
+    of any starting ensemble to P m0 and P C0 P^T (plus the noise `moments` accumulates from zero)."""
+    current = np.eye(steps.M.shape[1])
+    out = [current]
+    for step, M in enumerate(steps.M, start=1):
+        current = M @ current
+        if step % steps.per_layer == 0:
+            out.append(current)
+    return np.stack(out)
+
+
+def covariance_distance(T: np.ndarray, weights: np.ndarray, Z: np.ndarray | None = None,
+                        fixed: np.ndarray | None = None) -> np.ndarray:
+    """Relative Frobenius distance || Cov(Z) + fixed - Cov(T) || / || Cov(T) || between the covariances of the
+    distributions behind the paired rows of T `(n, D)` and Z `(n, D)`, for each row of `weights` `(B, n)` (a
+    bootstrap of the pilots: row b counts how many times each pilot is drawn): `(B,)`.
+
+    Every product of two covariances is estimated from pairs of distinct pilots, tr(t_n t_n^T z_m z_m^T) =
+    (t_n . z_m)^2 with n != m, so the squared distance carries no sampling floor: two samples of one distribution
+    give about 0 (a negative estimate reads as 0), and a resample estimates the same thing as the sample. Rows
+    are centred on the whole sample's means (held fixed: an approximation of relative order 1/n). No D x D
+    matrix is formed per resample. Z or `fixed` `(D, D)` (e.g. the accumulated noise) may be left out."""
+    c = np.asarray(weights, dtype=np.float64)
+    n = c.sum(1)
+    distinct = n ** 2 - np.sum(c ** 2, 1)
+    Tc = T.astype(np.float64) - T.mean(0, dtype=np.float64)
+
+    def inner(P, Q):  # <Cov_b(P), Cov_b(Q)> from distinct pilots
+        A = (P @ Q.T) ** 2
+        return (np.einsum("bn,nm,bm->b", c, A, c) - (c ** 2) @ np.diagonal(A)) / distinct
+
+    along = lambda P: c @ np.einsum("nd,de,ne->n", P, fixed, P) / n  # <Cov_b(P), fixed>
+    target = inner(Tc, Tc)
+    squared = target.copy()
+    if Z is not None:
+        Zc = Z.astype(np.float64) - Z.mean(0, dtype=np.float64)
+        squared += inner(Zc, Zc) - 2 * inner(Zc, Tc)
+    if fixed is not None:
+        squared += np.sum(fixed ** 2) - 2 * along(Tc) + (2 * along(Zc) if Z is not None else 0.0)
+    return np.sqrt(np.clip(squared, 0.0, None) / target)
 
 
 def energy_distance(A: np.ndarray, B: np.ndarray, n: int = 1000, seed: int = 0) -> float:

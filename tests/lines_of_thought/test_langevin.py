@@ -7,8 +7,9 @@ from scipy.linalg import expm, logm
 
 from lotlib.lines_of_thought.continuous import bridged_paths, flow_segment, free_path, landing_gaps, path_summary, restarted_paths
 from lotlib.lines_of_thought.extrapolation import extrapolate
-from lotlib.lines_of_thought.langevin import (constant_noise, energy_distance, exponential_noise, langevin_flow, moments, proper_bases,
-                             rotation_log, simulate, steps)
+from lotlib.lines_of_thought.langevin import (constant_noise, covariance_distance, energy_distance, exponential_noise,
+                                              langevin_flow, matched_noise, moments, propagators, proper_bases, rotation_log,
+                                              simulate, steps)
 
 
 def _orthogonal(D, seed, det=1.0):
@@ -207,3 +208,62 @@ def test_path_summary_matches_the_paths():
     np.testing.assert_allclose(summary["length_ratio"], lengths / summary["step"], rtol=1e-10)
     assert np.all(summary["length_ratio"] >= 1 - 1e-12)  # no path is shorter than the straight chord
     np.testing.assert_allclose(landing_gaps(X, flow, np.arange(1, 5)), summary["gap"], atol=1e-12)
+
+
+def test_matched_noise_puts_eq2_on_the_accumulated_noise_at_every_layer():
+    alpha, lam = 0.6, 0.2
+    target = lambda s: alpha * np.exp(lam * s)
+    D = 4
+    still = langevin_flow(np.stack([np.eye(D)] * 6), np.ones((6, D)), np.arange(6))  # no drift at all
+    plan = steps(still, 1, 3, dt=0.25)
+    rate = matched_noise(plan, target)
+    # without drift: all of Eq. 2 over the first layer, then only the increments (the paper's rate, integrated)
+    assert rate(1.5) == pytest.approx(target(2))
+    assert rate(2.0) == pytest.approx(target(3) - target(2)) and rate(3.75) == pytest.approx(target(4) - target(3))
+    # with a drift that turns and stretches, the noise it carries is counted: the accumulated trace is on target
+    rng = np.random.default_rng(16)
+    U, S, _ = _rotating_chain(T=6, D=D, sigma=np.exp(np.cumsum(rng.normal(0.1, 0.2, size=(6, D)), axis=0)))
+    plan = steps(langevin_flow(U, S, np.arange(6)), 1, 3, dt=0.25, scheme="exact")
+    rate = matched_noise(plan, target)
+    _, covs = moments(np.zeros(D), np.zeros((D, D)), plan, rate)
+    for tau in range(1, 4):
+        carried = np.trace(covs[tau]) / D
+        if rate(tau + 0.5) > 0:  # the layer [tau, tau + 1] injects just what is missing
+            assert carried == pytest.approx(target(1 + tau))
+        else:  # the drift already carries more than the target: nothing injected
+            assert carried >= target(1 + tau)
+    assert rate(1.0) > 0
+
+
+def test_propagators_compose_the_steps_and_carry_the_mean():
+    rng = np.random.default_rng(17)
+    U, S, _ = _rotating_chain(sigma=np.exp(rng.normal(0, 0.2, size=(5, 4))))
+    plan = steps(langevin_flow(U, S, np.arange(5)), 1, 3, dt=0.5)
+    P = propagators(plan)
+    assert P.shape == (4, 4, 4)
+    np.testing.assert_allclose(P[0], np.eye(4))
+    np.testing.assert_allclose(P[2], plan.M[3] @ plan.M[2] @ plan.M[1] @ plan.M[0], atol=1e-12)
+    m0 = rng.normal(size=4)
+    means, _ = moments(m0, np.eye(4), plan, constant_noise(0.3))
+    np.testing.assert_allclose(means, m0 @ P.transpose(0, 2, 1), atol=1e-12)
+
+
+def test_covariance_distance_has_no_sampling_floor_and_matches_its_definition():
+    rng = np.random.default_rng(18)
+    T = rng.normal(size=(300, 6)) * [3, 2, 1, 1, 0.5, 0.2]
+    Z = T @ rng.normal(size=(6, 6)) * 0.3 + rng.normal(size=(300, 6))
+    fixed = np.diag(rng.random(6))
+    weights = np.vstack([np.ones(300), np.bincount(rng.integers(0, 300, 300), minlength=300)])
+    for row, c in enumerate(weights):  # the definition, pair by pair: sum over n != m of c_n c_m (p_n . q_m)^2
+        drawn = np.repeat(np.arange(300), c.astype(int))
+        Tc, Zc = (A[drawn] - A.mean(0) for A in (T, Z))
+        inner = lambda P, Q: (np.sum((P @ Q.T) ** 2) - np.sum(((P @ Q.T) ** 2)[drawn[:, None] == drawn[None, :]])) / (
+            len(drawn) ** 2 - np.sum(c ** 2))
+        cov = lambda P: P.T @ P / len(drawn)
+        squared = inner(Tc, Tc) + inner(Zc, Zc) - 2 * inner(Zc, Tc) + np.sum(fixed ** 2) + 2 * np.sum(fixed * (cov(Zc) - cov(Tc)))
+        assert covariance_distance(T, weights, Z, fixed)[row] == pytest.approx(np.sqrt(squared / inner(Tc, Tc)))
+    # two samples of one distribution: about 0, where the plain matrices differ by their sampling noise
+    A, B = rng.normal(size=(2, 400, 30))
+    naive = np.linalg.norm(np.cov(A.T) - np.cov(B.T)) / np.linalg.norm(np.cov(B.T))
+    assert covariance_distance(B, np.ones((1, 400)), A)[0] < naive / 2
+    assert covariance_distance(T, weights, 2 * T)[0] == pytest.approx(3.0, rel=0.05)  # Cov(2T) - Cov(T) = 3 Cov(T)
