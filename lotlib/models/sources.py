@@ -19,6 +19,7 @@ from ..storage.atomic import write_text_atomic
 from ..storage.checksum import sha256_files
 from ..storage.locks import file_lock
 from ..storage.paths import cache_dir, package_file
+from .gguf_header import config_from_header, read_header
 
 DEFAULT_MODEL = "smollm2-135m"
 UNTRAINED = "untrained:"  # name prefix of the untrained variant
@@ -73,9 +74,13 @@ def model_source(name: str) -> tuple[str | Path, str | None]:
 
 
 def load_config(name: str) -> dict:
-    """The model's configuration as a dict, without weights: a local folder's config.json is read directly
-    (fast: no torch, no transformers), a hub id through transformers. For a multimodal model the text
-    model's part (`text_config`) is what lotlib reads."""
+    """The model's configuration as a dict, without weights: an embedded model's from its GGUF header (nothing is
+    de-quantized: a new machine checks parameters at once), a local folder's config.json read directly (fast: no
+    torch, no transformers), a hub id's through transformers. For a multimodal model the text model's part
+    (`text_config`) is what lotlib reads."""
+    base = split_name(name)[0]
+    if base in EMBEDDED:
+        return config_from_header(read_header(_gguf_parts(base)))
     source, _ = model_source(name)
     if Path(source, "config.json").is_file():
         config = json.loads(Path(source, "config.json").read_text())

@@ -53,3 +53,43 @@ def test_embedded_model_is_cached_with_identical_logits(smollm2):
     assert again.identity == smollm2.identity
     v = again.view
     assert (v.n_layers, v.d_model, v.n_heads, v.heads(0).n_kv_heads, v.tied) == (30, 576, 9, 3, True)
+
+
+def test_a_gguf_header_is_read_across_its_parts_without_its_tensors(tmp_path):
+    import gguf
+    import numpy as np
+
+    from lotlib.models.gguf_header import config_from_header, read_header
+
+    path = tmp_path / "whole.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_block_count(7)
+    writer.add_embedding_length(48)
+    writer.add_context_length(512)
+    writer.add_token_list([f"t{i}" for i in range(300)])
+    writer.add_array("test.floats", [0.5, 1.5])
+    writer.add_tensor("w", np.zeros((4, 4), dtype=np.float32))
+    for write in (writer.write_header_to_file, writer.write_kv_data_to_file, writer.write_tensors_to_file):
+        write()
+    writer.close()
+    data = path.read_bytes()
+    parts = []
+    for i, cut in enumerate(range(0, len(data), 1000)):  # split as the embedded Gemma is, mid-header
+        parts.append(tmp_path / f"part{i:02d}")
+        parts[-1].write_bytes(data[cut:cut + 1000])
+    header = read_header(parts)
+    assert header["test.floats"] == 2 and header["tokenizer.ggml.tokens"] == 300
+    assert config_from_header(header) == {"model_type": "llama", "num_hidden_layers": 7, "hidden_size": 48,
+                                          "max_position_embeddings": 512, "vocab_size": 300}
+    with pytest.raises(ValueError, match="ends before its last key"):
+        read_header(parts[:1])
+
+
+@pytest.mark.slow
+def test_an_embedded_models_shape_is_known_before_it_is_loaded(smollm2):
+    from lotlib.models.bounds import model_shape
+
+    shape = model_shape("smollm2-135m")  # from the GGUF header: the same numbers as the loaded model
+    v = smollm2.view
+    assert (shape.n_layers, shape.d_model, shape.max_positions) == (v.n_layers, v.d_model, v.max_positions)
+    assert shape.vocab_size == smollm2.hf.config.vocab_size
