@@ -9,11 +9,35 @@ import yaml
 
 EPILOG = """examples:
   lotlib extract --model smollm2-135m --n-k 50          # all of Walden into the trajectory cache
-  lotlib run lines_of_thought -p n_pilots 300 -p model gemma3-270m
-  lotlib sweep lines_of_thought -p n_k 10,25,50 --quick --plot k90_over_d_last_layer
+  lotlib run lines_of_thought --model gemma3-270m -p n_pilots 300
+  lotlib run b4_residuals --quick --device cuda --dtype bfloat16
+  lotlib sweep lines_of_thought -p n_k 10,25,50 -p seed 0,1 --quick --plot held_out_share_quarter_d_last_layer
   lotlib book --quick                                   # small parameters, as CI builds it
 environment: LOTLIB_DATA_DIR (walden.txt, common_nouns.txt), LOTLIB_CACHE_DIR (models, trajectories)
 errors end in one line; --debug shows the traceback"""
+
+
+DTYPES = ["float32", "bfloat16", "float16"]
+
+
+def _model_options(command: argparse.ArgumentParser, default_model: str) -> None:
+    """--model, --device and --dtype: the notebook parameters `model`, `device` and `dtype` (None: not set)."""
+    command.add_argument("--model", default=None, help="run on this model: an embedded name, a local folder or a "
+                         f"hub id (default: {default_model})")
+    command.add_argument("--device", default=None, help="where the model runs: auto, cpu, cuda, mps (default auto)")
+    command.add_argument("--dtype", default=None, choices=DTYPES, help="the model's weights (default float32)")
+
+
+def _model_parameters(args, source: Path) -> dict:
+    """The --model/--device/--dtype given, as parameters of notebook `source`; one it does not declare fails."""
+    from .book.pipeline import declared_of
+
+    given = {name: getattr(args, name) for name in ("model", "device", "dtype") if getattr(args, name) is not None}
+    missing = sorted(set(given) - set(declared_of(source)))
+    if missing:
+        raise ValueError(f"{source.name} has no parameter {', '.join(missing)}: drop --{' --'.join(missing)} "
+                         f"(it does not load a model)")
+    return given
 
 
 def _positive(text: str) -> int:
@@ -42,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--storage-dtype", dest="dtype", default="float32", choices=["float32", "float16"],
                     help="dtype the trajectories are stored in")
     ex.add_argument("--device", default="auto", help="where the model runs: auto, cpu, cuda, mps (default auto)")
-    ex.add_argument("--dtype", dest="model_dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+    ex.add_argument("--dtype", dest="model_dtype", default="float32", choices=DTYPES,
                     help="the model's weights (default float32)")
     ex.add_argument("--batch-size", type=_positive, default=32, help="pseudo-sentences per forward pass (default 32)")
 
@@ -51,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="override a parameter (value parsed as YAML: 3, 0.5, true, null, [1, 2], text)")
     run.add_argument("--out", type=Path, default=None, help="executed notebook (default build/runs/NAME.ipynb)")
+    run.add_argument("--quick", action="store_true", help="start from the book's quick parameters of this notebook")
 
     sw = commands.add_parser("sweep", help="run one notebook over a grid of parameters",
                              description="Runs the cartesian product of the grid through papermill, in parallel "
@@ -68,15 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--plot", default=None, metavar="VALUE", help="plot this summary value into OUT/summary.png")
     sw.add_argument("--x", default=None, help="the swept parameter on the plot's x axis (default: the first)")
     sw.add_argument("--hue", default=None, help="a swept parameter drawn as separate lines")
+    for command in (run, sw):
+        _model_options(command, "the notebook's own default")
 
     book = commands.add_parser("book", help="execute every chapter and build the HTML book")
     book.add_argument("--quick", action="store_true", help="small parameters (book/parameters.yml: quick)")
     book.add_argument("--jobs", type=int, default=2, help="chapters executed in parallel (default 2)")
-    book.add_argument("--model", default=None, help="run every chapter on this model: an embedded name, a local "
-                      "folder or a hub id (default: each chapter's own, the embedded SmolLM2-135M)")
-    book.add_argument("--device", default="auto", help="where the models run: auto, cpu, cuda, mps (default auto)")
-    book.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                      help="the models' weights (default float32)")
+    _model_options(book, "each chapter's own, the embedded SmolLM2-135M")
     book.add_argument("--no-null", dest="null", action="store_false",
                       help="skip the null book (the same chapters on untrained:MODEL) that the verdicts compare with")
 
@@ -106,13 +129,14 @@ def one_line(err: BaseException) -> str:
 
 
 def _extract(args) -> int:
-    from . import load_model, trajectories
+    from .models.bounds import check_context, model_shape
+
+    check_context(args.n_k, model_shape(args.model).max_positions, args.bos, param="--n-k", model=args.model)
+    from . import load_model, trajectories  # torch: after the checks
     from .models import corpus
-    from .models.bounds import check_context
 
     model = load_model(args.model, untrained=args.untrained, reinit_from=args.reinit_from, seed=args.seed,
-                       device=args.device, dtype=args.model_dtype)
-    check_context(args.n_k, model.view.max_positions, args.bos, param="--n-k", model=model.name)
+                       device=args.device, dtype=args.model_dtype)  # the context is checked before the load
     if args.corpus == "walden":
         text = corpus.walden(model.tokenizer, n_k=args.n_k, n_s=args.n_s, bos=args.bos)
     else:
@@ -138,8 +162,13 @@ def _notebook(name: str) -> Path:
 def _run(args) -> int:
     from .book.pipeline import run_notebook
 
+    from .book.build import book_parameters
+    from .book.pipeline import project_root
+
     source = _notebook(args.notebook)
-    parameters = {name: yaml.safe_load(value) for name, value in args.parameter}
+    parameters = book_parameters(project_root(source.parent), source.stem, quick=True) if args.quick else {}
+    parameters |= _model_parameters(args, source)
+    parameters |= {name: yaml.safe_load(value) for name, value in args.parameter}
     out = args.out or Path("build") / "runs" / f"{source.stem}.ipynb"
     print(run_notebook(source, out, parameters))
     return 0
@@ -153,7 +182,7 @@ def _sweep(args) -> int:
     source = _notebook(args.notebook)
     grid = load_grid(args.parameter, args.grid)
     base = book_parameters(project_root(source.parent), source.stem, quick=True) if args.quick else {}
-    base = {k: v for k, v in base.items() if k not in grid}
+    base = {k: v for k, v in {**base, **_model_parameters(args, source)}.items() if k not in grid}
     out = args.out or Path("build") / "sweeps" / source.stem
     table = run_sweep(source, grid, out, base=base, workers=args.workers, scheduler=args.scheduler)
     counts = table["status"].value_counts().to_dict()
@@ -174,8 +203,8 @@ def _book(args) -> int:
     from .book.build import build_book
     from .book.pipeline import project_root
 
-    build_book(project_root(), quick=args.quick, jobs=args.jobs, model=args.model, device=args.device,
-               dtype=args.dtype, null=args.null)  # ends with the line naming the page to open
+    build_book(project_root(), quick=args.quick, jobs=args.jobs, model=args.model, device=args.device or "auto",
+               dtype=args.dtype or "float32", null=args.null)  # ends with the line naming the page to open
     return 0
 
 
