@@ -84,7 +84,7 @@ from IPython.display import HTML, display
 import lotlib
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import chapter_outcomes, describe_test, load_claims, outcome
+from lotlib.book.report import chapter_outcomes, closing_sentences
 from lotlib.book.summary import record
 from lotlib.models.bounds import block_indices
 from lotlib.traveling_words import probes
@@ -314,15 +314,5 @@ display(outcomes)
 record(values)
 
 # %%
-said = {"passes": "holds", "fails": "does not hold", "straddles": "is undecided (its interval straddles the bound)"}
-for c in load_claims(project_root() / "book" / "claims"):
-    if c["notebook"] != "a4_a5_noun_probes":
-        continue
-    ours = outcome(values[c["key"]], c["test"], c["paper_value"])
-    line = f"{c['id']} {said[ours]} on {model}: {values[c['key']]:.3f}, test {describe_test(c['test'], c['paper_value'])}"
-    for null in c["nulls"]:
-        theirs = outcome(values[null["key"]], c["test"], c["paper_value"])
-        line += f"; {null['name']}: {values[null['key']]:.3f}, {theirs}"
-        if ours == theirs == "passes":
-            line += " too (not diagnostic: the head does this for any word, not for the nouns)"
-    print(line)
+print("\n".join(closing_sentences("a4_a5_noun_probes", values, project_root() / "book" / "claims", model,
+                                   "the head does this for any word, not for the nouns")))

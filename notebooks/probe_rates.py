@@ -90,7 +90,7 @@ from IPython.display import display
 import lotlib
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import chapter_outcomes, describe_test, load_claims, outcome
+from lotlib.book.report import chapter_outcomes, closing_sentences
 from lotlib.book.summary import record
 from lotlib.models.bounds import block_indices
 from lotlib.traveling_words import probes
@@ -285,15 +285,5 @@ display(outcomes)
 record(values)
 
 # %%
-said = {"passes": "holds", "fails": "does not hold", "straddles": "is undecided (its interval straddles the bound)"}
-for c in load_claims(project_root() / "book" / "claims"):
-    if c["notebook"] != "probe_rates":
-        continue
-    ours = outcome(values[c["key"]], c["test"], c["paper_value"])
-    line = f"{c['id']} {said[ours]} on {model}: {values[c['key']]:.3f}, test {describe_test(c['test'], c['paper_value'])}"
-    for null in c["nulls"]:
-        theirs = outcome(values[null["key"]], c["test"], c["paper_value"])
-        line += f"; {null['name']}: {values[null['key']]:.3f}, {theirs}"
-        if ours == theirs == "passes":
-            line += " too (not diagnostic: the heads do this for any word of the kind, not for the nouns)"
-    print(line)
+print("\n".join(closing_sentences("probe_rates", values, project_root() / "book" / "claims", model,
+                                   "the heads do this for any word of the kind, not for the nouns")))

@@ -246,6 +246,30 @@ def chapter_outcomes(notebook: str, values: dict, claims_folder: str | Path) -> 
     return pd.DataFrame(rows)
 
 
+SAID = {"passes": "holds", "fails": "does not hold", "straddles": "is inconclusive (its interval straddles the bound)",
+        "missing": "was not measured", "not applicable": "has no verdict"}
+
+
+def closing_sentences(notebook: str, values: dict, claims_folder: str | Path, model: str,
+                      why_not_diagnostic: str) -> list[str]:
+    """A chapter's closing paragraph, one sentence per claim: whether our value passes its test on `model`, and
+    each of the claim's own nulls recorded in `values` with its outcome; where both pass, the sentence says the
+    test is not diagnostic and gives `why_not_diagnostic` (the chapter's reason)."""
+    sentences = []
+    for c in load_claims(claims_folder, notebook):
+        judge = lambda key: outcome(values.get(key), c["test"], c["paper_value"])  # noqa: E731
+        ours = judge(c["key"])
+        line = (f"{c['id']} {SAID[ours]} on {model}: {format_value(values.get(c['key']))}, "
+                f"test {describe_test(c['test'], c['paper_value'])}")
+        for null in c["nulls"]:
+            theirs = judge(null["key"])
+            line += f"; {null['name']}: {format_value(values.get(null['key']))}, {theirs}"
+            if ours == theirs == "passes":
+                line += f" too (not diagnostic: {why_not_diagnostic})"
+        sentences.append(line)
+    return sentences
+
+
 def atlas_table(claims_folder: str | Path, books: dict[str, tuple[Path, Path | None]]) -> pd.DataFrame:
     """The claims side by side for several models: `books` maps a model's name to the folder of its
     executed chapters' summaries and the folder of its null's (or None). One row per claim, one column per
