@@ -117,7 +117,7 @@ def propagated_truncation(model: Model, ids: np.ndarray, bases: np.ndarray, ks: 
     divergence, overlap = np.empty((len(ks), len(ids))), np.empty((len(ks), len(ids)))
     for start in tqdm(range(0, len(ids), batch_size), desc="propagated truncation", disable=not progress):
         batch = ids[start:start + batch_size]
-        prefix = view.run(batch[:, :-1], use_cache=True).past_key_values
+        prefix = view.prefix_cache(batch[:, :-1])
         pilot = batch[:, -1:]
         logp = next_token_logprobs(view, _pilot_last_state(view, pilot, copy.deepcopy(prefix), None))
         for j, K in enumerate(ks):
@@ -149,5 +149,5 @@ def _pilot_last_state(view: ModelView, pilot: np.ndarray, cache, bases: Tensor |
         return hidden
 
     with view.trace(visit):
-        view.run(pilot, past_key_values=cache, use_cache=True)
+        view.run(pilot, cache=cache)
     return states[view.n_layers]

@@ -12,6 +12,7 @@ Grouped-query attention is expanded: query head h uses key/value head h // (H / 
 """
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -227,11 +228,22 @@ class ModelView:
 
     # the forward pass --------------------------------------------------------------------------
     @torch.no_grad()
-    def run(self, ids, **kwargs):
-        """The base model (no LM head) on token ids `(N, T)` placed on the model's device; `use_cache` is
-        off unless given."""
+    def run(self, ids, cache=None, **kwargs):
+        """The base model (no LM head) on token ids `(N, T)` placed on the model's device. With `cache` (from
+        `prefix_cache`) the ids continue the cached positions; `use_cache` is off unless given."""
         ids = torch.as_tensor(ids, dtype=torch.long).to(self.device)
+        if cache is not None:  # transformers names it `cache` from 5.2x on, `past_key_values` before
+            kwargs = {"use_cache": True, **kwargs, self._cache_keyword: cache}
         return self.base(input_ids=ids, **{"use_cache": False, **kwargs})
+
+    def prefix_cache(self, ids):
+        """The key-value cache of a forward pass over token ids `(N, T)`, for `run(more_ids, cache=...)`."""
+        out = self.run(ids, use_cache=True)
+        return out["cache"] if self._cache_keyword == "cache" else out["past_key_values"]
+
+    @property
+    def _cache_keyword(self) -> str:
+        return "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"
 
     @contextmanager
     def trace(self, visit: Callable[[int, Tensor], Tensor | None]) -> Iterator[None]:
