@@ -229,15 +229,14 @@ def execute_chapters(chapters: list[Chapter], jobs: int, say=print, heartbeat: f
     with its time; every `heartbeat` seconds a line naming the chapters still running, for how long and at
     which cell. A failed chapter does not stop the others; all failures are raised together."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    failures, started = [], {}
+    waiting, pending, started, failures = list(chapters), {}, {}, []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        pending = {pool.submit(_execute_chapter, c, threads): c for c in chapters}
-        while pending:
-            time.sleep(0.2)  # let the pool hand out work before looking at what runs
-            for future, chapter in pending.items():
-                if future.running() and future not in started:
-                    started[future] = time.perf_counter()
-                    say(f"[lotlib book] {chapter.label}: started")
+        while waiting or pending:
+            while waiting and len(pending) < jobs:  # submitted only when a worker is free: "started" is true
+                chapter = waiting.pop(0)
+                future = pool.submit(_execute_chapter, chapter, threads)
+                pending[future], started[future] = chapter, time.perf_counter()
+                say(f"[lotlib book] {chapter.label}: started")
             done, _ = wait(pending, timeout=heartbeat, return_when=FIRST_COMPLETED)
             for future in done:
                 chapter = pending.pop(future)
@@ -248,8 +247,8 @@ def execute_chapters(chapters: list[Chapter], jobs: int, say=print, heartbeat: f
                     failures.append(f"{chapter.label}: {err}")
                     say(f"[lotlib book] {chapter.label}: FAILED: {err}")
             if not done:
-                running = [f"{c.name} {_duration(time.perf_counter() - started[f])}{_cells_done(c)}"
-                           for f, c in pending.items() if f in started]
+                running = [f"{c.label} {_duration(time.perf_counter() - started[f])}{_cells_done(c)}"
+                           for f, c in pending.items()]
                 say("[lotlib book] still running: " + ", ".join(running))
     if failures:
         raise NotebookFailed(f"{len(failures)} chapter(s) failed:\n  " + "\n  ".join(failures))

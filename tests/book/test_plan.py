@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lotlib.book.build import (book_folder, chapters_with_findings, execute_chapters, model_slug, null_model,
-                               plan_book, sphinx_problems)
+from lotlib.book.build import (Chapter, book_folder, chapters_with_findings, execute_chapters, model_slug,
+                               null_model, plan_book, sphinx_problems)
 from lotlib.book.pipeline import project_root
 
 from ..conftest import ROOT
@@ -105,3 +105,19 @@ def test_a_failed_build_names_the_sphinx_problems_not_the_log_tail():
         '/p/lotlib/x.py:docstring of lotlib.x.f:1: ERROR: Undefined substitution referenced: "g".',
         "notebooks/b4.ipynb:12: WARNING: image file not readable"]
     assert sphinx_problems("a\nb\nc", limit=2) == "b\nc"  # no warning lines: the end of the log
+
+
+@pytest.mark.slow
+def test_progress_says_which_chapters_really_run(tmp_path):
+    chapters = []
+    for name in ("one", "two", "three"):
+        source = tmp_path / f"{name}.py"
+        source.write_text('# %% tags=["parameters"]\nseconds: float = 1.5\n\n# %%\nimport time\ntime.sleep(seconds)\n')
+        chapters.append(Chapter(name, "m", source, tmp_path / "out" / f"{name}.ipynb", {}))
+    said = []
+    execute_chapters(chapters, jobs=1, say=said.append, heartbeat=1.0)
+    events = [line.removeprefix("[lotlib book] m / ") for line in said if "started" in line or "done in" in line]
+    assert [e.split(" in ")[0] for e in events] == [f"{n}: {e}" for n in ("one", "two", "three")
+                                                    for e in ("started", "done")]  # never two at once with jobs=1
+    beats = [line for line in said if "still running" in line]
+    assert beats and all(line.count(" / ") == 1 for line in beats)  # one chapter at a time, named with its book
