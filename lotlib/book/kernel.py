@@ -1,5 +1,7 @@
 """The kernel a chapter runs on: the project's Python kernel over local sockets (IPC) where the platform has
-them, so that its messages never go over TCP (which makes every kernel print an encryption warning)."""
+them, so that its messages never go over TCP (which makes every kernel print an encryption warning), and shut
+down without the interrupt jupyter_client sends first (an idle kernel logs "KeyboardInterrupt caught in
+kernel" for it, once per chapter, into the book's output)."""
 from __future__ import annotations
 
 import os
@@ -21,3 +23,8 @@ class LocalKernelManager(AsyncKernelManager):
             kwargs.setdefault("transport", "ipc")
             kwargs.setdefault("ip", str(runtime / f"lotlib-{uuid.uuid4().hex[:12]}"))
         super().__init__(**kwargs)
+
+    async def _async_interrupt_kernel(self) -> None:
+        if self.shutting_down:  # a finished run's kernel is asked to shut down; nothing runs to interrupt
+            return
+        await super()._async_interrupt_kernel()

@@ -198,3 +198,27 @@ def test_model_flags_set_the_notebooks_parameters_and_are_checked_before_any_mod
     assert "report.py has no parameter model" in capsys.readouterr().err
     assert main(["run", "b4_residuals", "--quick", "--dtype", "float16", "-p", "n_s", "abc"]) == 2
     assert "parameter n_s expects" in capsys.readouterr().err  # --quick's n_s: D is overridden by -p
+
+
+def test_a_finished_kernel_is_shut_down_without_an_interrupt():
+    import asyncio
+    import signal
+
+    from lotlib.book.kernel import LocalKernelManager
+
+    async def lifetime() -> list:
+        manager = LocalKernelManager(kernel_name="python3")
+        sent = []
+        send = manager._async_signal_kernel
+
+        async def record(signum):
+            sent.append(signum)
+            await send(signum)
+
+        manager._async_signal_kernel = record
+        await manager.start_kernel()
+        await manager.interrupt_kernel()  # a running cell can still be interrupted
+        await manager.shutdown_kernel()
+        return sent
+
+    assert asyncio.run(lifetime()) == [signal.SIGINT]  # one interrupt: the one asked for, none at shutdown
