@@ -153,12 +153,21 @@ def plan_book(root: Path, *, quick: bool, model: str, device: str = "auto", dtyp
     for book, folder, names in books:
         for name in names:
             params = chapter_parameters(root, name, quick, book, device, dtype)
+            inputs = [*swept_dependencies(root, chapter_source(root, name), params), *claims_files(root, name, last)]
             chapter = Chapter(name, book, root / "notebooks" / f"{name}.py", folder / "notebooks" / f"{name}.ipynb",
-                              params, tuple(swept_dependencies(root, chapter_source(root, name), params)))
+                              params, tuple(inputs))
             (later if name in last else first).append(chapter)
     null_notebooks = book_folder(root, nulled, quick) / "notebooks" if nulled else None
     later = [_with_inputs(c, stage / "notebooks", null_notebooks, last) for c in later]
     return first, later
+
+
+def claims_files(root: Path, name: str, last: list[str]) -> list[Path]:
+    """The claims a chapter judges its values by (its closing table): `book/claims/<name>.yml`, and every claims
+    file for a `last` chapter (the report and the atlas). They join its execution key: a changed test or bound
+    re-executes the chapters that show it."""
+    folder = root / "book" / "claims"
+    return sorted(folder.glob("*.yml")) if name in last else [p for p in [folder / f"{name}.yml"] if p.exists()]
 
 
 def chapter_source(root: Path, name: str) -> Path:

@@ -49,6 +49,13 @@ def test_the_last_chapters_key_the_summaries_they_read_and_not_each_others():
         names = {p.name for p in chapter.depends_on}
         assert "b4_residuals.summary.json" in names, chapter.name
         assert not names & {"report.summary.json", "atlas.summary.json"}, chapter.name
+        assert {"b4_residuals.yml", "a1_geometry.yml"} <= names, chapter.name  # every claim they judge
+
+
+def test_a_chapter_re_executes_when_its_claims_change():
+    first = {c.name: c for c in plan_book(project_root(ROOT), quick=True, model="smollm2-135m", null=False)[0]}
+    assert [p.name for p in first["b4_residuals"].depends_on] == ["b4_residuals.yml"]  # its closing table's tests
+    assert not any(p.suffix == ".yml" for p in first["sweeps"].depends_on)  # no claims of its own
 
 
 SWEEPER = '''# %% [markdown]
