@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--corpus", choices=["walden", "gibberish"], default="walden")
     ex.add_argument("--n-k", type=int, default=50, help="tokens per pseudo-sentence (default 50)")
     ex.add_argument("--n-s", type=int, default=None, help="cap on pseudo-sentences (walden: all; gibberish: required)")
-    ex.add_argument("--bos", action="store_true", help="prepend the BOS token to every pseudo-sentence")
+    ex.add_argument("--bos", action=argparse.BooleanOptionalAction, default=None,
+                    help="start every pseudo-sentence with BOS, or not (default: as the model's tokenizer does)")
     ex.add_argument("--seed", type=int, default=0, help="seed of gibberish and of re-initialised weights")
     ex.add_argument("--untrained", action="store_true", help="fresh random weights (null test)")
     ex.add_argument("--reinit-from", type=int, default=None, metavar="K", help="re-initialise blocks K.. (null test)")
@@ -142,7 +143,8 @@ def _extract(args) -> int:
     else:
         if args.n_s is None:
             raise ValueError("--corpus gibberish needs --n-s (how many random pseudo-sentences)")
-        text = corpus.gibberish(len(model.tokenizer), n_s=args.n_s, n_k=args.n_k, seed=args.seed)
+        text = corpus.gibberish(len(model.tokenizer), n_s=args.n_s, n_k=args.n_k, seed=args.seed,
+                                prefix=corpus.bos_prefix(model.tokenizer, args.bos))
     X = trajectories(model, text, all_positions=args.all_positions, dtype=args.dtype, batch_size=args.batch_size)
     print(f"{model!r}\n{text!r}: N_s = {text.n_s}\ntrajectories {X.shape} {X.dtype}")
     return 0

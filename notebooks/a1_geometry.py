@@ -87,7 +87,7 @@ block = block_index(block, view.n_layers, "block", lm.name)
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 rng = np.random.default_rng(seed)
 ids = corpus.ids[np.sort(rng.choice(corpus.n_s, size=min(n_s, corpus.n_s), replace=False))]
-X = capture(lm, ids, all_positions=True)[:, :, block, :].reshape(-1, view.d_model)  # inputs of `block`
+X = capture(lm, ids, all_positions=True)[:, corpus.prefix:, block, :].reshape(-1, view.d_model)  # inputs of `block` (no BOS)
 norm = view.block_norm(block)
 print(f"{lm!r}\n{len(X)} states x({block}) (input of block {block}) from {len(ids)} pseudo-sentences of {n_k} tokens")
 print(f"block {block}'s input norm: {norm.kind}Norm, eps = {norm.eps:g}, β: {'none' if norm.beta is None else 'yes'}")

@@ -78,7 +78,7 @@ view = lm.view
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 rng = np.random.default_rng(seed)
 ids = corpus.ids[np.sort(rng.choice(corpus.n_s, size=min(n_s, corpus.n_s), replace=False))]
-stats = norms.norm_statistics(lm, ids)  # each (n_s, n_k, L+1)
+stats = norms.norm_statistics(lm, ids, first=corpus.prefix)  # each (n_s, n_k, L+1): the BOS, if any, left out
 table = norms.norm_table(stats)
 L, d = view.n_layers, view.d_model
 blocks = [0, L // 2, L] if blocks is None else layer_indices(blocks, L, "blocks", lm.name)

@@ -38,7 +38,7 @@ dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's we
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
 n_pilots: int = 500  # trajectories drawn
-bos: bool = False  # prepend BOS to every pseudo-sentence
+bos: "bool | None" = None  # start every pseudo-sentence with BOS (None: as the model's tokenizer does)
 seed: int = 0  # which pilots are drawn, the fit / held-out split, the structureless cloud and the bootstrap
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the intervals
 
@@ -63,7 +63,7 @@ plots.apply_theme()
 lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
-print(f"{lm!r}\n{corpus!r}: N_s = {N_s} pseudo-sentences of {corpus.n_k} tokens; trajectories {X.shape}")
+print(f"{lm!r}\n{corpus!r}: trajectories {X.shape}")
 
 # %% [markdown]
 # ## (a) The bundle in the last layer's singular basis

@@ -102,7 +102,7 @@ L, D = lm.view.n_layers, lm.view.d_model
 T = L + 1
 vocab = min(len(lm.tokenizer), lm.view.vocab_size)
 language = lotlib.walden(lm.tokenizer, n_k=n_k_gibberish, n_s=pilot_count(n_s_gibberish, D, "n_s_gibberish"))
-noise = lotlib.gibberish(vocab, n_s=language.n_s, n_k=n_k_gibberish, seed=seed)
+noise = lotlib.gibberish(vocab, n_s=language.n_s, n_k=n_k_gibberish, seed=seed, prefix=language.prefix_ids)
 X_lang, X_gib = lotlib.trajectories(lm, language), lotlib.trajectories(lm, noise)  # (N_s, L+1, D) each
 print(f"{lm!r}\nlanguage {language!r}, gibberish {noise!r} drawn from {vocab} tokens; trajectories {X_lang.shape} each")
 print("a gibberish pseudo-sentence:", repr(lm.tokenizer.decode(noise.ids[0])))

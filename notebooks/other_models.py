@@ -191,14 +191,14 @@ for name in names:
 
     vocab = min(len(lm.tokenizer), view.vocab_size)
     language = lotlib.walden(lm.tokenizer, n_k=n_k_gibberish, n_s=pilot_count(n_s_gibberish, D, "n_s_gibberish"))
-    noise = lotlib.gibberish(vocab, n_s=language.n_s, n_k=n_k_gibberish, seed=seed)
+    noise = lotlib.gibberish(vocab, n_s=language.n_s, n_k=n_k_gibberish, seed=seed, prefix=language.prefix_ids)
     separable[name] = layer_separability(lotlib.trajectories(lm, language), lotlib.trajectories(lm, noise),
                                          train_fraction, seed, classifier, progress=False)
     row["separability_min"] = separable[name][1:].min()
 
     if n_bos and lm.tokenizer.bos_token_id is not None:
-        following = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_bos + 1).ids[1:, 0]
-        plain = lotlib.trajectories(lm, lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_bos), progress=False)[:, L]
+        following = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_bos + 1, bos=False).ids[1:, 0]
+        plain = lotlib.trajectories(lm, lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_bos, bos=False), progress=False)[:, L]
         with_bos = lotlib.trajectories(lm, lotlib.walden(lm.tokenizer, n_k=n_k, n_s=n_bos, bos=True), progress=False)[:, L]
         row |= {"bos_token": lm.tokenizer.bos_token, "nll_no_bos": next_token_nll(view, plain, following).mean(),
                 "nll_bos": next_token_nll(view, with_bos, following).mean()}
@@ -312,12 +312,13 @@ plt.show()
 # language and gibberish at every relative depth (one classifier split; chapter "Null tests" has the interval
 # over splits and the untrained control).
 #
-# ## Without BOS
+# ## With or without BOS
 #
-# All models run without a BOS token, as the paper's pseudo-sentences do (`lotlib.walden(..., bos=False)`, the
-# default). Gemma is trained with a BOS token at the start of every sequence. A direct check: the negative
-# log-likelihood of the true next token (the first token of the next pseudo-sentence) from x(L), on the first
-# `n_bos` pseudo-sentences, with and without the tokenizer's BOS token (the table below).
+# Every model reads its pseudo-sentences as its tokenizer starts a text (`lotlib.walden(..., bos=None)`, the
+# default): GPT-2 and SmolLM2 without a BOS token, as the paper's pseudo-sentences are; Gemma with one, because it
+# was trained with a BOS at the start of every sequence and reads text badly without it. A direct check of what
+# BOS changes: the negative log-likelihood of the true next token (the first token of the next pseudo-sentence)
+# from x(L), on the first `n_bos` pseudo-sentences, with and without the tokenizer's BOS token (the table below).
 #
 # ## All models side by side
 #

@@ -88,16 +88,17 @@ lm = lotlib.load_model(model, device=device, dtype=dtype)
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 rng = np.random.default_rng(seed)
 ids = corpus.ids[np.sort(rng.choice(corpus.n_s, size=min(n_sentences, corpus.n_s), replace=False))]
-baselines = {"shuffled": shuffled_next(ids[:, 1:], seed),
-             "shuffled within sentence": shuffled_next(ids[:, 1:], seed, within_rows=True)}
-travel = travel_cosines(lm, ids, baselines, batch_size=batch_size)
+text = ids[:, corpus.prefix:]  # the words (a BOS, where the model starts texts with one, is context only)
+baselines = {"shuffled": shuffled_next(text[:, 1:], seed),
+             "shuffled within sentence": shuffled_next(text[:, 1:], seed, within_rows=True)}
+travel = travel_cosines(lm, ids, baselines, first=corpus.prefix, batch_size=batch_size)
 L, D = lm.view.n_layers, lm.view.d_model
 boot = dict(n_boot=n_boot, seed=seed)
 steps, trips = (travel_summaries(travel, part, **boot) for part in ("steps", "trip"))
 print(f"{lm!r}; tied embeddings: {lm.view.tied}, output bias: {lm.view.b_U is not None}")
-print(f"{len(ids)} of {corpus.n_s} pseudo-sentences of {n_k} tokens: {ids[:, :-1].size} positions; "
-      f"{np.mean(ids[:, 1:] == ids[:, :-1]):.2%} with next = current; baseline next = current (left out): "
-      + ", ".join(f"{k} {np.mean(v == ids[:, :-1]):.2%}" for k, v in baselines.items()))
+print(f"{len(ids)} of {corpus.n_s} pseudo-sentences of {n_k} tokens{' after BOS' if corpus.prefix else ''}: "
+      f"{text[:, :-1].size} positions; {np.mean(text[:, 1:] == text[:, :-1]):.2%} with next = current; baseline "
+      "next = current (left out): " + ", ".join(f"{k} {np.mean(v == text[:, :-1]):.2%}" for k, v in baselines.items()))
 
 # %% [markdown]
 # ## Each block's update against the next word
@@ -192,7 +193,7 @@ trip_table.round(4)
 
 # %%
 values = {
-    "n_sentences": len(ids), "n_positions": ids[:, :-1].size, "n_layers": L, "d_model": D, "target": "W_E",
+    "n_sentences": len(ids), "n_positions": text[:, :-1].size, "n_layers": L, "d_model": D, "target": "W_E",
     "trip_true": trip_table.loc[("W_E", "shuffled"), "true"], "trip_shuffled": trip_table.loc[("W_E", "shuffled"), "shuffled"],
     "trip_difference": trip, "trip_difference_se": trip_table.loc[("W_E", "shuffled"), "se"],
     "trip_difference_passage_null": passage_null,
@@ -206,7 +207,7 @@ record(values)
 outcomes = chapter_outcomes("travel_full_space", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
 judged = outcomes.set_index("claim")["outcome"]
 print(f"Paper A (Fig. 4, a projection): words travel toward the next word. In the full space, without "
-      f"projection, on {ids[:, :-1].size} positions of {model}: the whole path's cosine with e(next) − e(current) "
+      f"projection, on {text[:, :-1].size} positions of {model}: the whole path's cosine with e(next) − e(current) "
       f"exceeds a shuffled next word's by {trip:.3g} ({judged['A-travel-full-trip']}), "
       f"{trip.value * D ** 0.5:.2f} times a chance alignment 1/sqrt(D) = {D ** -0.5:.3f}; the true next word wins at "
       f"{wins:.3g} of positions ({judged['A-travel-full-wins']}). Against a rival word from the same passage the "

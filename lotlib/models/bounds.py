@@ -111,17 +111,18 @@ def pilot_count(value, d_model: int, param: str = "n_s", at_least_width: bool = 
     return value
 
 
-def check_context(n_k: int, max_positions: int | None, bos: bool = False, param: str = "n_k",
+def check_context(n_k: int, max_positions: int | None, bos: bool | None = False, param: str = "n_k",
                   model: str = "the model") -> int:
-    """`n_k` tokens per pseudo-sentence (plus BOS) must fit the context length of `model`."""
+    """`n_k` tokens per pseudo-sentence (plus BOS) must fit the context length of `model`; `bos=None` (as the
+    tokenizer does, not known before it loads) counts a BOS."""
     if isinstance(n_k, bool) or not isinstance(n_k, int) or n_k < 2:
         raise ParameterError(f"parameter {param} = {n_k!r}: expected at least 2 tokens per pseudo-sentence "
                              f"(a pilot and one token of context)")
-    total = n_k + int(bool(bos))
-    if max_positions is not None and total > max_positions:
-        extra = " plus BOS" if bos else ""
+    counted = int(bos is not False)
+    extra = "" if not counted else " plus BOS" if bos else " plus a BOS if the tokenizer adds one"
+    if max_positions is not None and n_k + counted > max_positions:
         raise ParameterError(f"parameter {param} = {n_k}{extra}: {model}'s context holds {max_positions} positions; "
-                             f"use {param} <= {max_positions - int(bool(bos))}")
+                             f"use {param} <= {max_positions - counted}")
     return n_k
 
 
@@ -205,7 +206,7 @@ class Tokens(Bounded):
 
     @staticmethod
     def check(value, shape, param, values):
-        check_context(value, shape.max_positions, bool(values.get("bos")), param, shape.name)
+        check_context(value, shape.max_positions, values.get("bos"), param, shape.name)
 
 
 TYPES = {cls.__name__: cls for cls in (Layer, Block, Pilots, FullBasis, Tokens)}

@@ -88,16 +88,17 @@ def trajectories(model: Model, corpus: Corpus, *, all_positions: bool = False, d
     return np.concatenate([shards[i].array for i in range(n_shards)])
 
 
-def walden_trajectories(model: str, n_k: int = 50, n_s: int | str | None = None, bos: bool = False, *,
+def walden_trajectories(model: str, n_k: int = 50, n_s: int | str | None = None, bos: bool | None = None, *,
                         device: str = "auto", dtype: str = "float32", **options) -> tuple[Model, Corpus, np.ndarray]:
     """The chapters' usual start: load `model` on `device` in `dtype`, cut Walden into `(N_s, n_k)`
-    pseudo-sentences, and get their trajectories `(N_s, L+1, d)` from the cache (`options` go to
-    `trajectories`). `n_s` is a count, a multiple of the width ("D", "1.5D") or None (all of Walden);
-    `n_k` (plus BOS) must fit the model's context."""
-    from .corpus import walden
+    pseudo-sentences (with BOS as the tokenizer does, unless `bos` says), and get their trajectories
+    `(N_s, L+1, d)` from the cache (`options` go to `trajectories`). `n_s` is a count, a multiple of the width
+    ("D", "1.5D") or None (all of Walden); `n_k` (plus BOS) must fit the model's context."""
+    from .corpus import bos_prefix, walden
     from .loading import load_model
 
     lm = load_model(model, device=device, dtype=dtype)
+    bos = bool(bos_prefix(lm.tokenizer, bos))
     check_context(n_k, lm.view.max_positions, bos, model=lm.name)
     corpus = walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, lm.view.d_model, model=lm.name), bos=bos)
     return lm, corpus, trajectories(lm, corpus, **options)

@@ -8,14 +8,18 @@ import pandas as pd
 import torch
 
 from ..models.capture import capture
+from ..models.corpus import bos_prefix
 from ..models.loading import Model
 
 def locate(tokenizer, sentence: str, token_index: int) -> tuple[np.ndarray, int]:
-    """Token ids `(T,)` of `sentence` (no special tokens) and the position of `token_index` (may be < 0)."""
-    ids = np.asarray(tokenizer(sentence, add_special_tokens=False)["input_ids"], dtype=np.int64)
-    if not -len(ids) <= token_index < len(ids):
-        raise ValueError(f"token_index {token_index} is outside the {len(ids)} tokens of {sentence!r}")
-    return ids, token_index % len(ids)
+    """Token ids `(T,)` of `sentence`, after a BOS where the tokenizer starts texts with one
+    (`lotlib.models.corpus.bos_prefix`), and the position of its token `token_index` (may be < 0; the BOS is
+    not counted)."""
+    words = tokenizer(sentence, add_special_tokens=False)["input_ids"]
+    if not -len(words) <= token_index < len(words):
+        raise ValueError(f"token_index {token_index} is outside the {len(words)} tokens of {sentence!r}")
+    prefix = bos_prefix(tokenizer)
+    return np.asarray(prefix + words, dtype=np.int64), len(prefix) + token_index % len(words)
 
 
 def token_path(model: Model, ids: np.ndarray, position: int) -> np.ndarray:

@@ -47,8 +47,9 @@ def random_cos_to_ones(d: int) -> float:
 
 
 @torch.inference_mode()
-def norm_statistics(model: Model, ids: np.ndarray, batch_size: int = 8, progress: bool = True) -> dict:
-    """Per state x(t) of every position of `ids` `(N, T)`, each `(N, T, L+1)`, and `d`:
+def norm_statistics(model: Model, ids: np.ndarray, first: int = 0, batch_size: int = 8, progress: bool = True) -> dict:
+    """Per state x(t) of every position from `first` on of `ids` `(N, T)` (earlier positions, a BOS, are context
+    only), each `(N, T - first, L+1)`, and `d`:
 
     `residual` ||x(t)||; `normalized` ||normalize(x(t))|| computed in float32 as the model does, by the
     norm that reads x(t) (see `reading_norms`); `predicted` the eps formula (float64); `cos_ones`
@@ -59,7 +60,7 @@ def norm_statistics(model: Model, ids: np.ndarray, batch_size: int = 8, progress
     norms = model.view.reading_norms()  # normalize uses neither gamma nor beta: it runs on the CPU states
     parts = []
     for start in tqdm(range(0, len(ids), batch_size), desc="norm statistics", unit="batch", disable=not progress):
-        X = torch.from_numpy(capture(model, ids[start:start + batch_size], all_positions=True, progress=False))
+        X = torch.from_numpy(capture(model, ids[start:start + batch_size], all_positions=True, progress=False)[:, first:])
         per_layer = []
         for t, norm in enumerate(norms):
             x_hat = norm.normalize(X[..., t, :])

@@ -45,23 +45,24 @@ TARGETS = ("W_E", "final_norm(W_E)")  # the embedding table the target direction
 
 
 @torch.inference_mode()
-def travel_cosines(model: Model, ids: np.ndarray, baselines: dict[str, np.ndarray], *, batch_size: int = 16,
-                   progress: bool = True) -> dict[str, Travel]:
-    """For every position i < T-1 of `ids` `(n, T)` and every block t: the cosine between
+def travel_cosines(model: Model, ids: np.ndarray, baselines: dict[str, np.ndarray], *, first: int = 0,
+                   batch_size: int = 16, progress: bool = True) -> dict[str, Travel]:
+    """For every position first <= i < T-1 of `ids` `(n, T)` and every block t: the cosine between
     final_norm(x_i(t+1)) - final_norm(x_i(t)) and e[ids_{i+1}] - e[ids_i] ("true"), and the same with each
-    baseline's next tokens `(n, T-1)`. One `Travel` per target table in TARGETS (raw or final-normed W_E)."""
+    baseline's next tokens `(n, T-1-first)`. Positions before `first` (a BOS: `Corpus.prefix`) are context only.
+    One `Travel` per target table in TARGETS (raw or final-normed W_E)."""
     view = model.view
     norm, W_E = view.final_norm, view.W_E.detach().float()
     tables = {"W_E": lambda i: W_E[i], "final_norm(W_E)": lambda i: norm(W_E[i])}
-    nexts = {"true": ids[:, 1:], **baselines}
+    nexts = {"true": ids[:, first + 1:], **baselines}
     parts = {(name, part, kind): [] for name in TARGETS for part in ("steps", "trip") for kind in nexts}
     for start in tqdm(range(0, len(ids), batch_size), desc="travel", unit="batch", disable=not progress):
         rows = slice(start, start + batch_size)
         X = torch.from_numpy(capture(model, ids[rows], all_positions=True, batch_size=batch_size, progress=False))
         X = X.to(view.device)
-        Y = norm(X[:, :-1])  # (B, T-1, L+1, d)
+        Y = norm(X[:, first:-1])  # (B, T-1-first, L+1, d)
         moves = {"steps": Y.diff(dim=2), "trip": Y[:, :, -1] - Y[:, :, 0]}
-        current = torch.from_numpy(ids[rows, :-1]).to(view.device)
+        current = torch.from_numpy(np.ascontiguousarray(ids[rows, first:-1])).to(view.device)
         for name, table in tables.items():
             e_current = table(current)
             for kind, nxt in nexts.items():

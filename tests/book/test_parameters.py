@@ -16,7 +16,7 @@ blocks: "list[Block] | None" = None  # blocks probed
 t0: "Layer | None" = None  # start layer
 n_pilots: "FullBasis | None" = None  # pilots
 n_k: "Tokens" = 50  # tokens
-bos = False  # prepend BOS
+bos: "bool | None" = None  # start with BOS (None: as the tokenizer does)
 ratio = 0.5
 '''
 
@@ -55,6 +55,9 @@ def test_model_relative_values_are_checked_against_the_config(declared):
         check_parameters(declared, {"n_pilots": 10}, "chapter.py")
     with pytest.raises(ParameterError, match=r"n_k = 128 plus BOS: .*context holds 128 positions; use n_k <= 127"):
         check_parameters(declared, {"n_k": 128, "bos": True}, "chapter.py")
+    with pytest.raises(ParameterError, match=r"n_k = 128 plus a BOS if the tokenizer adds one: .*use n_k <= 127"):
+        check_parameters(declared, {"n_k": 128, "bos": None}, "chapter.py")  # not known before the model loads
+    check_parameters(declared, {"n_k": 128, "bos": False}, "chapter.py")
 
 
 def test_resolution_with_a_loaded_model_matches_the_check():

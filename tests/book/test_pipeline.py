@@ -85,9 +85,11 @@ def test_cli_extract_and_errors(tiny_gpt2_dir, capsys):
     assert main(["extract", "--model", str(tiny_gpt2_dir), "--n-k", "1"]) == 2
     assert "at least 2" in capsys.readouterr().err
     assert main(["extract", "--model", str(tiny_gpt2_dir), "--n-k", "200"]) == 2  # 128 positions
+    assert "context holds 128 positions; use --n-k <= 127" in capsys.readouterr().err  # a BOS counted: not known yet
+    assert main(["extract", "--model", str(tiny_gpt2_dir), "--n-k", "200", "--no-bos"]) == 2
     assert "context holds 128 positions; use --n-k <= 128" in capsys.readouterr().err
     assert main(["extract", "--model", "smollm2-135m", "--n-k", "9000"]) == 2  # checked from the GGUF header
-    assert "use --n-k <= 8192" in capsys.readouterr().err
+    assert "smollm2-135m's context holds 8192 positions" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # refused before the model loads
         main(["extract", "--model", str(tiny_gpt2_dir), "--batch-size", "0"])
     assert "--batch-size: must be a positive integer, got 0" in capsys.readouterr().err

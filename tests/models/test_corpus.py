@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from lotlib.models import corpus
-from lotlib.models.corpus import gibberish, pseudo_sentences
+from lotlib.models.corpus import bos_prefix, gibberish, pseudo_sentences
 
 from ..conftest import gpt2_tokenizer
 
@@ -26,7 +26,32 @@ def test_cap_bos_and_identity():
     assert capped.n_s == 3 and np.array_equal(capped.ids, full.ids[:3])
     with_bos = pseudo_sentences(TEXT, tok, n_k=5, n_s=3, bos=True)
     assert with_bos.ids.shape == (3, 6) and (with_bos.ids[:, 0] == tok.bos_token_id).all()
+    assert with_bos.prefix == 1 and with_bos.prefix_ids.tolist() == [tok.bos_token_id] and full.prefix == 0
+    assert np.array_equal(with_bos.ids[:, 1:], capped.ids)
     assert len({full.identity, capped.identity, with_bos.identity}) == 3
+
+
+class _StartsWithBos:
+    """A tokenizer that starts every text with BOS, as Gemma's, Llama's and Mistral's do."""
+
+    def __init__(self, tok):
+        self.tok, self.bos_token_id = tok, tok.bos_token_id
+
+    def __call__(self, text, add_special_tokens=True):
+        ids = self.tok(text)["input_ids"]
+        return {"input_ids": ([self.bos_token_id] if add_special_tokens else []) + ids}
+
+
+def test_bos_follows_the_tokenizer_unless_asked():
+    gpt2 = gpt2_tokenizer()  # GPT-2 (and SmolLM2) start texts without BOS: the paper's pseudo-sentences
+    assert bos_prefix(gpt2) == [] and pseudo_sentences(TEXT, gpt2, n_k=5).prefix == 0
+    gemma_like = _StartsWithBos(gpt2)
+    assert bos_prefix(gemma_like) == [gpt2.bos_token_id] and bos_prefix(gemma_like, bos=False) == []
+    c = pseudo_sentences(TEXT, gemma_like, n_k=5, n_s=3)
+    assert c.prefix == 1 and c.ids.shape == (3, 6) and (c.ids[:, 0] == gpt2.bos_token_id).all()
+    noise = gibberish(50257, 3, 5, seed=0, prefix=c.prefix_ids)  # compared like with like
+    assert noise.prefix == 1 and noise.ids.shape == (3, 6) and (noise.ids[:, 0] == gpt2.bos_token_id).all()
+    assert np.array_equal(noise.ids[:, 1:], gibberish(50257, 3, 5, seed=0).ids)
 
 
 def test_bad_chunk_sizes_are_clear_errors():

@@ -139,6 +139,26 @@ def test_logit_lens_at_last_layer_equals_model_logits(fixture, request):
         locate(model.tokenizer, SENTENCE, 50)
 
 
+def test_a_tokenizer_that_starts_texts_with_bos_gets_its_bos_before_the_sentence(tiny_gpt2_dir):
+    from ..models.test_corpus import _StartsWithBos
+
+    tok = load_model(str(tiny_gpt2_dir)).tokenizer
+    plain, at = locate(tok, SENTENCE, -2)
+    with_bos, at_bos = locate(_StartsWithBos(tok), SENTENCE, -2)
+    assert with_bos[0] == tok.bos_token_id and with_bos[1:].tolist() == plain.tolist() and at_bos == at + 1
+    assert locate(_StartsWithBos(tok), SENTENCE, 0)[1] == 1  # token 0 is the sentence's first word, not the BOS
+
+
+def test_travel_leaves_out_the_positions_before_first(tiny_gpt2_dir):
+    model = load_model(str(tiny_gpt2_dir))
+    ids = np.random.default_rng(0).integers(0, 50257, size=(2, 6))
+    ids[:, 0] = model.tokenizer.bos_token_id
+    whole = travel_cosines(model, ids, {}, progress=False)["W_E"]
+    text = travel_cosines(model, ids, {}, first=1, progress=False)["W_E"]
+    assert text.steps["true"].shape == (2, 4, model.view.n_layers)  # the BOS -> first word pair is gone
+    np.testing.assert_allclose(text.steps["true"], whole.steps["true"][:, 1:], atol=1e-6)
+
+
 def test_neighbour_agreement_nearest_rows_versus_largest_dot_products():
     rng = np.random.default_rng(3)
     rows = rng.normal(size=(200, 8))
