@@ -65,7 +65,6 @@ n_k: "Tokens" = 50  # tokens per pseudo-sentence
 seed: int = 0  # which pseudo-sentences are drawn
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -73,7 +72,6 @@ import torch
 
 import lotlib
 from lotlib import Norm, capture, plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import exact
@@ -252,7 +250,7 @@ values = {
     "qk_block_singular_values": torch.linalg.svdvals(W2).tolist(),
 }
 record(values)
-outcomes = chapter_outcomes("a1_geometry", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("a1_geometry", values)
 judged = outcomes.set_index("claim")["outcome"]
 identities = outcomes.loc[(outcomes["nature"] == "identity") & (outcomes["outcome"] != "not applicable"), "outcome"]
 print(f"this model's norm: {norm.kind}Norm — centring (hyperplane) {'yes' if norm.centres else 'no'}, "

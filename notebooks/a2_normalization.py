@@ -56,7 +56,6 @@ n_boot: int = 1000  # bootstrap resamples of pseudo-sentences
 blocks: "list[Layer] | None" = None  # layers t whose cos(x, 1) histograms are drawn (None: 0, the middle and L)
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -65,7 +64,6 @@ import seaborn as sns
 
 import lotlib
 from lotlib import Norm, plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import not_applicable, record
 from lotlib.intervals import bootstrap, exact
@@ -293,7 +291,7 @@ values = {
     "rms_cos_original_max": float(distances["RMSNorm(E)"]["Original E"][1].abs().max()),
 }
 record(values)
-outcomes = chapter_outcomes("a2_normalization", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("a2_normalization", values)
 judged = outcomes.set_index("claim")["outcome"]
 print(f"||x̂|| = √d ({d ** 0.5:.4f}; paper: 27.71 for d = 768) up to eps: the eps formula matches every normalized "
       f"state to {worst / d ** 0.5:.1e} √d ({judged['A2-sqrt-d']}); the raw shortfall from √d reaches "

@@ -55,7 +55,6 @@ seed: int = 0  # which tokens are drawn, and the bootstrap's resamples
 n_boot: int = 2000  # bootstrap resamples of the drawn tokens
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -64,7 +63,6 @@ import seaborn as sns
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import not_applicable, record
 from lotlib.intervals import bootstrap, exact, proportion
@@ -219,7 +217,7 @@ values = {
     "win_share_top_minus_bottom": advantage,
 }
 record(values)
-outcomes = chapter_outcomes("a3_reachable_tokens", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("a3_reachable_tokens", values)
 judged = outcomes.set_index("claim")["outcome"]
 print(f"γ's reordering: Spearman ρ(||e||, ||γ ⊙ e||) = {rho_gamma:.4f}; β: "
       f"{'none (RMSNorm), the β scores coincide' if norm.beta is None else f'largest shift {beta_gap:.3g}'}. "

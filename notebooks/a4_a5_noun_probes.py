@@ -83,7 +83,6 @@ from IPython.display import HTML, display
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes, closing_sentences
 from lotlib.book.summary import record
 from lotlib.models.bounds import block_indices
@@ -309,10 +308,10 @@ for label, key in (("first block, best head's QK variant rate", "qk_rate_best_he
                    ("best head's VO update variant rate", "vo_update_best_head_rate")):
     print(f"{label}: nouns {values[key]:.3f}, random words {values[key + '_random']:.3f}")
 print(f"the best VO update head is head {best[1]} of block {layers[best[0]]}")
-outcomes = chapter_outcomes("a4_a5_noun_probes", values, project_root() / "book" / "claims")
+outcomes = chapter_outcomes("a4_a5_noun_probes", values)
 display(outcomes)
 record(values)
 
 # %%
-print("\n".join(closing_sentences("a4_a5_noun_probes", values, project_root() / "book" / "claims", model,
+print("\n".join(closing_sentences("a4_a5_noun_probes", values, model,
                                    "the head does this for any word, not for the nouns")))

@@ -70,7 +70,6 @@ top_k: int = 5  # tokens per layer in the logit-lens table
 
 # %%
 from dataclasses import replace
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -78,7 +77,6 @@ import seaborn as sns
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import exact, over_seeds
@@ -267,7 +265,7 @@ values = {
     "neighbour_logit_agreement_min": agreement.min(),
 }
 record(values)
-outcomes = chapter_outcomes("a7_traveling_words", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("a7_traveling_words", values)
 judged = outcomes.set_index("claim")["outcome"]
 print(f"Paper (Fig. 4, qualitative): the word travels toward the next word. Here {decode([current])!r} "
       f"{'ends at' if ranks[L] == 0 else 'does not end at'} {decode([target])!r}: rank {ranks[L]} at the last layer "

@@ -56,7 +56,6 @@ seed: int = 0  # which pilots each protocol scores, the random directions of the
 n_boot: int = 2000  # bootstrap resamples of pilots for the intervals
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -66,7 +65,6 @@ from matplotlib import cm, colors
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import bootstrap, bootstrap_mean
@@ -307,7 +305,7 @@ values = {
     **{f"{key}_random_directions": value for key, value in found_random.items()},
 }
 record(values)
-outcomes = chapter_outcomes("b2_ensemble_svd", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("b2_ensemble_svd", values)
 judged = outcomes.set_index("claim")["outcome"]
 mine = found["last layer"]
 print(f"Paper (GPT-2 medium): KL falls about 90% from K = 1 to K = D/4 = 256 (about 5 to 0.5 nats); top-5 overlap "

@@ -79,7 +79,6 @@ seed: int = 0  # the first repetition's split (seed + r for repetition r), the s
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the error ratios
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -89,7 +88,6 @@ from tqdm.auto import tqdm
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import bootstrap, over_seeds
@@ -374,7 +372,7 @@ values = {
     "error_ratio_mean_tau_max": ratios["pilot-blind: mean of x(t+τ)", tau_max],
 }
 record(values)
-outcomes = chapter_outcomes("b3_extrapolation", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("b3_extrapolation", values)
 judged = outcomes.set_index("claim")["outcome"]
 print(f"Paper (GPT-2 medium): SVM accuracy about 50-51% at tau = 1, about 60% at tau = 10.")
 print(f"Here ({model}, held-out pilots, {seen}, mean over starting layers {svm_starts.tolist()} and {n_seeds} "

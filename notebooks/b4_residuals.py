@@ -64,7 +64,6 @@ n_boot: int = 200  # bootstrap resamples of the pilots (each one re-evaluates ev
 seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian reference
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -74,7 +73,6 @@ from scipy.stats import norm
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
@@ -485,7 +483,7 @@ values = {
     "variance_spread_decades_max": float(spread.max()), "residual_consistency": float(consistency),
 }
 record(values)
-outcomes = chapter_outcomes("b4_residuals", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("b4_residuals", values)
 judged = outcomes.set_index("claim")["outcome"]
 show = lambda key: format(values[key], ".3g")
 print(f"Eq. 2 beyond the norm growth: arrival R2 of ln rho {show('arrival_r2_relative')} ({judged['B4-arrival-only']}; "

@@ -70,7 +70,6 @@ seed: int = 0  # the split, starting noise, subsamples, bootstrap
 
 # %%
 from dataclasses import replace
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -79,7 +78,6 @@ import seaborn as sns
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import over_seeds
@@ -479,7 +477,7 @@ values = {
     **{f"variance_ratio_{s}_{'log' if lg else 'sigma'}": v["total variance, predicted / true"] for (s, lg), v in variants.items()},
 }
 record(values)
-outcomes = chapter_outcomes("b5_langevin", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("b5_langevin", values)
 judged = outcomes.set_index("claim")["outcome"]
 show = lambda key: format(values[key], ".3g")
 print(f"which noise: Eq. 2 (R2 {fit['r2']:.3f}) vs the paper's rate from the departure layer (R2 {accumulated['r2']:.3f}); "

@@ -58,7 +58,6 @@ n_boot: int = 1000  # bootstrap resamples of the pilots
 seed: int = 0  # which pilots are drawn, and the bootstrap's resamples
 
 # %%
-from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -69,7 +68,6 @@ import seaborn as sns
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import bootstrap
@@ -284,7 +282,7 @@ values = {
     "partial_flow_gap_by_k": {str(k): v for k, v in partial_gap.items()},
 }
 record(values)
-outcomes = chapter_outcomes("continuous_lines", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("continuous_lines", values)
 judged = outcomes.set_index("claim")["outcome"]
 print(f"the full flow lands at {landing:.3g} of the true step ({judged['CL-anchored']}: "
       f"{'closer to the next state than staying put' if landing.hi < 1 else 'not closer than staying put'}); "

@@ -43,7 +43,6 @@ seed: int = 0  # which pilots are drawn, the fit / held-out split, the structure
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the intervals
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -52,7 +51,6 @@ import seaborn as sns
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import bootstrap
@@ -242,7 +240,7 @@ values = {
     "held_out_share_quarter_d_by_layer_cloud": [e.value for e in per_layer["structureless cloud"]],
 }
 record(values)
-outcomes = chapter_outcomes("lines_of_thought", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("lines_of_thought", values)
 judged = outcomes.set_index("claim")["outcome"]
 print(f"Paper (Fig. 1, qualitative): a low-dimensional bundle. Here ({model}, D = {D}): the top D/4 = {K} principal "
       f"directions carry {dimension:.3f} of the held-out variance at t = L ({judged['B1-dimension']} the 90% bound); "

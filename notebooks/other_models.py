@@ -95,7 +95,6 @@ from IPython.display import display
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes, format_value
 from lotlib.book.summary import record
 from lotlib.intervals import Estimate
@@ -374,7 +373,7 @@ table.reindex([label for label in labels.values() if label in table.index])
 values = {**measured[model], "model": model, "others": {name: measured[name] for name in names[1:]},
           "n_k": n_k, "n_kl": n_kl, "n_boot": n_boot, "n_s_gibberish": n_s_gibberish, "classifier": classifier}
 record(values)
-outcomes = chapter_outcomes("other_models", values, project_root() / "book" / "claims")
+outcomes = chapter_outcomes("other_models", values)
 display(outcomes)
 m = measured[model]
 for key, quantity in (("last_layer_excess", "ln(mean variance)"), ("last_layer_excess_relative", "the relative variance")):

@@ -89,7 +89,6 @@ from IPython.display import display
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes, closing_sentences
 from lotlib.book.summary import record
 from lotlib.models.bounds import block_indices
@@ -280,10 +279,10 @@ values = {
 }
 print(f"the nouns' query-key rate peaks at block {values['qk_peak_block']} of {L} (depth {peak:.2f})"
       if np.isfinite(peak.value) else "the nouns' query-key rate is zero at every probed block: no peak")
-outcomes = chapter_outcomes("probe_rates", values, project_root() / "book" / "claims")
+outcomes = chapter_outcomes("probe_rates", values)
 display(outcomes)
 record(values)
 
 # %%
-print("\n".join(closing_sentences("probe_rates", values, project_root() / "book" / "claims", model,
+print("\n".join(closing_sentences("probe_rates", values, model,
                                    "the heads do this for any word of the kind, not for the nouns")))

@@ -68,7 +68,6 @@ n_boot: int = 2000  # bootstrap resamples of sentences
 batch_size: int = 16  # sentences per forward pass
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -77,7 +76,6 @@ import seaborn as sns
 
 import lotlib
 from lotlib import plots
-from lotlib.book.pipeline import project_root
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.traveling_words.travel import (per_sentence_difference, positive_block_share, shuffled_next,
@@ -204,7 +202,7 @@ values = {
     "block1_true": raw["true"].iloc[0], "block1_shuffled": raw["shuffled"].iloc[0], "inv_sqrt_d": D ** -0.5,
 }
 record(values)
-outcomes = chapter_outcomes("travel_full_space", values, project_root(Path(lotlib.__file__)) / "book" / "claims")
+outcomes = chapter_outcomes("travel_full_space", values)
 judged = outcomes.set_index("claim")["outcome"]
 print(f"Paper A (Fig. 4, a projection): words travel toward the next word. In the full space, without "
       f"projection, on {text[:, :-1].size} positions of {model}: the whole path's cosine with e(next) − e(current) "

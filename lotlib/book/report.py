@@ -39,6 +39,7 @@ import pandas as pd
 import yaml
 
 from ..intervals import Estimate, as_estimate
+from .pipeline import project_root
 from .summary import NOT_APPLICABLE, load_summaries
 
 KINDS = {"abs", "rel", "max", "min", "range", "true", "none"}
@@ -233,12 +234,17 @@ def headline(table: pd.DataFrame) -> pd.DataFrame:
     return counts.loc[:, counts.sum() > 0]
 
 
-def chapter_outcomes(notebook: str, values: dict, claims_folder: str | Path) -> pd.DataFrame:
+def chapter_claims(notebook: str, claims_folder: str | Path | None = None) -> list[dict]:
+    """The claims of one chapter, from `claims_folder` (default: the project's `book/claims`)."""
+    return load_claims(claims_folder or project_root() / "book" / "claims", notebook)
+
+
+def chapter_outcomes(notebook: str, values: dict, claims_folder: str | Path | None = None) -> pd.DataFrame:
     """For a chapter's closing paragraph: each of its claims, our value with its interval and whether that
     interval passes, fails or straddles the test, and the same for the claim's own nulls recorded in
     `values` (the untrained model's value, from another run, is judged in the report)."""
     rows = []
-    for c in load_claims(claims_folder, notebook):
+    for c in chapter_claims(notebook, claims_folder):
         judge = lambda key: outcome(values.get(key), c["test"], c["paper_value"])  # noqa: E731
         nulls = "; ".join(f"{n['name']}: {format_value(values.get(n['key']))} ({judge(n['key'])})" for n in c["nulls"])
         rows.append({"claim": c["id"], "nature": c["nature"], "test": describe_test(c["test"], c["paper_value"]),
@@ -250,13 +256,13 @@ SAID = {"passes": "holds", "fails": "does not hold", "straddles": "is inconclusi
         "missing": "was not measured", "not applicable": "has no verdict"}
 
 
-def closing_sentences(notebook: str, values: dict, claims_folder: str | Path, model: str,
-                      why_not_diagnostic: str) -> list[str]:
+def closing_sentences(notebook: str, values: dict, model: str, why_not_diagnostic: str,
+                      claims_folder: str | Path | None = None) -> list[str]:
     """A chapter's closing paragraph, one sentence per claim: whether our value passes its test on `model`, and
     each of the claim's own nulls recorded in `values` with its outcome; where both pass, the sentence says the
     test is not diagnostic and gives `why_not_diagnostic` (the chapter's reason)."""
     sentences = []
-    for c in load_claims(claims_folder, notebook):
+    for c in chapter_claims(notebook, claims_folder):
         judge = lambda key: outcome(values.get(key), c["test"], c["paper_value"])  # noqa: E731
         ours = judge(c["key"])
         line = (f"{c['id']} {SAID[ours]} on {model}: {format_value(values.get(c['key']))}, "

@@ -133,8 +133,8 @@ def test_a_chapter_closes_with_a_sentence_per_claim(tmp_path):
 
     (tmp_path / "chapter.yml").write_text(CLAIMS)
     values = {"share": est(0.8, 0.7, 0.9), "share_shuffled": est(0.6, 0.55, 0.7), "gap": 0.0}
-    share, *_ = closing_sentences("chapter", values, tmp_path, "m", "any ensemble does this")
+    share, *_ = closing_sentences("chapter", values, "m", "any ensemble does this", tmp_path)
     assert share.startswith("X-share holds on m: 0.8 [0.7, 0.9]")
     assert "0.6 [0.55, 0.7] (n = 100 pilots), passes too (not diagnostic: any ensemble does this)" in share
     values["share_shuffled"] = est(0.2, 0.1, 0.3)
-    assert "not diagnostic" not in closing_sentences("chapter", values, tmp_path, "m", "")[0]
+    assert "not diagnostic" not in closing_sentences("chapter", values, "m", "", tmp_path)[0]
