@@ -24,7 +24,7 @@
 # embedded name such as `gemma3-270m`, a local folder, or a hub id such as `gpt2-medium` when online) and
 # this page gains a column the next time it is built.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 books_dir: str = ".."  # the folder holding one folder per model's book (build/book or build/book-quick)
 claims_dir: "str | None" = None  # folder of the claims (*.yml); None: book/claims of this project
 

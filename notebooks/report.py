@@ -31,7 +31,7 @@
 # is SmolLM2-135M, so *differs* is a finding about this model, not necessarily about the paper. The atlas
 # page sets the same claims side by side for every model whose book has been built.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 summaries_dir: str = "."  # folder of the chapters' *.summary.json (the book's executed notebooks)
 null_summaries_dir: "str | None" = None  # the same chapters run on the untrained model (None: no model null)
 claims_dir: "str | None" = None  # folder of the claims (*.yml); None: book/claims of this project
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import HTML, display
+from IPython.display import HTML, Markdown, display
 
 from lotlib import plots
 from lotlib.book.pipeline import project_root
@@ -71,9 +71,9 @@ ax.set(xlabel="claims", title=f"Verdicts on {model}")
 ax.legend(ncols=4, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45), frameon=False)
 plt.show()
 total = counts.sum()
-print(f"{len(table)} claims from {table['chapter'].nunique()} chapters on {model}: "
-      + ", ".join(f"{int(total[v])} {v}" for v in counts.columns)
-      + ("" if null_summaries_dir else " (no null model was run: findings cannot be reproduced)"))
+display(Markdown(f"**{len(table)} claims** from {table['chapter'].nunique()} chapters on {model}: "
+                 + ", ".join(f"{int(total[v])} {v}" for v in counts.columns)
+                 + ("." if null_summaries_dir else " (no null model was run: findings cannot be reproduced).")))
 
 
 # %% tags=["remove-input"]
