@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from ..models.data import DATA_FILES, data_path
 from ..models.sources import DEFAULT_MODEL, UNTRAINED, split_name
 from ..storage.atomic import write_text_atomic
 from ..storage.paths import package_file
@@ -267,11 +268,14 @@ def build_book(root: Path, quick: bool = False, jobs: int = 2, *, model: str | N
                dtype: str = "float32", null: bool = True, say=print) -> Path:
     """Execute every chapter on `model` (default: the embedded default model) and, with `null`, the chapters
     with findings on its untrained variant (cached, `jobs` in parallel), then build that model's HTML book
-    strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`). Returns the HTML folder."""
+    strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`). Returns the HTML folder.
+    Parameters that do not fit the model and data files that cannot be found fail before any chapter runs."""
     model = model or DEFAULT_MODEL
     first, later = plan_book(root, quick=quick, model=model, device=device, dtype=dtype, null=null)
     for chapter in first + later:  # every chapter's parameters fit the model before anything runs
         check_parameters(read_declared(chapter.source), chapter.parameters, f"{chapter.label}")
+    for name in DATA_FILES:  # the chapters read both texts: present, or downloaded and checked, before any runs
+        data_path(name)
     stage = book_folder(root, model, quick)
     sync_tree(root / "book", stage)
     # the site works offline: plotly.js and MathJax are bundled with it, not loaded from a CDN

@@ -128,3 +128,21 @@ def test_progress_says_which_chapters_really_run(tmp_path):
                                                     for e in ("started", "done")]  # never two at once with jobs=1
     beats = [line for line in said if "still running" in line]
     assert beats and all(line.count(" / ") == 1 for line in beats)  # one chapter at a time, named with its book
+
+
+def test_a_missing_data_file_stops_the_book_before_any_chapter_runs(tmp_path, monkeypatch):
+    import urllib.error
+    import urllib.request
+
+    from lotlib.book.build import build_book
+    from lotlib.models.data import DataError
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("offline")
+
+    monkeypatch.setenv("LOTLIB_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    said = []
+    with pytest.raises(DataError, match="LOTLIB_DATA_DIR"):
+        build_book(project_root(ROOT), quick=True, model="gemma3-270m", say=said.append)
+    assert said == []  # nothing started
