@@ -138,3 +138,11 @@ def test_a_chapter_closes_with_a_sentence_per_claim(tmp_path):
     assert "0.6 [0.55, 0.7] (n = 100 pilots), passes too (not diagnostic: any ensemble does this)" in share
     values["share_shuffled"] = est(0.2, 0.1, 0.3)
     assert "not diagnostic" not in closing_sentences("chapter", values, "m", "", tmp_path)[0]
+
+
+def test_a_chapter_opened_outside_the_project_finds_its_claims(tmp_path, monkeypatch):
+    from lotlib.book.report import chapter_outcomes
+
+    monkeypatch.chdir(tmp_path)  # no book/_config.yml above: the claims of lotlib's own checkout
+    outcomes = chapter_outcomes("a3_reachable_tokens", {})
+    assert "A3-predictable" in set(outcomes["claim"]) and "missing" in set(outcomes["outcome"])
