@@ -114,3 +114,13 @@ def smollm2():
     from lotlib import load_model
 
     return load_model("smollm2-135m")
+
+class StartsWithBos:
+    """A tokenizer that starts every text with BOS, as Gemma's, Llama's and Mistral's do."""
+
+    def __init__(self, tok):
+        self.tok, self.bos_token_id = tok, tok.bos_token_id
+
+    def __call__(self, text, add_special_tokens=True):
+        ids = self.tok(text)["input_ids"]
+        return {"input_ids": ([self.bos_token_id] if add_special_tokens else []) + ids}

@@ -167,8 +167,7 @@ def claims_files(root: Path, name: str, last: list[str]) -> list[Path]:
     """The claims a chapter judges its values by (its closing table): `book/claims/<name>.yml`, and every claims
     file for a `last` chapter (the report and the atlas). They join its execution key: a changed test or bound
     re-executes the chapters that show it."""
-    folder = root / "book" / "claims"
-    return sorted(folder.glob("*.yml")) if name in last else [p for p in [folder / f"{name}.yml"] if p.exists()]
+    return sorted((root / "book" / "claims").glob("*.yml" if name in last else f"{name}.yml"))
 
 
 def chapter_source(root: Path, name: str) -> Path:

@@ -5,7 +5,7 @@ import pytest
 from lotlib.models import corpus
 from lotlib.models.corpus import bos_prefix, gibberish, pseudo_sentences
 
-from ..conftest import gpt2_tokenizer
+from ..conftest import StartsWithBos, gpt2_tokenizer
 
 TEXT = "It is  a truth\n\nuniversally   acknowledged, that a single man in possession of a good fortune " * 20
 
@@ -31,21 +31,10 @@ def test_cap_bos_and_identity():
     assert len({full.identity, capped.identity, with_bos.identity}) == 3
 
 
-class _StartsWithBos:
-    """A tokenizer that starts every text with BOS, as Gemma's, Llama's and Mistral's do."""
-
-    def __init__(self, tok):
-        self.tok, self.bos_token_id = tok, tok.bos_token_id
-
-    def __call__(self, text, add_special_tokens=True):
-        ids = self.tok(text)["input_ids"]
-        return {"input_ids": ([self.bos_token_id] if add_special_tokens else []) + ids}
-
-
 def test_bos_follows_the_tokenizer_unless_asked():
     gpt2 = gpt2_tokenizer()  # GPT-2 (and SmolLM2) start texts without BOS: the paper's pseudo-sentences
     assert bos_prefix(gpt2) == [] and pseudo_sentences(TEXT, gpt2, n_k=5).prefix == 0
-    gemma_like = _StartsWithBos(gpt2)
+    gemma_like = StartsWithBos(gpt2)
     assert bos_prefix(gemma_like) == [gpt2.bos_token_id] and bos_prefix(gemma_like, bos=False) == []
     c = pseudo_sentences(TEXT, gemma_like, n_k=5, n_s=3)
     assert c.prefix == 1 and c.ids.shape == (3, 6) and (c.ids[:, 0] == gpt2.bos_token_id).all()

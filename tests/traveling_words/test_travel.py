@@ -11,6 +11,8 @@ from lotlib.traveling_words.travel import (paired_summary, per_sentence_differen
 from lotlib.traveling_words.umap_map import (approach_rank, approach_ratios, fitted_umap, neighbour_agreement,
                                              umap_key, umap_path)
 
+from ..conftest import StartsWithBos
+
 SENTENCE = "To kill two birds with one stone"
 
 
@@ -140,13 +142,11 @@ def test_logit_lens_at_last_layer_equals_model_logits(fixture, request):
 
 
 def test_a_tokenizer_that_starts_texts_with_bos_gets_its_bos_before_the_sentence(tiny_gpt2_dir):
-    from ..models.test_corpus import _StartsWithBos
-
     tok = load_model(str(tiny_gpt2_dir)).tokenizer
     plain, at = locate(tok, SENTENCE, -2)
-    with_bos, at_bos = locate(_StartsWithBos(tok), SENTENCE, -2)
+    with_bos, at_bos = locate(StartsWithBos(tok), SENTENCE, -2)
     assert with_bos[0] == tok.bos_token_id and with_bos[1:].tolist() == plain.tolist() and at_bos == at + 1
-    assert locate(_StartsWithBos(tok), SENTENCE, 0)[1] == 1  # token 0 is the sentence's first word, not the BOS
+    assert locate(StartsWithBos(tok), SENTENCE, 0)[1] == 1  # token 0 is the sentence's first word, not the BOS
 
 
 def test_travel_leaves_out_the_positions_before_first(tiny_gpt2_dir):
