@@ -5,6 +5,7 @@ corpora), `lotlib.traveling_words` (paper A), `lotlib.lines_of_thought` (paper B
 (execution, sweeps, the report). The public names below load on first use, so `import lotlib.book.summary`
 (a sweep run, the report) does not pay for importing torch and transformers.
 """
+
 from importlib import import_module
 
 __version__ = "0.2.0"
@@ -12,13 +13,23 @@ __version__ = "0.2.0"
 _EXPORTS = {
     "head_outputs": "models.attention",
     "capture": "models.capture",
-    "Corpus": "models.corpus", "common_nouns": "models.corpus", "gibberish": "models.corpus",
-    "pseudo_sentences": "models.corpus", "walden": "models.corpus",
-    "DataError": "models.data", "data_path": "models.data",
-    "DEFAULT_MODEL": "models.sources", "EMBEDDED": "models.sources", "ModelNotFoundError": "models.sources",
-    "Model": "models.loading", "load_model": "models.loading",
-    "trajectories": "models.trajectories", "walden_trajectories": "models.trajectories",
-    "Heads": "models.view", "ModelView": "models.view", "Norm": "models.view",
+    "Corpus": "models.corpus",
+    "common_nouns": "models.corpus",
+    "gibberish": "models.corpus",
+    "pseudo_sentences": "models.corpus",
+    "walden": "models.corpus",
+    "DataError": "models.data",
+    "data_path": "models.data",
+    "DEFAULT_MODEL": "models.sources",
+    "EMBEDDED": "models.sources",
+    "ModelNotFoundError": "models.sources",
+    "Model": "models.loading",
+    "load_model": "models.loading",
+    "trajectories": "models.trajectories",
+    "walden_trajectories": "models.trajectories",
+    "Heads": "models.view",
+    "ModelView": "models.view",
+    "Norm": "models.view",
     "Estimate": "intervals",
 }
 __all__ = sorted(_EXPORTS)

@@ -1,4 +1,5 @@
 """The `lotlib` command: extract trajectories, run one notebook, sweep it over a grid, build the book."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,9 +10,9 @@ import yaml
 
 EPILOG = """examples:
   lotlib extract --model smollm2-135m --n-k 50          # all of Walden into the trajectory cache
-  lotlib run lines_of_thought --model gemma3-270m -p n_pilots 300
+  lotlib run b1_lines_of_thought --model gemma3-270m -p n_pilots 300
   lotlib run b4_residuals --quick --device cuda --dtype bfloat16
-  lotlib sweep lines_of_thought -p n_k 10,25,50 -p seed 0,1 --quick --plot held_out_share_quarter_d_last_layer
+  lotlib sweep b1_lines_of_thought -p n_k 10,25,50 -p seed 0,1 --quick --plot held_out_share_quarter_d_last_layer
   lotlib book --quick                                   # small parameters, as CI builds it
 environment: LOTLIB_DATA_DIR (walden.txt, common_nouns.txt), LOTLIB_CACHE_DIR (models, trajectories)
 errors end in one line; --debug shows the traceback"""
@@ -22,21 +23,40 @@ DTYPES = ["float32", "bfloat16", "float16"]
 
 def _model_options(command: argparse.ArgumentParser, default_model: str) -> None:
     """--model, --device and --dtype: the notebook parameters `model`, `device` and `dtype` (None: not set)."""
-    command.add_argument("--model", default=None, help="run on this model: an embedded name, a local folder or a "
-                         f"hub id (default: {default_model})")
-    command.add_argument("--device", default=None, help="where the model runs: auto, cpu, cuda, mps (default auto)")
-    command.add_argument("--dtype", default=None, choices=DTYPES, help="the model's weights (default float32)")
+    command.add_argument(
+        "--model",
+        default=None,
+        help="run on this model: an embedded name, a local folder or a "
+        f"hub id (default: {default_model})",
+    )
+    command.add_argument(
+        "--device",
+        default=None,
+        help="where the model runs: auto, cpu, cuda, mps (default auto)",
+    )
+    command.add_argument(
+        "--dtype",
+        default=None,
+        choices=DTYPES,
+        help="the model's weights (default float32)",
+    )
 
 
 def _model_parameters(args, source: Path) -> dict:
     """The --model/--device/--dtype given, as parameters of notebook `source`; one it does not declare fails."""
     from .book.pipeline import declared_of
 
-    given = {name: getattr(args, name) for name in ("model", "device", "dtype") if getattr(args, name) is not None}
+    given = {
+        name: getattr(args, name)
+        for name in ("model", "device", "dtype")
+        if getattr(args, name) is not None
+    }
     missing = sorted(set(given) - set(declared_of(source)))
     if missing:
-        raise ValueError(f"{source.name} has no parameter {', '.join(missing)}: drop --{' --'.join(missing)} "
-                         f"(it does not load a model)")
+        raise ValueError(
+            f"{source.name} has no parameter {', '.join(missing)}: drop --{' --'.join(missing)} "
+            f"(it does not load a model)"
+        )
     return given
 
 
@@ -48,67 +68,207 @@ def _positive(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lotlib", description=__doc__, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser = argparse.ArgumentParser(
+        prog="lotlib",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of an error"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     ex = commands.add_parser("extract", help="capture trajectories into the disk cache")
-    ex.add_argument("--model", default="smollm2-135m", help="embedded name, local folder or hub id")
+    ex.add_argument(
+        "--model", default="smollm2-135m", help="embedded name, local folder or hub id"
+    )
     ex.add_argument("--corpus", choices=["walden", "gibberish"], default="walden")
-    ex.add_argument("--n-k", type=int, default=50, help="tokens per pseudo-sentence (default 50)")
-    ex.add_argument("--n-s", type=int, default=None, help="cap on pseudo-sentences (walden: all; gibberish: required)")
-    ex.add_argument("--bos", action=argparse.BooleanOptionalAction, default=None,
-                    help="start every pseudo-sentence with BOS, or not (default: as the model's tokenizer does)")
-    ex.add_argument("--seed", type=int, default=0, help="seed of gibberish and of re-initialised weights")
-    ex.add_argument("--untrained", action="store_true", help="fresh random weights (null test)")
-    ex.add_argument("--reinit-from", type=int, default=None, metavar="K", help="re-initialise blocks K.. (null test)")
-    ex.add_argument("--all-positions", action="store_true", help="keep every position, not only the last")
-    ex.add_argument("--storage-dtype", dest="dtype", default="float32", choices=["float32", "float16"],
-                    help="dtype the trajectories are stored in")
-    ex.add_argument("--device", default="auto", help="where the model runs: auto, cpu, cuda, mps (default auto)")
-    ex.add_argument("--dtype", dest="model_dtype", default="float32", choices=DTYPES,
-                    help="the model's weights (default float32)")
-    ex.add_argument("--batch-size", type=_positive, default=32, help="pseudo-sentences per forward pass (default 32)")
+    ex.add_argument(
+        "--n-k", type=int, default=50, help="tokens per pseudo-sentence (default 50)"
+    )
+    ex.add_argument(
+        "--n-s",
+        type=int,
+        default=None,
+        help="cap on pseudo-sentences (walden: all; gibberish: required)",
+    )
+    ex.add_argument(
+        "--bos",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="start every pseudo-sentence with BOS, or not (default: as the model's tokenizer does)",
+    )
+    ex.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of gibberish and of re-initialised weights",
+    )
+    ex.add_argument(
+        "--untrained", action="store_true", help="fresh random weights (null test)"
+    )
+    ex.add_argument(
+        "--reinit-from",
+        type=int,
+        default=None,
+        metavar="K",
+        help="re-initialise blocks K.. (null test)",
+    )
+    ex.add_argument(
+        "--all-positions",
+        action="store_true",
+        help="keep every position, not only the last",
+    )
+    ex.add_argument(
+        "--storage-dtype",
+        dest="dtype",
+        default="float32",
+        choices=["float32", "float16"],
+        help="dtype the trajectories are stored in",
+    )
+    ex.add_argument(
+        "--device",
+        default="auto",
+        help="where the model runs: auto, cpu, cuda, mps (default auto)",
+    )
+    ex.add_argument(
+        "--dtype",
+        dest="model_dtype",
+        default="float32",
+        choices=DTYPES,
+        help="the model's weights (default float32)",
+    )
+    ex.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=32,
+        help="pseudo-sentences per forward pass (default 32)",
+    )
 
     run = commands.add_parser("run", help="execute one notebook with papermill")
-    run.add_argument("notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/")
-    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                     help="override a parameter (value parsed as YAML: 3, 0.5, true, null, [1, 2], text)")
-    run.add_argument("--out", type=Path, default=None, help="executed notebook (default build/runs/NAME.ipynb)")
-    run.add_argument("--quick", action="store_true", help="start from the book's quick parameters of this notebook")
+    run.add_argument(
+        "notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/"
+    )
+    run.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter (value parsed as YAML: 3, 0.5, true, null, [1, 2], text)",
+    )
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="executed notebook (default build/runs/NAME.ipynb)",
+    )
+    run.add_argument(
+        "--quick",
+        action="store_true",
+        help="start from the book's quick parameters of this notebook",
+    )
 
-    sw = commands.add_parser("sweep", help="run one notebook over a grid of parameters",
-                             description="Runs the cartesian product of the grid through papermill, in parallel "
-                                         "worker processes (or on a Dask cluster). Finished runs are skipped when "
-                                         "the sweep is started again; failed runs are recorded and the others go on.")
-    sw.add_argument("notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/")
-    sw.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUES"),
-                    help="a swept parameter and its comma-separated values (each parsed as YAML): -p n_k 10,25,50")
-    sw.add_argument("--grid", type=Path, default=None, help="a YAML file mapping parameter names to lists of values")
-    sw.add_argument("--out", type=Path, default=None, help="sweep folder (default build/sweeps/NOTEBOOK)")
-    sw.add_argument("--quick", action="store_true", help="start from the book's quick parameters of this notebook")
-    sw.add_argument("--workers", type=int, default=None, help="parallel local worker processes (default min(4, cores))")
-    sw.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                    help="send the runs to a Dask distributed scheduler (tcp://host:8786) instead")
-    sw.add_argument("--plot", default=None, metavar="VALUE", help="plot this summary value into OUT/summary.png")
-    sw.add_argument("--x", default=None, help="the swept parameter on the plot's x axis (default: the first)")
-    sw.add_argument("--hue", default=None, help="a swept parameter drawn as separate lines")
+    sw = commands.add_parser(
+        "sweep",
+        help="run one notebook over a grid of parameters",
+        description="Runs the cartesian product of the grid through papermill, in parallel "
+        "worker processes (or on a Dask cluster). Finished runs are skipped when "
+        "the sweep is started again; failed runs are recorded and the others go on.",
+    )
+    sw.add_argument(
+        "notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/"
+    )
+    sw.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUES"),
+        help="a swept parameter and its comma-separated values (each parsed as YAML): -p n_k 10,25,50",
+    )
+    sw.add_argument(
+        "--grid",
+        type=Path,
+        default=None,
+        help="a YAML file mapping parameter names to lists of values",
+    )
+    sw.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="sweep folder (default build/sweeps/NOTEBOOK)",
+    )
+    sw.add_argument(
+        "--quick",
+        action="store_true",
+        help="start from the book's quick parameters of this notebook",
+    )
+    sw.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="parallel local worker processes (default min(4, cores))",
+    )
+    sw.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="send the runs to a Dask distributed scheduler (tcp://host:8786) instead",
+    )
+    sw.add_argument(
+        "--plot",
+        default=None,
+        metavar="VALUE",
+        help="plot this summary value into OUT/summary.png",
+    )
+    sw.add_argument(
+        "--x",
+        default=None,
+        help="the swept parameter on the plot's x axis (default: the first)",
+    )
+    sw.add_argument(
+        "--hue", default=None, help="a swept parameter drawn as separate lines"
+    )
     for command in (run, sw):
         _model_options(command, "the notebook's own default")
 
-    book = commands.add_parser("book", help="execute every chapter and build the HTML book")
-    book.add_argument("--quick", action="store_true", help="small parameters (book/parameters.yml: quick)")
-    book.add_argument("--jobs", type=int, default=2, help="chapters executed in parallel (default 2)")
+    book = commands.add_parser(
+        "book", help="execute every chapter and build the HTML book"
+    )
+    book.add_argument(
+        "--quick",
+        action="store_true",
+        help="small parameters (book/parameters.yml: quick)",
+    )
+    book.add_argument(
+        "--jobs", type=int, default=2, help="chapters executed in parallel (default 2)"
+    )
     _model_options(book, "each chapter's own, the embedded SmolLM2-135M")
-    book.add_argument("--no-null", dest="null", action="store_false",
-                      help="skip the null book (the same chapters on untrained:MODEL) that the verdicts compare with")
+    book.add_argument(
+        "--no-null",
+        dest="null",
+        action="store_false",
+        help="skip the null book (the same chapters on untrained:MODEL) that the verdicts compare with",
+    )
 
-    for command in commands.choices.values():  # --debug also after the command: lotlib run NAME --debug
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    for command in (
+        commands.choices.values()
+    ):  # --debug also after the command: lotlib run NAME --debug
+        command.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+        )
     args = parser.parse_args(argv)
     try:
-        return {"extract": _extract, "run": _run, "sweep": _sweep, "book": _book}[args.command](args)
+        return {"extract": _extract, "run": _run, "sweep": _sweep, "book": _book}[
+            args.command
+        ](args)
     except (Exception, KeyboardInterrupt) as err:
         if args.debug:
             raise
@@ -132,20 +292,45 @@ def one_line(err: BaseException) -> str:
 def _extract(args) -> int:
     from .models.bounds import check_context, model_shape
 
-    check_context(args.n_k, model_shape(args.model).max_positions, args.bos, param="--n-k", model=args.model)
+    check_context(
+        args.n_k,
+        model_shape(args.model).max_positions,
+        args.bos,
+        param="--n-k",
+        model=args.model,
+    )
     from . import load_model, trajectories  # torch: after the checks
     from .models import corpus
 
-    model = load_model(args.model, untrained=args.untrained, reinit_from=args.reinit_from, seed=args.seed,
-                       device=args.device, dtype=args.model_dtype)  # the context is checked before the load
+    model = load_model(
+        args.model,
+        untrained=args.untrained,
+        reinit_from=args.reinit_from,
+        seed=args.seed,
+        device=args.device,
+        dtype=args.model_dtype,
+    )  # the context is checked before the load
     if args.corpus == "walden":
         text = corpus.walden(model.tokenizer, n_k=args.n_k, n_s=args.n_s, bos=args.bos)
     else:
         if args.n_s is None:
-            raise ValueError("--corpus gibberish needs --n-s (how many random pseudo-sentences)")
-        text = corpus.gibberish(len(model.tokenizer), n_s=args.n_s, n_k=args.n_k, seed=args.seed,
-                                prefix=corpus.bos_prefix(model.tokenizer, args.bos))
-    X = trajectories(model, text, all_positions=args.all_positions, dtype=args.dtype, batch_size=args.batch_size)
+            raise ValueError(
+                "--corpus gibberish needs --n-s (how many random pseudo-sentences)"
+            )
+        text = corpus.gibberish(
+            len(model.tokenizer),
+            n_s=args.n_s,
+            n_k=args.n_k,
+            seed=args.seed,
+            prefix=corpus.bos_prefix(model.tokenizer, args.bos),
+        )
+    X = trajectories(
+        model,
+        text,
+        all_positions=args.all_positions,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+    )
     print(f"{model!r}\n{text!r}: N_s = {text.n_s}\ntrajectories {X.shape} {X.dtype}")
     return 0
 
@@ -157,7 +342,9 @@ def _notebook(name: str) -> Path:
     if not source.exists():
         source = project_root() / "notebooks" / f"{Path(name).stem}.py"
         if not source.exists():
-            raise FileNotFoundError(f"no notebook {name!r} (not a file, not in {source.parent})")
+            raise FileNotFoundError(
+                f"no notebook {name!r} (not a file, not in {source.parent})"
+            )
     return source
 
 
@@ -168,7 +355,11 @@ def _run(args) -> int:
     from .book.pipeline import project_root
 
     source = _notebook(args.notebook)
-    parameters = book_parameters(project_root(source.parent), source.stem, quick=True) if args.quick else {}
+    parameters = (
+        book_parameters(project_root(source.parent), source.stem, quick=True)
+        if args.quick
+        else {}
+    )
     parameters |= _model_parameters(args, source)
     parameters |= {name: yaml.safe_load(value) for name, value in args.parameter}
     out = args.out or Path("build") / "runs" / f"{source.stem}.ipynb"
@@ -183,10 +374,20 @@ def _sweep(args) -> int:
 
     source = _notebook(args.notebook)
     grid = load_grid(args.parameter, args.grid)
-    base = book_parameters(project_root(source.parent), source.stem, quick=True) if args.quick else {}
-    base = {k: v for k, v in {**base, **_model_parameters(args, source)}.items() if k not in grid}
+    base = (
+        book_parameters(project_root(source.parent), source.stem, quick=True)
+        if args.quick
+        else {}
+    )
+    base = {
+        k: v
+        for k, v in {**base, **_model_parameters(args, source)}.items()
+        if k not in grid
+    }
     out = args.out or Path("build") / "sweeps" / source.stem
-    table = run_sweep(source, grid, out, base=base, workers=args.workers, scheduler=args.scheduler)
+    table = run_sweep(
+        source, grid, out, base=base, workers=args.workers, scheduler=args.scheduler
+    )
     counts = table["status"].value_counts().to_dict()
     print(f"{len(table)} runs: {counts}\nresults: {out / 'results.csv'}")
     if args.plot:
@@ -205,8 +406,15 @@ def _book(args) -> int:
     from .book.build import build_book
     from .book.pipeline import project_root
 
-    build_book(project_root(), quick=args.quick, jobs=args.jobs, model=args.model, device=args.device or "auto",
-               dtype=args.dtype or "float32", null=args.null)  # ends with the line naming the page to open
+    build_book(
+        project_root(),
+        quick=args.quick,
+        jobs=args.jobs,
+        model=args.model,
+        device=args.device or "auto",
+        dtype=args.dtype or "float32",
+        null=args.null,
+    )  # ends with the line naming the page to open
     return 0
 
 

@@ -12,6 +12,7 @@ nouns, seeds...). Three ways to get one:
 
 `Estimate.to_json()` is what a chapter's summary stores: `{"value", "lo", "hi", "n", "unit", "method"}`.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,12 +37,24 @@ class Estimate:
     level: float = LEVEL
 
     def to_json(self) -> dict:
-        return {k: (_finite(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {
+            k: (_finite(v) if isinstance(v, float) else v)
+            for k, v in asdict(self).items()
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> Estimate:
-        return cls(**{k: (math.nan if data.get(k) is None and k in ("value", "lo", "hi") else data[k])
-                      for k in cls.__dataclass_fields__ if k in data})
+        return cls(
+            **{
+                k: (
+                    math.nan
+                    if data.get(k) is None and k in ("value", "lo", "hi")
+                    else data[k]
+                )
+                for k in cls.__dataclass_fields__
+                if k in data
+            }
+        )
 
     def __format__(self, spec: str) -> str:
         spec = spec or ".3g"
@@ -59,7 +72,9 @@ def _finite(value: float) -> float | None:
 
 def is_estimate(value) -> bool:
     """True for an `Estimate` or its JSON form (a dict with value, lo and hi)."""
-    return isinstance(value, Estimate) or (isinstance(value, dict) and {"value", "lo", "hi"} <= set(value))
+    return isinstance(value, Estimate) or (
+        isinstance(value, dict) and {"value", "lo", "hi"} <= set(value)
+    )
 
 
 def as_estimate(value) -> Estimate | None:
@@ -81,8 +96,15 @@ def exact(value: float, n: int = 1, unit: str = "exact") -> Estimate:
     return Estimate(value, value, value, int(n), unit, "exact")
 
 
-def bootstrap(statistic: Callable[[np.ndarray], float], n: int, *, unit: str, n_boot: int = 1000,
-              seed: int = 0, level: float = LEVEL) -> Estimate:
+def bootstrap(
+    statistic: Callable[[np.ndarray], float],
+    n: int,
+    *,
+    unit: str,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = LEVEL,
+) -> Estimate:
     """Percentile bootstrap of `statistic` over `n` units resampled with replacement.
 
     `statistic(indices)` computes the value from the units `indices` `(n,)` (repeats allowed); the value is
@@ -93,7 +115,9 @@ def bootstrap(statistic: Callable[[np.ndarray], float], n: int, *, unit: str, n_
         raise ValueError(f"bootstrap needs at least 2 {unit}, got {n}")
     value = float(statistic(np.arange(n)))
     rng = np.random.default_rng(seed)
-    draws = np.array([statistic(rng.integers(0, n, size=n)) for _ in range(n_boot)], dtype=np.float64)
+    draws = np.array(
+        [statistic(rng.integers(0, n, size=n)) for _ in range(n_boot)], dtype=np.float64
+    )
     draws = draws[np.isfinite(draws)]
     if len(draws) == 0:
         return Estimate(value, math.nan, math.nan, n, unit)
@@ -101,8 +125,14 @@ def bootstrap(statistic: Callable[[np.ndarray], float], n: int, *, unit: str, n_
     return Estimate(value, float(lo), float(hi), n, unit, "bootstrap", level)
 
 
-def bootstrap_mean(samples: np.ndarray, *, unit: str, n_boot: int = 2000, seed: int = 0,
-                   level: float = LEVEL) -> Estimate:
+def bootstrap_mean(
+    samples: np.ndarray,
+    *,
+    unit: str,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = LEVEL,
+) -> Estimate:
     """Bootstrap interval of the mean of `samples` `(n,)` (NaNs ignored), vectorized over resamples."""
     samples = np.asarray(samples, dtype=np.float64)
     samples = samples[np.isfinite(samples)]
@@ -112,10 +142,14 @@ def bootstrap_mean(samples: np.ndarray, *, unit: str, n_boot: int = 2000, seed: 
     rng = np.random.default_rng(seed)
     means = samples[rng.integers(0, n, size=(n_boot, n))].mean(1)
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return Estimate(float(samples.mean()), float(lo), float(hi), n, unit, "bootstrap", level)
+    return Estimate(
+        float(samples.mean()), float(lo), float(hi), n, unit, "bootstrap", level
+    )
 
 
-def over_seeds(values: Iterable[float], *, unit: str = "seeds", level: float = LEVEL) -> Estimate:
+def over_seeds(
+    values: Iterable[float], *, unit: str = "seeds", level: float = LEVEL
+) -> Estimate:
     """Mean over independent repetitions (seeds) with a Student-t interval of the mean."""
     from scipy.stats import t as student
 
@@ -124,7 +158,9 @@ def over_seeds(values: Iterable[float], *, unit: str = "seeds", level: float = L
     mean = float(values.mean())
     if n < 2:
         return Estimate(mean, math.nan, math.nan, n, unit, "seeds", level)
-    half = float(student.ppf((1 + level) / 2, n - 1) * values.std(ddof=1) / math.sqrt(n))
+    half = float(
+        student.ppf((1 + level) / 2, n - 1) * values.std(ddof=1) / math.sqrt(n)
+    )
     return Estimate(mean, mean - half, mean + half, n, unit, "seeds", level)
 
 
@@ -136,6 +172,8 @@ def proportion(successes: int, n: int, *, unit: str, level: float = LEVEL) -> Es
         raise ValueError(f"proportion needs at least one {unit}")
     z = float(norm.ppf((1 + level) / 2))
     p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    center = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n, unit, "wilson", level)
+    return Estimate(
+        p, max(0.0, center - half), min(1.0, center + half), n, unit, "wilson", level
+    )

@@ -3,6 +3,7 @@ figures in plotly, and the sweep summary (a seaborn line with a confidence band 
 
 Chapters call `apply_theme()` once, before their first figure.
 """
+
 from __future__ import annotations
 
 import matplotlib
@@ -14,7 +15,12 @@ from matplotlib import cm, colors
 from . import run_context
 
 
-THEME = {"context": "notebook", "style": "whitegrid", "palette": "colorblind", "font_scale": 0.9}
+THEME = {
+    "context": "notebook",
+    "style": "whitegrid",
+    "palette": "colorblind",
+    "font_scale": 0.9,
+}
 
 
 def apply_theme() -> None:
@@ -41,36 +47,83 @@ def _layer_colors(n: int, cmap: str = "viridis") -> list[str]:
     return [colors.to_hex(c) for c in matplotlib.colormaps[cmap](np.linspace(0, 1, n))]
 
 
-def paths_3d(P: np.ndarray, layers: np.ndarray, title: str, axis_names=("u1", "u2", "u3"),
-             cmap: str = "viridis") -> go.Figure:
+def paths_3d(
+    P: np.ndarray,
+    layers: np.ndarray,
+    title: str,
+    axis_names=("u1", "u2", "u3"),
+    cmap: str = "viridis",
+) -> go.Figure:
     """Rotatable 3-D figure of trajectories `P` `(N, T, 3)`: grey paths, points colored by layer."""
     N, T, _ = P.shape
     breaks = np.full((N, 1, 3), np.nan)
     lines = np.concatenate([P, breaks], axis=1).reshape(-1, 3)
-    fig = go.Figure(go.Scatter3d(x=lines[:, 0], y=lines[:, 1], z=lines[:, 2], mode="lines",
-                                 line=dict(color="rgba(120,120,120,0.25)", width=1),
-                                 hoverinfo="skip", showlegend=False))
+    fig = go.Figure(
+        go.Scatter3d(
+            x=lines[:, 0],
+            y=lines[:, 1],
+            z=lines[:, 2],
+            mode="lines",
+            line=dict(color="rgba(120,120,120,0.25)", width=1),
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
     for t, color in zip(range(T), _layer_colors(T, cmap)):
-        fig.add_trace(go.Scatter3d(x=P[:, t, 0], y=P[:, t, 1], z=P[:, t, 2], mode="markers",
-                                   marker=dict(size=2, color=color), name=f"t = {layers[t]}"))
-    fig.update_layout(title=title, height=600, margin=dict(l=0, r=0, t=40, b=0),
-                      scene=dict(xaxis_title=axis_names[0], yaxis_title=axis_names[1],
-                                 zaxis_title=axis_names[2]), legend=dict(itemsizing="constant"))
+        fig.add_trace(
+            go.Scatter3d(
+                x=P[:, t, 0],
+                y=P[:, t, 1],
+                z=P[:, t, 2],
+                mode="markers",
+                marker=dict(size=2, color=color),
+                name=f"t = {layers[t]}",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        height=600,
+        margin=dict(l=0, r=0, t=40, b=0),
+        scene=dict(
+            xaxis_title=axis_names[0],
+            yaxis_title=axis_names[1],
+            zaxis_title=axis_names[2],
+        ),
+        legend=dict(itemsizing="constant"),
+    )
     return fig
 
 
-def paths_static(P: np.ndarray, layers: np.ndarray, title: str, axis_names=("u1", "u2", "u3"),
-                 cmap: str = "viridis", ax=None):
+def paths_static(
+    P: np.ndarray,
+    layers: np.ndarray,
+    title: str,
+    axis_names=("u1", "u2", "u3"),
+    cmap: str = "viridis",
+    ax=None,
+):
     """Static 3-D matplotlib version of `paths_3d`, with a layer colorbar."""
     if ax is None:
         ax = plt.figure(figsize=(7, 6)).add_subplot(projection="3d")
     for path in P:
         ax.plot(path[:, 0], path[:, 1], path[:, 2], color="grey", alpha=0.15, lw=0.5)
     norm = colors.Normalize(layers.min(), layers.max())
-    ax.scatter(P[..., 0].ravel(), P[..., 1].ravel(), P[..., 2].ravel(),
-               c=np.tile(layers, len(P)), cmap=cmap, norm=norm, s=2, depthshade=False)
-    ax.set(xlabel=axis_names[0], ylabel=axis_names[1], zlabel=axis_names[2], title=title)
-    ax.figure.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.6, label="layer t")
+    ax.scatter(
+        P[..., 0].ravel(),
+        P[..., 1].ravel(),
+        P[..., 2].ravel(),
+        c=np.tile(layers, len(P)),
+        cmap=cmap,
+        norm=norm,
+        s=2,
+        depthshade=False,
+    )
+    ax.set(
+        xlabel=axis_names[0], ylabel=axis_names[1], zlabel=axis_names[2], title=title
+    )
+    ax.figure.colorbar(
+        cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.6, label="layer t"
+    )
     return ax
 
 
@@ -98,12 +151,26 @@ def sweep_plot(table, y: str, x: str, hue: str | None = None, ax=None):
 
     ok = table[table["status"] == "ok"]
     if y not in ok:
-        raise ValueError(f"no summary value {y!r} in the sweep results; available: "
-                         f"{', '.join(c for c in table.columns if c not in ('run', 'status', 'error'))}")
+        raise ValueError(
+            f"no summary value {y!r} in the sweep results; available: "
+            f"{', '.join(c for c in table.columns if c not in ('run', 'status', 'error'))}"
+        )
     if ax is None:
         ax = plt.subplots(figsize=(6, 3.5))[1]
     data = ok.assign(**{y: sweep_values(ok[y])})
-    sns.lineplot(data=data, x=x, y=y, hue=hue, errorbar=("ci", 95), marker="o", ax=ax,
-                 palette="colorblind" if hue else None)
-    ax.set(title=f"{y} vs {x}" + (f" by {hue}" if hue else "") + " (band: 95% CI over runs)")
+    sns.lineplot(
+        data=data,
+        x=x,
+        y=y,
+        hue=hue,
+        errorbar=("ci", 95),
+        marker="o",
+        ax=ax,
+        palette="colorblind" if hue else None,
+    )
+    ax.set(
+        title=f"{y} vs {x}"
+        + (f" by {hue}" if hue else "")
+        + " (band: 95% CI over runs)"
+    )
     return ax

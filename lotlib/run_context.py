@@ -7,6 +7,7 @@ process-wide state (such as an environment variable) that a concurrent run could
 `lotlib.book.summary.record` and `lotlib.plots.show`. A notebook run by hand has no context: `current()` is
 None, `record` only returns its table and `show` uses the notebook's own renderer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ class RunContext:
 _current: RunContext | None = None
 
 
-def enter(run: str, summary: str, book: bool = False, project: str | None = None) -> None:
+def enter(
+    run: str, summary: str, book: bool = False, project: str | None = None
+) -> None:
     """Set this kernel's run context (the pipeline's hidden first cell calls it)."""
     global _current
     _current = RunContext(run, summary, book, project)

@@ -46,7 +46,9 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 k: int = 5  # tokens listed at each end of each ranking
 n_tokens: int = 300  # tokens drawn at random from each tenth (least and most reachable) for the win test
@@ -74,12 +76,18 @@ view = lm.view
 norm = view.final_norm
 
 scores = reachability.reachability_scores(view)
-beta_gap = float(max((scores["||e|| + beta.e"] - scores["||e||"]).abs().max(),
-                     (scores["||gamma*e|| + beta.e"] - scores["||gamma*e||"]).abs().max()))
+beta_gap = float(
+    max(
+        (scores["||e|| + beta.e"] - scores["||e||"]).abs().max(),
+        (scores["||gamma*e|| + beta.e"] - scores["||gamma*e||"]).abs().max(),
+    )
+)
 print(f"{lm!r}; vocabulary V = {len(scores)}, tied embeddings: {view.tied}")
-print(f"final norm: {norm.kind}Norm, β {'= 0 (none)' if norm.beta is None else 'present'}; "
-      f"largest |β score − β-free score| = {beta_gap:.1e}; "
-      f"unembedding bias: {'none' if view.b_U is None else 'yes'}")
+print(
+    f"final norm: {norm.kind}Norm, β {'= 0 (none)' if norm.beta is None else 'present'}; "
+    f"largest |β score − β-free score| = {beta_gap:.1e}; "
+    f"unembedding bias: {'none' if view.b_U is None else 'yes'}"
+)
 
 # %% [markdown]
 # ## The most reachable tokens
@@ -106,9 +114,15 @@ tables["bottom"]
 # %%
 rho = scores.corr(method="spearman")
 fig, ax = plt.subplots(figsize=(5.5, 4.5))
-hb = ax.hexbin(scores["||e||"], scores["||gamma*e||"], gridsize=60, bins="log", cmap="viridis")
+hb = ax.hexbin(
+    scores["||e||"], scores["||gamma*e||"], gridsize=60, bins="log", cmap="viridis"
+)
 fig.colorbar(hb, ax=ax, label="tokens (log)")
-ax.set(xlabel="||e||", ylabel="||γ ⊙ e||", title=f"{model}: every token, Spearman ρ = {rho.iloc[0, 1]:.3f}")
+ax.set(
+    xlabel="||e||",
+    ylabel="||γ ⊙ e||",
+    title=f"{model}: every token, Spearman ρ = {rho.iloc[0, 1]:.3f}",
+)
 plt.show()
 rho.style.format("{:.3f}")
 
@@ -122,18 +136,30 @@ rho.style.format("{:.3f}")
 
 # %%
 best = scores["max logit"]
-defined = best[reachability.has_best_state(view)]  # an all-zero row has no best state (same logit everywhere)
+defined = best[
+    reachability.has_best_state(view)
+]  # an all-zero row has no best state (same logit everywhere)
 listed = {"top": defined.nlargest(k).index, "bottom": defined.nsmallest(k).index}
 rows = []
 for end, token_ids in listed.items():
     ranks, logits = reachability.rank_at_best_state(view, token_ids)
-    rows += [{"end": end, "token": repr(lm.tokenizer.decode([int(i)])), "max logit": best[i], "logit at x̂*": lg,
-              "rank at x̂*": int(r)} for i, r, lg in zip(token_ids, ranks, logits)]
+    rows += [
+        {
+            "end": end,
+            "token": repr(lm.tokenizer.decode([int(i)])),
+            "max logit": best[i],
+            "logit at x̂*": lg,
+            "rank at x̂*": int(r),
+        }
+        for i, r, lg in zip(token_ids, ranks, logits)
+    ]
 check = pd.DataFrame(rows)
 logit_gap = float((check["max logit"] - check["logit at x̂*"]).abs().max())
 predicted_bottom = int((check.loc[check["end"] == "bottom", "rank at x̂*"] == 0).sum())
-print(f"largest |max logit − logit at x̂*| = {logit_gap:.1e} (float32, eps); of the {k} least reachable tokens, "
-      f"{predicted_bottom} are the top prediction at their best state")
+print(
+    f"largest |max logit − logit at x̂*| = {logit_gap:.1e} (float32, eps); of the {k} least reachable tokens, "
+    f"{predicted_bottom} are the top prediction at their best state"
+)
 check.style.format({"max logit": "{:.2f}", "logit at x̂*": "{:.2f}"})
 
 # %% [markdown]
@@ -156,7 +182,10 @@ check.style.format({"max logit": "{:.2f}", "logit at x̂*": "{:.2f}"})
 # %%
 drawn = reachability.win_shares(view, best, n_tokens, share=tail, seed=seed)
 ends = {end: drawn[drawn["end"] == end] for end in ("bottom", "top")}
-shares = {end: proportion(int(t["wins"].sum()), len(t), unit="tokens") for end, t in ends.items()}
+shares = {
+    end: proportion(int(t["wins"].sum()), len(t), unit="tokens")
+    for end, t in ends.items()
+}
 is_top = (drawn["end"] == "top").to_numpy()
 wins = drawn["wins"].to_numpy()
 
@@ -167,16 +196,28 @@ def top_minus_bottom(rows: np.ndarray) -> float:
     return top.mean() - bottom.mean() if len(top) and len(bottom) else np.nan
 
 
-advantage = bootstrap(top_minus_bottom, len(drawn), unit="tokens", n_boot=n_boot, seed=seed)
+advantage = bootstrap(
+    top_minus_bottom, len(drawn), unit="tokens", n_boot=n_boot, seed=seed
+)
 fig, ax = plt.subplots(figsize=(7, 3.5))
-sns.ecdfplot(drawn.assign(**{"rank + 1": drawn["rank"] + 1}), x="rank + 1", hue="end", log_scale=True, ax=ax)
-ax.set(title=f"{model}: rank of a token at its own best state ({n_tokens} tokens per tenth)",
-       ylabel="share of drawn tokens")
+sns.ecdfplot(
+    drawn.assign(**{"rank + 1": drawn["rank"] + 1}),
+    x="rank + 1",
+    hue="end",
+    log_scale=True,
+    ax=ax,
+)
+ax.set(
+    title=f"{model}: rank of a token at its own best state ({n_tokens} tokens per tenth)",
+    ylabel="share of drawn tokens",
+)
 plt.show()
-print(f"wins at its best state: least reachable tenth {shares['bottom']:.3g}, most reachable tenth "
-      f"{shares['top']:.3g} (Wilson 95% intervals); difference top − bottom {advantage:.3g} "
-      f"(bootstrap over the {len(drawn)} drawn tokens); median rank {ends['bottom']['rank'].median():.0f} vs "
-      f"{ends['top']['rank'].median():.0f}")
+print(
+    f"wins at its best state: least reachable tenth {shares['bottom']:.3g}, most reachable tenth "
+    f"{shares['top']:.3g} (Wilson 95% intervals); difference top − bottom {advantage:.3g} "
+    f"(bootstrap over the {len(drawn)} drawn tokens); median rank {ends['bottom']['rank'].median():.0f} vs "
+    f"{ends['top']['rank'].median():.0f}"
+)
 
 # %% [markdown]
 # **What to notice.** Each curve starts at the share of its tokens that win (rank 0). Read the difference
@@ -204,23 +245,32 @@ print(f"wins at its best state: least reachable tenth {shares['bottom']:.3g}, mo
 # %%
 rho_gamma = float(rho.loc["||e||", "||gamma*e||"])
 values = {
-    "vocab_size": len(scores), "final_norm": norm.kind, "has_beta": norm.beta is not None, "tied": view.tied,
-    "beta_score_gap": not_applicable("the final norm has no β (RMSNorm)") if norm.beta is None else beta_gap,
+    "vocab_size": len(scores),
+    "final_norm": norm.kind,
+    "has_beta": norm.beta is not None,
+    "tied": view.tied,
+    "beta_score_gap": not_applicable("the final norm has no β (RMSNorm)")
+    if norm.beta is None
+    else beta_gap,
     "spearman_norm_vs_gamma_norm": exact(rho_gamma, n=len(scores), unit="tokens"),
     **{f"top_{name}": tables["top"][name].tolist() for name in scores},
     **{f"bottom_{name}": tables["bottom"][name].tolist() for name in scores},
-    "max_logit_top": float(best.max()), "max_logit_bottom": float(best.min()),
+    "max_logit_top": float(best.max()),
+    "max_logit_bottom": float(best.min()),
     "tokens_without_best_state": int(len(best) - len(defined)),
     "max_logit_vs_model_gap": exact(logit_gap, n=len(check), unit="tokens"),
     "bottom_tokens_top1_at_best_state": predicted_bottom,
-    "win_share_least_reachable": shares["bottom"], "win_share_most_reachable": shares["top"],
+    "win_share_least_reachable": shares["bottom"],
+    "win_share_most_reachable": shares["top"],
     "win_share_top_minus_bottom": advantage,
 }
 record(values)
 outcomes = chapter_outcomes("a3_reachable_tokens", values)
 judged = outcomes.set_index("claim")["outcome"]
-print(f"γ's reordering: Spearman ρ(||e||, ||γ ⊙ e||) = {rho_gamma:.4f}; β: "
-      f"{'none (RMSNorm), the β scores coincide' if norm.beta is None else f'largest shift {beta_gap:.3g}'}. "
-      f"Max logit = the model's logit at the best state to {logit_gap:.1e} ({judged['A3-logits']}). "
-      f"Most minus least reachable win share {advantage:.3g}: {judged['A3-predictable']} the test.")
+print(
+    f"γ's reordering: Spearman ρ(||e||, ||γ ⊙ e||) = {rho_gamma:.4f}; β: "
+    f"{'none (RMSNorm), the β scores coincide' if norm.beta is None else f'largest shift {beta_gap:.3g}'}. "
+    f"Max logit = the model's logit at the best state to {logit_gap:.1e} ({judged['A3-logits']}). "
+    f"Most minus least reachable win share {advantage:.3g}: {judged['A3-predictable']} the test."
+)
 outcomes

@@ -52,7 +52,7 @@
 # (SmolLM2: 9 query heads share 3 key/value heads) the view expands the shared key/value heads to
 # every query head, so each query head has its own W_QK^h and W_VO^h; heads in one group share W_K
 # and W_V and differ in W_Q and W_O. On RMSNorm models (Llama, SmolLM2, Gemma) the norm does not
-# centre: block_norm(e) lies on the sphere but not on the hyperplane orthogonal to the ones vector.
+# center: block_norm(e) lies on the sphere but not on the hyperplane orthogonal to the ones vector.
 #
 # **Random words, the null of every query-key measurement.** The same probes run on random
 # "words" (seeded): lower-case alphabetic tokens of three letters or more that are single tokens with
@@ -63,15 +63,21 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 blocks: "list[Block] | None" = None  # blocks probed (None: first, (L - 1) // 2, last)
 k: int = 5  # tokens per probe
-leading_space: bool = False  # query form: the bare word (as the authors' code encodes it) or " word"
+leading_space: bool = (
+    False  # query form: the bare word (as the authors' code encodes it) or " word"
+)
 show: list[str] = ["time", "water", "car"]  # nouns shown in full in the readable tables
 n_random: "int | None" = None  # random words of the null (None: as many as the nouns)
 seed: int = 0  # which random words; the bootstrap resamples
-n_boot: int = 1000  # bootstrap resamples of the queries (nouns, random words) for every interval
+n_boot: int = (
+    1000  # bootstrap resamples of the queries (nouns, random words) for every interval
+)
 
 # %%
 import matplotlib.pyplot as plt
@@ -92,24 +98,52 @@ plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H = view.n_layers, view.n_heads
-layers = [0, (L - 1) // 2, L - 1] if blocks is None else block_indices(blocks, L, "blocks", lm.name)
+layers = (
+    [0, (L - 1) // 2, L - 1]
+    if blocks is None
+    else block_indices(blocks, L, "blocks", lm.name)
+)
 vocab = probes.vocab_strings(lm.tokenizer, view.vocab_size)
 words = lotlib.common_nouns()
 nouns = probes.single_tokens(lm.tokenizer, words, leading_space)
 other = probes.single_tokens(lm.tokenizer, words, not leading_space)
-randoms = probes.random_words(vocab, n_random or len(nouns.words), leading_space, words, seed,
-                              like=probes.variant_counts(vocab, nouns.words))
+randoms = probes.random_words(
+    vocab,
+    n_random or len(nouns.words),
+    leading_space,
+    words,
+    seed,
+    like=probes.variant_counts(vocab, nouns.words),
+)
 unmatched = probes.random_words(vocab, len(randoms.words), leading_space, words, seed)
 n = len(nouns.words)
 form = "' word' (leading space)" if leading_space else "'word' (no leading space)"
-readout = "W_E (tied embeddings)" if view.tied else "W_U (untied: the output matrix, not W_E)"
-print(f"{lm!r}: d_head = {view.d_head}, {view.heads(0).n_kv_heads} key/value heads for {H} query heads, "
-      f"embed_scale = {view.embed_scale:g}, readout against {readout}")
-print(f"queries {form}: {n} of {len(words)} nouns are single tokens; dropped: {nouns.dropped}")
-print(f"the other form: {len(other.words)} single tokens; dropped there: {other.dropped}")
-print(f"null: {len(randoms.words)} random words (seed {seed}), e.g. {randoms.words[:8]}; blocks probed: {layers}")
-display(probes.count_table(vocab, {"nouns": nouns.words, "random words (matched)": randoms.words,
-                                   "random words (unmatched draw)": unmatched.words}).T)
+readout = (
+    "W_E (tied embeddings)" if view.tied else "W_U (untied: the output matrix, not W_E)"
+)
+print(
+    f"{lm!r}: d_head = {view.d_head}, {view.heads(0).n_kv_heads} key/value heads for {H} query heads, "
+    f"embed_scale = {view.embed_scale:g}, readout against {readout}"
+)
+print(
+    f"queries {form}: {n} of {len(words)} nouns are single tokens; dropped: {nouns.dropped}"
+)
+print(
+    f"the other form: {len(other.words)} single tokens; dropped there: {other.dropped}"
+)
+print(
+    f"null: {len(randoms.words)} random words (seed {seed}), e.g. {randoms.words[:8]}; blocks probed: {layers}"
+)
+display(
+    probes.count_table(
+        vocab,
+        {
+            "nouns": nouns.words,
+            "random words (matched)": randoms.words,
+            "random words (unmatched draw)": unmatched.words,
+        },
+    ).T
+)
 
 # %% [markdown]
 # The table counts, for each query, how many tokens of the vocabulary are one of its variants: the
@@ -121,17 +155,29 @@ display(probes.count_table(vocab, {"nouns": nouns.words, "random words (matched)
 ids = torch.cat([nouns.ids, randoms.ids])
 groups = {"nouns": slice(0, n), "random words": slice(n, None)}
 tops = probes.probe_tops(view, layers, ids, k)
-table = probes.noun_table(view, vocab, nouns, layers, k, tops={name: t[:, :, :n] for name, t in tops.items()})
+table = probes.noun_table(
+    view, vocab, nouns, layers, k, tops={name: t[:, :, :n] for name, t in tops.items()}
+)
 shown = [w for w in show if w in nouns.words]
 
 
 def readable(block: int) -> pd.DataFrame:
     """The shown nouns x every head of one block: the top-k tokens of each probe and ||u_h||."""
     part = table[(table.block == block) & table.noun.isin(shown)]
-    wide = part.pivot_table(index=["noun", "head"], columns="probe", values="tokens", aggfunc="first")
-    norms = part[part.probe == "VO"].set_index(["noun", "head"])["norm"].rename("||u_h||")
-    order = pd.MultiIndex.from_product([shown, [str(h) for h in range(H)] + ["sum"]], names=["noun", "head"])
-    return wide.join(norms).reindex(order).fillna({"QK": ""})[["QK", "VO", "VO update", "||u_h||"]]
+    wide = part.pivot_table(
+        index=["noun", "head"], columns="probe", values="tokens", aggfunc="first"
+    )
+    norms = (
+        part[part.probe == "VO"].set_index(["noun", "head"])["norm"].rename("||u_h||")
+    )
+    order = pd.MultiIndex.from_product(
+        [shown, [str(h) for h in range(H)] + ["sum"]], names=["noun", "head"]
+    )
+    return (
+        wide.join(norms)
+        .reindex(order)
+        .fillna({"QK": ""})[["QK", "VO", "VO update", "||u_h||"]]
+    )
 
 
 # %% [markdown]
@@ -143,7 +189,9 @@ def readable(block: int) -> pd.DataFrame:
 
 # %%
 pd.set_option("display.max_colwidth", None)
-print(f"mean ||e|| over the nouns: {view.embed(nouns.ids).norm(dim=-1).mean().item():.2f}")
+print(
+    f"mean ||e|| over the nouns: {view.embed(nouns.ids).norm(dim=-1).mean().item():.2f}"
+)
 for block in layers:
     display(HTML(f"<h4>Block {block}</h4>"))
     display(readable(block).style.format({"||u_h||": "{:.2f}"}))
@@ -179,33 +227,80 @@ for block in layers:
 
 # %%
 mask = probes.variant_mask(vocab, nouns.words + randoms.words)
-rates = {name: probes.variant_rates(mask, top) for name, top in tops.items()}  # (B, H(+1), n + n_random)
-specificity = {group: np.stack([probes.key_specificity(view, layer, ids[part], tops["qk"][b][:, part])
-                                for b, layer in enumerate(layers)]) for group, part in groups.items()}  # (B, H, m)
+rates = {
+    name: probes.variant_rates(mask, top) for name, top in tops.items()
+}  # (B, H(+1), n + n_random)
+specificity = {
+    group: np.stack(
+        [
+            probes.key_specificity(view, layer, ids[part], tops["qk"][b][:, part])
+            for b, layer in enumerate(layers)
+        ]
+    )
+    for group, part in groups.items()
+}  # (B, H, m)
 chance = mask[:n].sum(1).float().mean().item() / view.vocab_size
-measured = {group: {"QK variant rate": rates["qk"][:, :, part], "QK key specificity": specificity[group],
-                    "VO update variant rate": rates["vo_update"][:, :H, part]} for group, part in groups.items()}
+measured = {
+    group: {
+        "QK variant rate": rates["qk"][:, :, part],
+        "QK key specificity": specificity[group],
+        "VO update variant rate": rates["vo_update"][:, :H, part],
+    }
+    for group, part in groups.items()
+}
 frames = []
 for group, by_measure in measured.items():
     for measure, x in by_measure.items():  # (B, H, m)
-        b, h, q = np.meshgrid(layers, np.arange(H), np.arange(x.shape[-1]), indexing="ij")
-        frames.append(pd.DataFrame({"block": b.ravel(), "head": h.ravel(), "query": q.ravel(), "value": x.ravel(),
-                                    "queries": group, "measure": measure}))
+        b, h, q = np.meshgrid(
+            layers, np.arange(H), np.arange(x.shape[-1]), indexing="ij"
+        )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "block": b.ravel(),
+                    "head": h.ravel(),
+                    "query": q.ravel(),
+                    "value": x.ravel(),
+                    "queries": group,
+                    "measure": measure,
+                }
+            )
+        )
 per_head = pd.concat(frames, ignore_index=True)
-grid = sns.catplot(per_head, kind="bar", x="head", y="value", hue="queries", row="measure", col="block",
-                   errorbar=("ci", 95), n_boot=n_boot, seed=seed, height=2.6, aspect=1.9, sharey="row")
+grid = sns.catplot(
+    per_head,
+    kind="bar",
+    x="head",
+    y="value",
+    hue="queries",
+    row="measure",
+    col="block",
+    errorbar=("ci", 95),
+    n_boot=n_boot,
+    seed=seed,
+    height=2.6,
+    aspect=1.9,
+    sharey="row",
+)
 grid.set_titles("block {col_name}")
 for (measure, block), ax in grid.axes_dict.items():
     ax.set_ylabel(measure if block == layers[0] else "")
     if measure == "QK key specificity":
         ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-grid.figure.suptitle(f"{model}: {n} nouns and {len(randoms.words)} random words, every head (bars: 95% bootstrap "
-                     f"over queries; dashed: 0.5, no specificity)", y=1.02)
+grid.figure.suptitle(
+    f"{model}: {n} nouns and {len(randoms.words)} random words, every head (bars: 95% bootstrap "
+    f"over queries; dashed: 0.5, no specificity)",
+    y=1.02,
+)
 plt.show()
 
-summary_rows = per_head.groupby(["measure", "queries", "block"])["value"].mean().unstack("block")
+summary_rows = (
+    per_head.groupby(["measure", "queries", "block"])["value"].mean().unstack("block")
+)
 display(summary_rows.round(3))
-print(f"chance of a variant in one top-{k} slot: {chance:.1e} (mean over nouns of variant tokens / vocabulary)")
+print(
+    f"chance of a variant in one top-{k} slot: {chance:.1e} (mean over nouns of variant tokens / vocabulary)"
+)
 
 # %% [markdown]
 # **What to notice.** Compare each orange bar with the blue one beside it: a head that does the same
@@ -222,32 +317,53 @@ print(f"chance of a variant in one top-{k} slot: {chance:.1e} (mean over nouns o
 
 # %%
 grouped = table.groupby(["block", "probe", "head"], sort=False)
-summary = pd.DataFrame({
-    "most common top-1": grouped["top1"].agg(lambda s: s.mode().iloc[0]),
-    "share with it": grouped["top1"].agg(lambda s: s.value_counts(normalize=True).iloc[0]),
-    "distinct top-1": grouped["top1"].nunique(),
-    "self rate": grouped["matches"].mean() / k,
-    "mean ||u_h||": grouped["norm"].mean(),
-}).reset_index()
-display(HTML(f"<details><summary>Per block, probe and head ({len(summary)} rows)</summary>"
-             f"{summary.to_html(index=False, float_format='{:.3f}'.format)}</details>"))
+summary = pd.DataFrame(
+    {
+        "most common top-1": grouped["top1"].agg(lambda s: s.mode().iloc[0]),
+        "share with it": grouped["top1"].agg(
+            lambda s: s.value_counts(normalize=True).iloc[0]
+        ),
+        "distinct top-1": grouped["top1"].nunique(),
+        "self rate": grouped["matches"].mean() / k,
+        "mean ||u_h||": grouped["norm"].mean(),
+    }
+).reset_index()
+display(
+    HTML(
+        f"<details><summary>Per block, probe and head ({len(summary)} rows)</summary>"
+        f"{summary.to_html(index=False, float_format='{:.3f}'.format)}</details>"
+    )
+)
 heads_only = summary[summary["head"] != "sum"]
 share = heads_only[heads_only.probe == "QK"].groupby("block")["share with it"].mean()
-vo_sum = summary[(summary["head"] == "sum") & (summary.probe == "VO")].set_index("block")["self rate"]
+vo_sum = summary[(summary["head"] == "sum") & (summary.probe == "VO")].set_index(
+    "block"
+)["self rate"]
 for block in layers:
-    print(f"block {block}: the most common top key is shared by {share[block]:.0%} of nouns (mean over heads); "
-          f"sum over heads read with the residual returns the noun in {vo_sum[block]:.2f} of its top-{k}")
+    print(
+        f"block {block}: the most common top key is shared by {share[block]:.0%} of nouns (mean over heads); "
+        f"sum over heads read with the residual returns the noun in {vo_sum[block]:.2f} of its top-{k}"
+    )
 
 # %% [markdown]
 # The full tables (every noun, every head of the probed blocks; also as the DataFrame `table`):
 
 # %%
 for probe in ("QK", "VO", "VO update"):
-    wide = table[table.probe == probe].pivot_table(index=["block", "noun"], columns="head", values="tokens",
-                                                   aggfunc="first", sort=False)
+    wide = table[table.probe == probe].pivot_table(
+        index=["block", "noun"],
+        columns="head",
+        values="tokens",
+        aggfunc="first",
+        sort=False,
+    )
     wide = wide[[str(h) for h in range(H)] + (["sum"] if probe != "QK" else [])]
-    display(HTML(f"<details><summary>Full {probe} table: {len(wide)} rows (block, noun) x heads</summary>"
-                 f"{wide.to_html()}</details>"))
+    display(
+        HTML(
+            f"<details><summary>Full {probe} table: {len(wide)} rows (block, noun) x heads</summary>"
+            f"{wide.to_html()}</details>"
+        )
+    )
 
 # %% [markdown]
 # ## Does the claim hold on this model?
@@ -276,42 +392,78 @@ for probe in ("QK", "VO", "VO update"):
 # head shows for any word it reads. The random words are not a null of A5: a head that copies
 # whatever it reads preserves the key's meaning, which is the claim; their rate is shown beside it.
 
+
 # %%
 def estimate(values: np.ndarray, best_head: bool = False, unit: str = "nouns"):
-    return probes.query_estimate(values, best_head=best_head, unit=unit, n_boot=n_boot, seed=seed)
+    return probes.query_estimate(
+        values, best_head=best_head, unit=unit, n_boot=n_boot, seed=seed
+    )
 
 
 noun_q, random_q = groups["nouns"], groups["random words"]
 values = {
-    "model": model, "blocks": ", ".join(map(str, layers)), "k": k, "leading_space": leading_space,
-    "n_nouns": n, "n_nouns_other_form": len(other.words), "dropped_nouns": ", ".join(nouns.dropped),
-    "dropped_nouns_other_form": ", ".join(other.dropped), "n_random_words": len(randoms.words), "seed": seed,
-    "tied": view.tied, "chance_rate": chance,
+    "model": model,
+    "blocks": ", ".join(map(str, layers)),
+    "k": k,
+    "leading_space": leading_space,
+    "n_nouns": n,
+    "n_nouns_other_form": len(other.words),
+    "dropped_nouns": ", ".join(nouns.dropped),
+    "dropped_nouns_other_form": ", ".join(other.dropped),
+    "n_random_words": len(randoms.words),
+    "seed": seed,
+    "tied": view.tied,
+    "chance_rate": chance,
     "qk_rate_best_head_first": estimate(rates["qk"][0, :, noun_q], best_head=True),
-    "qk_rate_best_head_first_random": estimate(rates["qk"][0, :, random_q], best_head=True, unit="random words"),
+    "qk_rate_best_head_first_random": estimate(
+        rates["qk"][0, :, random_q], best_head=True, unit="random words"
+    ),
     "qk_rate_first": estimate(rates["qk"][0, :, noun_q]),
     "qk_rate_last": estimate(rates["qk"][-1, :, noun_q]),
     "qk_specificity_first": estimate(specificity["nouns"][0]),
-    "qk_specificity_first_random": estimate(specificity["random words"][0], unit="random words"),
+    "qk_specificity_first_random": estimate(
+        specificity["random words"][0], unit="random words"
+    ),
     "qk_specificity_last": estimate(specificity["nouns"][-1]),
-    "qk_specificity_last_random": estimate(specificity["random words"][-1], unit="random words"),
-    "vo_update_best_head_rate": estimate(rates["vo_update"][:, :H, noun_q], best_head=True),
-    "vo_update_best_head_rate_random": estimate(rates["vo_update"][:, :H, random_q], best_head=True,
-                                                unit="random words"),
-    "qk_common_key_share_first": share[layers[0]], "qk_common_key_share_last": share[layers[-1]],
-    "vo_sum_self_rate_first": vo_sum[layers[0]], "vo_sum_self_rate_last": vo_sum[layers[-1]],
+    "qk_specificity_last_random": estimate(
+        specificity["random words"][-1], unit="random words"
+    ),
+    "vo_update_best_head_rate": estimate(
+        rates["vo_update"][:, :H, noun_q], best_head=True
+    ),
+    "vo_update_best_head_rate_random": estimate(
+        rates["vo_update"][:, :H, random_q], best_head=True, unit="random words"
+    ),
+    "qk_common_key_share_first": share[layers[0]],
+    "qk_common_key_share_last": share[layers[-1]],
+    "vo_sum_self_rate_first": vo_sum[layers[0]],
+    "vo_sum_self_rate_last": vo_sum[layers[-1]],
 }
-best = np.unravel_index(rates["vo_update"][:, :H, noun_q].mean(-1).argmax(), (len(layers), H))
-for label, key in (("first block, best head's QK variant rate", "qk_rate_best_head_first"),
-                   ("first block, key specificity", "qk_specificity_first"),
-                   ("last block, key specificity", "qk_specificity_last"),
-                   ("best head's VO update variant rate", "vo_update_best_head_rate")):
-    print(f"{label}: nouns {values[key]:.3f}, random words {values[key + '_random']:.3f}")
+best = np.unravel_index(
+    rates["vo_update"][:, :H, noun_q].mean(-1).argmax(), (len(layers), H)
+)
+for label, key in (
+    ("first block, best head's QK variant rate", "qk_rate_best_head_first"),
+    ("first block, key specificity", "qk_specificity_first"),
+    ("last block, key specificity", "qk_specificity_last"),
+    ("best head's VO update variant rate", "vo_update_best_head_rate"),
+):
+    print(
+        f"{label}: nouns {values[key]:.3f}, random words {values[key + '_random']:.3f}"
+    )
 print(f"the best VO update head is head {best[1]} of block {layers[best[0]]}")
 outcomes = chapter_outcomes("a4_a5_noun_probes", values)
 display(outcomes)
 record(values)
 
 # %%
-print("\n".join(closing_sentences("a4_a5_noun_probes", values, model,
-                                   "the head does this for any word, not for the nouns")))
+print(
+    "\n".join(
+        closing_sentences(
+            "a4_a5_noun_probes",
+            values,
+            model,
+            "the head does this for any word, not for the nouns",
+        )
+    )
+)

@@ -45,18 +45,23 @@
 # **This model is not GPT-2** (d = 768, d_head = 64, twelve heads with their own keys and values,
 # LayerNorm). Grouped-query attention (SmolLM2: 3 key/value heads for 9 query heads) is expanded by
 # the model view: query heads in a group share W_K and W_V, so their W_QK^h share the right
-# singular space and their W_VO^h the left one. RMSNorm does not centre, so block_norm(W_E) lies on
+# singular space and their W_VO^h the left one. RMSNorm does not center, so block_norm(W_E) lies on
 # the sphere but not on the hyperplane orthogonal to the ones vector. Gemma 3's per-head q/k norms
 # make the query-key score nonlinear; W_QK^h then describes the score only up to those norms.
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 blocks: "list[Block] | None" = None  # blocks (None: first, (L - 1) // 2, last)
 n_dirs: int = 20  # singular directions per head in the tables
 k: int = 3  # tokens per side of each direction
-show_heads: list[int] = [0, 3]  # heads whose tables are shown in full (the rest are folded away)
+show_heads: list[int] = [
+    0,
+    3,
+]  # heads whose tables are shown in full (the rest are folded away)
 seed: int = 0  # the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the heads for every interval
 
@@ -79,30 +84,52 @@ plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H, d, dh = view.n_layers, view.n_heads, view.d_model, view.d_head
-layers = [0, (L - 1) // 2, L - 1] if blocks is None else block_indices(blocks, L, "blocks", lm.name)
+layers = (
+    [0, (L - 1) // 2, L - 1]
+    if blocks is None
+    else block_indices(blocks, L, "blocks", lm.name)
+)
 vocab = probes.vocab_strings(lm.tokenizer, view.vocab_size)
 readout = "W_E (tied)" if view.tied else "W_U (untied)"
-print(f"{lm!r}: d = {d}, d_head = {dh}, {view.heads(0).n_kv_heads} key/value heads for {H} query heads; "
-      f"VO right side read against {readout}; blocks {layers}")
+print(
+    f"{lm!r}: d = {d}, d_head = {dh}, {view.heads(0).n_kv_heads} key/value heads for {H} query heads; "
+    f"VO right side read against {readout}; blocks {layers}"
+)
 
 # %%
-tables = pd.concat([head_svd.svd_table(view, vocab, layer, kind, n_dirs, k) for layer in layers for kind in ("qk", "vo")],
-                   ignore_index=True)
+tables = pd.concat(
+    [
+        head_svd.svd_table(view, vocab, layer, kind, n_dirs, k)
+        for layer in layers
+        for kind in ("qk", "vo")
+    ],
+    ignore_index=True,
+)
 
 
 def side_by_side(block: int, head: int) -> pd.DataFrame:
     """QK and VO directions of one head next to each other: sigma, left tokens, right tokens."""
     part = tables[(tables.block == block) & (tables["head"] == head)]
-    wide = part.pivot_table(index="direction", columns="matrix", values=["sigma", "left", "right"], aggfunc="first")
-    return wide.swaplevel(axis=1).sort_index(axis=1, level=0)[[(m, c) for m in ("QK", "VO")
-                                                                for c in ("sigma", "left", "right")]]
+    wide = part.pivot_table(
+        index="direction",
+        columns="matrix",
+        values=["sigma", "left", "right"],
+        aggfunc="first",
+    )
+    return wide.swaplevel(axis=1).sort_index(axis=1, level=0)[
+        [(m, c) for m in ("QK", "VO") for c in ("sigma", "left", "right")]
+    ]
 
 
 pd.set_option("display.max_colwidth", None)
 for block in layers:
     for head in [h for h in show_heads if h < H]:
         display(HTML(f"<h4>Block {block}, head {head}</h4>"))
-        display(side_by_side(block, head).style.format({("QK", "sigma"): "{:.3g}", ("VO", "sigma"): "{:.3g}"}))
+        display(
+            side_by_side(block, head).style.format(
+                {("QK", "sigma"): "{:.3g}", ("VO", "sigma"): "{:.3g}"}
+            )
+        )
 
 # %% [markdown]
 # **What to notice.** Each row is one singular direction, strongest first. A readable direction
@@ -117,8 +144,13 @@ for block in layers:
 # %%
 shared = tables.groupby(["block", "matrix"])["shared"].mean().unstack()
 display(shared.round(3))
-print(f"share of the top-{n_dirs} directions whose two sides share a token, over all heads: "
-      + ", ".join(f"block {b}: QK {shared.loc[b, 'QK']:.2f}, VO {shared.loc[b, 'VO']:.2f}" for b in layers))
+print(
+    f"share of the top-{n_dirs} directions whose two sides share a token, over all heads: "
+    + ", ".join(
+        f"block {b}: QK {shared.loc[b, 'QK']:.2f}, VO {shared.loc[b, 'VO']:.2f}"
+        for b in layers
+    )
+)
 
 # %% [markdown]
 # Every head of the probed blocks (also in the DataFrame `tables`):
@@ -127,28 +159,66 @@ print(f"share of the top-{n_dirs} directions whose two sides share a token, over
 for block in layers:
     for kind in ("QK", "VO"):
         part = tables[(tables.block == block) & (tables.matrix == kind)]
-        wide = part.pivot_table(index="direction", columns="head", values=["left", "right"], aggfunc="first")
+        wide = part.pivot_table(
+            index="direction", columns="head", values=["left", "right"], aggfunc="first"
+        )
         wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0)
-        display(HTML(f"<details><summary>Block {block}, W_{kind}: top-{n_dirs} directions of all {H} heads "
-                     f"(left | right)</summary>{wide.to_html()}</details>"))
+        display(
+            HTML(
+                f"<details><summary>Block {block}, W_{kind}: top-{n_dirs} directions of all {H} heads "
+                f"(left | right)</summary>{wide.to_html()}</details>"
+            )
+        )
 
 # %% [markdown]
 # ## Singular-value coverage and the null space
 
 # %%
-S = {(layer, kind): head_svd.head_svd(view, layer, kind)[1] for layer in layers for kind in ("qk", "vo")}
+S = {
+    (layer, kind): head_svd.head_svd(view, layer, kind)[1]
+    for layer in layers
+    for kind in ("qk", "vo")
+}
 ranks = np.arange(1, d + 1)
-curves = pd.concat([pd.DataFrame({"rank": np.tile(ranks, H), "coverage": head_svd.coverage(S[layer, kind], d).ravel(),
-                                  "head": np.repeat(np.arange(H), d), "block": layer, "matrix": f"W_{kind.upper()}"})
-                    for layer in layers for kind in ("qk", "vo")], ignore_index=True)
-grid = sns.relplot(curves, kind="line", x="rank", y="coverage", hue="head", row="matrix", col="block",
-                   palette="viridis", legend="full", height=3, aspect=1.3, lw=1)
+curves = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "rank": np.tile(ranks, H),
+                "coverage": head_svd.coverage(S[layer, kind], d).ravel(),
+                "head": np.repeat(np.arange(H), d),
+                "block": layer,
+                "matrix": f"W_{kind.upper()}",
+            }
+        )
+        for layer in layers
+        for kind in ("qk", "vo")
+    ],
+    ignore_index=True,
+)
+grid = sns.relplot(
+    curves,
+    kind="line",
+    x="rank",
+    y="coverage",
+    hue="head",
+    row="matrix",
+    col="block",
+    palette="viridis",
+    legend="full",
+    height=3,
+    aspect=1.3,
+    lw=1,
+)
 for ax in grid.axes.flat:
     ax.axvline(dh, color="k", ls="--", lw=0.8)
     ax.set(xscale="log")
 grid.set_titles("block {col_name}, {row_name}")
-grid.figure.suptitle(f"Cumulative singular-value coverage per head, {model} (dashed: d_head = {dh}; the null "
-                     f"space starts there)", y=1.02)
+grid.figure.suptitle(
+    f"Cumulative singular-value coverage per head, {model} (dashed: d_head = {dh}; the null "
+    f"space starts there)",
+    y=1.02,
+)
 plt.show()
 
 
@@ -160,8 +230,10 @@ def rank_at(share: float, layer: int, kind: str) -> np.ndarray:
 for layer in layers:
     for kind in ("qk", "vo"):
         r90, r99 = rank_at(0.9, layer, kind), rank_at(0.99, layer, kind)
-        print(f"block {layer:>2} W_{kind.upper()}: rank for 90% of the singular-value sum, per head {r90.tolist()}; "
-              f"for 99%: median {int(np.median(r99))} of d_head = {dh}")
+        print(
+            f"block {layer:>2} W_{kind.upper()}: rank for 90% of the singular-value sum, per head {r90.tolist()}; "
+            f"for 99%: median {int(np.median(r99))} of d_head = {dh}"
+        )
 
 # %% [markdown]
 # The exact SVD above has exactly d_head nonzero singular values by construction. To check the
@@ -173,14 +245,32 @@ for layer in layers:
 rows = []
 for layer in layers:
     for kind in ("qk", "vo"):
-        s = head_svd.direct_singular_values(view, layer, kind)  # (H, d), over the largest
-        rows += [{"block": layer, "matrix": f"W_{kind.upper()}", "head": h, "rank": int(r), "s_d_head": s[h, dh - 1].item(),
-                  "gap": s[h, dh].item()} for h, r in enumerate(head_svd.numerical_rank(s))]
+        s = head_svd.direct_singular_values(
+            view, layer, kind
+        )  # (H, d), over the largest
+        rows += [
+            {
+                "block": layer,
+                "matrix": f"W_{kind.upper()}",
+                "head": h,
+                "rank": int(r),
+                "s_d_head": s[h, dh - 1].item(),
+                "gap": s[h, dh].item(),
+            }
+            for h, r in enumerate(head_svd.numerical_rank(s))
+        ]
 gaps = pd.DataFrame(rows)
-display(gaps.groupby(["block", "matrix"]).agg(max_rank=("rank", "max"), min_s_d_head=("s_d_head", "min"),
-                                               max_gap=("gap", "max")))
-print(f"{len(gaps)} head matrices of {d} x {d}: numerical rank at most {gaps['rank'].max()} (d_head = {dh}); "
-      f"largest s_(d_head+1) / s_1 = {gaps.gap.max():.1e}, smallest s_(d_head) / s_1 = {gaps.s_d_head.min():.1e}")
+display(
+    gaps.groupby(["block", "matrix"]).agg(
+        max_rank=("rank", "max"),
+        min_s_d_head=("s_d_head", "min"),
+        max_gap=("gap", "max"),
+    )
+)
+print(
+    f"{len(gaps)} head matrices of {d} x {d}: numerical rank at most {gaps['rank'].max()} (d_head = {dh}); "
+    f"largest s_(d_head+1) / s_1 = {gaps.gap.max():.1e}, smallest s_(d_head) / s_1 = {gaps.s_d_head.min():.1e}"
+)
 
 # %% [markdown]
 # **What to notice.** Every curve reaches 1 at rank d_head (dashed line) and stays flat: the other
@@ -201,38 +291,66 @@ print(f"{len(gaps)} head matrices of {d} x {d}: numerical rank at most {gaps['ra
 # move with other heads like these.
 
 # %%
-r99 = {kind: np.concatenate([rank_at(0.99, layer, kind) for layer in layers]) for kind in ("qk", "vo")}
+r99 = {
+    kind: np.concatenate([rank_at(0.99, layer, kind) for layer in layers])
+    for kind in ("qk", "vo")
+}
 
 
 def median_share(ranks: np.ndarray):
     """Median rank over heads as a share of d_head, bootstrap over heads."""
-    return bootstrap(lambda i: np.median(ranks[i]) / dh, len(ranks), unit="heads", n_boot=n_boot, seed=seed)
+    return bootstrap(
+        lambda i: np.median(ranks[i]) / dh,
+        len(ranks),
+        unit="heads",
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
 def shared_share(block: int, matrix: str):
     """Share of a block's top directions whose two sides share a token, bootstrap over heads."""
-    per_head = tables[(tables.block == block) & (tables.matrix == matrix)].groupby("head")["shared"].mean()
+    per_head = (
+        tables[(tables.block == block) & (tables.matrix == matrix)]
+        .groupby("head")["shared"]
+        .mean()
+    )
     return bootstrap_mean(per_head.to_numpy(), unit="heads", n_boot=n_boot, seed=seed)
 
 
 values = {
-    "model": model, "blocks": ", ".join(map(str, layers)), "d_model": d, "d_head": dh, "n_dirs": n_dirs, "k": k,
-    "null_space_dim": d - dh, "max_numerical_rank": int(gaps["rank"].max()),
-    "null_space_verified": bool(gaps["rank"].max() <= dh), "max_gap_after_d_head": exact(gaps.gap.max(), len(gaps), "head matrices"),
-    "qk_rank99_median": np.median(r99["qk"]), "vo_rank99_median": np.median(r99["vo"]),
-    "qk_rank99_over_d_head": median_share(r99["qk"]), "vo_rank99_over_d_head": median_share(r99["vo"]),
+    "model": model,
+    "blocks": ", ".join(map(str, layers)),
+    "d_model": d,
+    "d_head": dh,
+    "n_dirs": n_dirs,
+    "k": k,
+    "null_space_dim": d - dh,
+    "max_numerical_rank": int(gaps["rank"].max()),
+    "null_space_verified": bool(gaps["rank"].max() <= dh),
+    "max_gap_after_d_head": exact(gaps.gap.max(), len(gaps), "head matrices"),
+    "qk_rank99_median": np.median(r99["qk"]),
+    "vo_rank99_median": np.median(r99["vo"]),
+    "qk_rank99_over_d_head": median_share(r99["qk"]),
+    "vo_rank99_over_d_head": median_share(r99["vo"]),
     "qk_rank90_median_first": np.median(rank_at(0.9, layers[0], "qk")),
     "vo_rank90_median_first": np.median(rank_at(0.9, layers[0], "vo")),
     "qk_rank90_median_last": np.median(rank_at(0.9, layers[-1], "qk")),
     "vo_rank90_median_last": np.median(rank_at(0.9, layers[-1], "vo")),
-    "qk_shared_first": shared_share(layers[0], "QK"), "qk_shared_last": shared_share(layers[-1], "QK"),
-    "vo_shared_first": shared_share(layers[0], "VO"), "vo_shared_last": shared_share(layers[-1], "VO"),
+    "qk_shared_first": shared_share(layers[0], "QK"),
+    "qk_shared_last": shared_share(layers[-1], "QK"),
+    "vo_shared_first": shared_share(layers[0], "VO"),
+    "vo_shared_last": shared_share(layers[-1], "VO"),
 }
-print(f"rank <= d_head = {dh} < d = {d}: numerical rank at most {values['max_numerical_rank']} over {len(gaps)} "
-      f"head matrices, null space of dimension {d - dh} in every head -> the identity "
-      f"{'holds' if values['null_space_verified'] else 'fails'}")
-print(f"median rank for 99% coverage as a share of d_head: W_QK {values['qk_rank99_over_d_head']:.2f}, "
-      f"W_VO {values['vo_rank99_over_d_head']:.2f}; copying VO directions in the last block: "
-      f"{values['vo_shared_last']:.2f}")
+print(
+    f"rank <= d_head = {dh} < d = {d}: numerical rank at most {values['max_numerical_rank']} over {len(gaps)} "
+    f"head matrices, null space of dimension {d - dh} in every head -> the identity "
+    f"{'holds' if values['null_space_verified'] else 'fails'}"
+)
+print(
+    f"median rank for 99% coverage as a share of d_head: W_QK {values['qk_rank99_over_d_head']:.2f}, "
+    f"W_VO {values['vo_rank99_over_d_head']:.2f}; copying VO directions in the last block: "
+    f"{values['vo_shared_last']:.2f}"
+)
 display(chapter_outcomes("a6_svd_tables", values))
 record(values)

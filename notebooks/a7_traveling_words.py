@@ -56,16 +56,24 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 sentence: str = "To kill two birds with one stone"
-token_index: int = -2  # which token to follow (negative: from the end); the next token is its target
+token_index: int = (
+    -2
+)  # which token to follow (negative: from the end); the next token is its target
 umap_rows: int = 10000  # the first rows of W_E the UMAP is fitted on
 umap_normalized: bool = False  # fit on final_norm(W_E) instead of the raw W_E
 n_neighbors: int = 15
 min_dist: float = 0.1
-seed: int = 0  # UMAP random_state of the drawn map; the other fits use seed + 1, seed + 2, ...
-n_seeds: int = 5  # UMAP fits (one per seed): the spread of the map measurements over seeds
+seed: int = (
+    0  # UMAP random_state of the drawn map; the other fits use seed + 1, seed + 2, ...
+)
+n_seeds: int = (
+    5  # UMAP fits (one per seed): the spread of the map measurements over seeds
+)
 top_k: int = 5  # tokens per layer in the logit-lens table
 
 # %%
@@ -81,15 +89,28 @@ from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import exact, over_seeds
 from lotlib.traveling_words.figures import path_figure, path_panels
-from lotlib.traveling_words.lens import final_normed, lens_logits, locate, logit_lens, token_path
-from lotlib.traveling_words.umap_map import approach_rank, approach_ratios, fitted_umap, neighbour_agreement
+from lotlib.traveling_words.lens import (
+    final_normed,
+    lens_logits,
+    locate,
+    logit_lens,
+    token_path,
+)
+from lotlib.traveling_words.umap_map import (
+    approach_rank,
+    approach_ratios,
+    fitted_umap,
+    neighbour_agreement,
+)
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 view, decode = lm.view, lm.tokenizer.decode
 ids, position = locate(lm.tokenizer, sentence, token_index)
 if position + 1 >= len(ids):
-    raise ValueError("the tracked token needs a next token: choose a token_index before the last token")
+    raise ValueError(
+        "the tracked token needs a next token: choose a token_index before the last token"
+    )
 if n_seeds < 1:
     raise ValueError(f"n_seeds = {n_seeds}: at least one UMAP fit is needed")
 current, target = int(ids[position]), int(ids[position + 1])
@@ -97,7 +118,9 @@ X = token_path(lm, ids, position)  # (L+1, d): x(0), ..., x(L)
 L = view.n_layers
 print(f"{lm!r}; tied embeddings: {view.tied}")
 print(f"tokens: {[decode([int(i)]) for i in ids]}")
-print(f"following {decode([current])!r} at position {position}; its next token is {decode([target])!r}")
+print(
+    f"following {decode([current])!r} at position {position}; its next token is {decode([target])!r}"
+)
 
 # %% [markdown]
 # ## The embedding map and the path
@@ -116,20 +139,39 @@ normed = final_normed(lm, X)  # (L+1, d)
 def map_path(umap_seed: int):
     """The UMAP fitted with `umap_seed` and the path x(0), final_norm(x(0)), ..., final_norm(x(L)) placed on it
     by one transform."""
-    reducer = fitted_umap(fitted, identity=lm.identity, what=what, seed=umap_seed, n_neighbors=n_neighbors,
-                          min_dist=min_dist)
+    reducer = fitted_umap(
+        fitted,
+        identity=lm.identity,
+        what=what,
+        seed=umap_seed,
+        n_neighbors=n_neighbors,
+        min_dist=min_dist,
+    )
     return reducer, reducer.transform(np.vstack([X[:1], normed]))
 
 
 reducer, path = map_path(seed)
-landmarks = {decode([current]): reducer.embedding_[at_current], decode([target]): reducer.embedding_[at_target]}
+landmarks = {
+    decode([current]): reducer.embedding_[at_current],
+    decode([target]): reducer.embedding_[at_target],
+}
 agreement = neighbour_agreement(normed, fitted, k=n_neighbors)
-print(f"UMAP of {what}: the first {rows} rows"
-      + (f" and {len(fit_ids) - rows} more (the current and next token)" if len(fit_ids) > rows else ""))
-print(f"norm of a fitted row: median {np.median(np.linalg.norm(fitted, axis=1)):.2f}; "
-      f"of final_norm(x(t)): {np.linalg.norm(normed, axis=1).min():.1f} to {np.linalg.norm(normed, axis=1).max():.1f}")
-print(f"share of each normalized state's {n_neighbors} nearest fitted rows that are among its {n_neighbors} largest "
-      f"dot products: mean {agreement.mean():.2f} over t = 0..{L} (min {agreement.min():.2f})")
+print(
+    f"UMAP of {what}: the first {rows} rows"
+    + (
+        f" and {len(fit_ids) - rows} more (the current and next token)"
+        if len(fit_ids) > rows
+        else ""
+    )
+)
+print(
+    f"norm of a fitted row: median {np.median(np.linalg.norm(fitted, axis=1)):.2f}; "
+    f"of final_norm(x(t)): {np.linalg.norm(normed, axis=1).min():.1f} to {np.linalg.norm(normed, axis=1).max():.1f}"
+)
+print(
+    f"share of each normalized state's {n_neighbors} nearest fitted rows that are among its {n_neighbors} largest "
+    f"dot products: mean {agreement.mean():.2f} over t = 0..{L} (min {agreement.min():.2f})"
+)
 
 # %%
 title = f"{decode([current])!r} in {sentence!r} travels toward {decode([target])!r} ({model}; UMAP of {what})"
@@ -152,7 +194,8 @@ plt.show()
 labels = [decode([int(i)]) for i in fit_ids]
 top1 = lens_logits(lm, X).argmax(-1)
 path_labels = [f"x(0) = input, {decode([current])!r}"] + [
-    f"final_norm(x({t})): top {decode([int(top1[t])])!r}" for t in range(L + 1)]
+    f"final_norm(x({t})): top {decode([int(top1[t])])!r}" for t in range(L + 1)
+]
 plots.show(path_figure(reducer.embedding_, labels, path, path_labels, landmarks, title))
 
 # %% [markdown]
@@ -167,18 +210,30 @@ ranks = table[f"rank of {decode([target])!r}"].to_numpy()
 table
 
 # %%
-distance = np.linalg.norm(path[1:] - landmarks[decode([target])], axis=1)  # t = 0..L, normalized states
+distance = np.linalg.norm(
+    path[1:] - landmarks[decode([target])], axis=1
+)  # t = 0..L, normalized states
 fig, (ax_rank, ax_dist) = plt.subplots(1, 2, figsize=(11, 3.2))
 ax_rank.semilogy(np.arange(L + 1), ranks + 1, marker="o")
-ax_rank.set(xlabel="layer t", ylabel="rank + 1", title=f"rank of {decode([target])!r} in the logit lens")
+ax_rank.set(
+    xlabel="layer t",
+    ylabel="rank + 1",
+    title=f"rank of {decode([target])!r} in the logit lens",
+)
 ax_dist.plot(np.arange(L + 1), distance, marker="o")
-ax_dist.set(xlabel="layer t", ylabel="UMAP distance", title=f"distance to {decode([target])!r} on the map (seed {seed})")
+ax_dist.set(
+    xlabel="layer t",
+    ylabel="UMAP distance",
+    title=f"distance to {decode([target])!r} on the map (seed {seed})",
+)
 plt.show()
 top1_layers = np.flatnonzero(ranks == 0)
 first_top1 = int(top1_layers[0]) if len(top1_layers) else None
 first_top5 = int(np.flatnonzero(ranks < 5)[0]) if (ranks < 5).any() else None
-print(f"rank of {decode([target])!r}: at t = 0 {ranks[0]}, at t = L/2 {ranks[L // 2]}, at t = L {ranks[L]}; "
-      f"first layer in the top 5: {first_top5}, first layer at top 1: {first_top1}")
+print(
+    f"rank of {decode([target])!r}: at t = 0 {ranks[0]}, at t = L/2 {ranks[L // 2]}, at t = L {ranks[L]}; "
+    f"first layer in the top 5: {first_top5}, first layer at top 1: {first_top1}"
+)
 
 # %% [markdown]
 # **What to notice.** Early layers keep the current word or fall on very frequent tokens
@@ -194,14 +249,18 @@ print(f"rank of {decode([target])!r}: at t = 0 {ranks[0]}, at t = L/2 {ranks[L /
 # more; 0 = the path heads for the next word more than for any other token) and repeat on `n_seeds`
 # maps fitted with different seeds.
 
+
 # %%
 def heading(umap_seed: int) -> tuple[float, float, np.ndarray]:
     """On the map of `umap_seed`: the path's distance ratio to the next word, the share of the map's other
     tokens with a smaller ratio, and every other token's ratio."""
     fit, placed = (reducer, path) if umap_seed == seed else map_path(umap_seed)
     ratios = approach_ratios(placed[1], placed[-1], fit.embedding_)
-    return float(ratios[at_target]), approach_rank(np.delete(ratios, at_target), ratios[at_target]), \
-        np.delete(ratios, at_target)
+    return (
+        float(ratios[at_target]),
+        approach_rank(np.delete(ratios, at_target), ratios[at_target]),
+        np.delete(ratios, at_target),
+    )
 
 
 seeds = [seed + i for i in range(n_seeds)]
@@ -209,18 +268,34 @@ per_seed = [heading(s) for s in seeds]
 ratio_by_seed, rank_by_seed = (np.array(column) for column in list(zip(*per_seed))[:2])
 target_ratio = over_seeds(ratio_by_seed, unit="UMAP seeds")
 target_rank = over_seeds(rank_by_seed, unit="UMAP seeds")
-target_rank = replace(target_rank, lo=max(target_rank.lo, 0.0), hi=min(target_rank.hi, 1.0))  # a share: in [0, 1]
+target_rank = replace(
+    target_rank, lo=max(target_rank.lo, 0.0), hi=min(target_rank.hi, 1.0)
+)  # a share: in [0, 1]
 approached = np.array([np.mean(r < 1) for *_, r in per_seed])
 fig, ax = plt.subplots(figsize=(8, 3.2))
-sns.histplot(x=np.log10(per_seed[0][2]), bins=80, stat="density", color="grey", ax=ax, label="every other token")
-ax.axvline(np.log10(per_seed[0][0]), color="crimson", lw=2, label=f"{decode([target])!r}")
+sns.histplot(
+    x=np.log10(per_seed[0][2]),
+    bins=80,
+    stat="density",
+    color="grey",
+    ax=ax,
+    label="every other token",
+)
+ax.axvline(
+    np.log10(per_seed[0][0]), color="crimson", lw=2, label=f"{decode([target])!r}"
+)
 ax.axvline(0, color="black", ls=":", lw=1, label="ratio 1")
-ax.set(xlabel="log10 (end distance / start distance) on the map", title=f"How much the path heads for each token (seed {seed})")
+ax.set(
+    xlabel="log10 (end distance / start distance) on the map",
+    title=f"How much the path heads for each token (seed {seed})",
+)
 ax.legend(fontsize=8)
 plt.show()
-print(f"distance ratio to {decode([target])!r}: {target_ratio:.3g} over {n_seeds} seeds; the path ends closer than it "
-      f"starts to {approached.mean():.1%} of all tokens; share of tokens approached more than {decode([target])!r}: "
-      f"{target_rank:.3g} (per seed: {np.round(rank_by_seed, 4).tolist()})")
+print(
+    f"distance ratio to {decode([target])!r}: {target_ratio:.3g} over {n_seeds} seeds; the path ends closer than it "
+    f"starts to {approached.mean():.1%} of all tokens; share of tokens approached more than {decode([target])!r}: "
+    f"{target_rank:.3g} (per seed: {np.round(rank_by_seed, 4).tolist()})"
+)
 
 # %% [markdown]
 # **What to notice.** The ratio for the next word is below 1, but so is that of most tokens (the printed
@@ -252,25 +327,40 @@ print(f"distance ratio to {decode([target])!r}: {target_ratio:.3g} over {n_seeds
 
 # %%
 values = {
-    "sentence": sentence, "token": decode([current]), "next_token": decode([target]), "position": position,
-    "n_layers": L, "umap_on": what, "umap_rows": rows, "tied": bool(view.tied), "umap_seeds": seeds,
-    "next_rank_first_layer": ranks[0], "next_rank_middle_layer": ranks[L // 2],
+    "sentence": sentence,
+    "token": decode([current]),
+    "next_token": decode([target]),
+    "position": position,
+    "n_layers": L,
+    "umap_on": what,
+    "umap_rows": rows,
+    "tied": bool(view.tied),
+    "umap_seeds": seeds,
+    "next_rank_first_layer": ranks[0],
+    "next_rank_middle_layer": ranks[L // 2],
     "next_rank_last_layer": exact(ranks[L], unit="sentence"),
     "next_prob_last_layer": table[f"p({decode([target])!r})"].iloc[-1],
-    "first_layer_next_top1": first_top1, "first_layer_next_top5": first_top5,
-    "umap_distance_start": distance[0], "umap_distance_end": distance[L],
-    "umap_distance_ratio": target_ratio, "share_of_tokens_approached": float(approached.mean()),
+    "first_layer_next_top1": first_top1,
+    "first_layer_next_top5": first_top5,
+    "umap_distance_start": distance[0],
+    "umap_distance_end": distance[L],
+    "umap_distance_ratio": target_ratio,
+    "share_of_tokens_approached": float(approached.mean()),
     "target_approach_rank": target_rank,
-    "neighbour_logit_agreement_mean": exact(agreement.mean(), n=L + 1, unit="states of one path"),
+    "neighbour_logit_agreement_mean": exact(
+        agreement.mean(), n=L + 1, unit="states of one path"
+    ),
     "neighbour_logit_agreement_min": agreement.min(),
 }
 record(values)
 outcomes = chapter_outcomes("a7_traveling_words", values)
 judged = outcomes.set_index("claim")["outcome"]
-print(f"Paper (Fig. 4, qualitative): the word travels toward the next word. Here {decode([current])!r} "
-      f"{'ends at' if ranks[L] == 0 else 'does not end at'} {decode([target])!r}: rank {ranks[L]} at the last layer "
-      f"(p = {table[f'p({decode([target])!r})'].iloc[-1]:.3f}), first top-1 at t = {first_top1} "
-      f"({judged['A7-arrives']}). On the map the path ends closer than it starts to {approached.mean():.0%} of the "
-      f"tokens; {target_rank:.3g} of them are approached more than {decode([target])!r} ({judged['A7-map']}). "
-      f"Nearest-row/top-logit agreement {agreement.mean():.2f} ({judged['A7-readout']}, not diagnostic).")
+print(
+    f"Paper (Fig. 4, qualitative): the word travels toward the next word. Here {decode([current])!r} "
+    f"{'ends at' if ranks[L] == 0 else 'does not end at'} {decode([target])!r}: rank {ranks[L]} at the last layer "
+    f"(p = {table[f'p({decode([target])!r})'].iloc[-1]:.3f}), first top-1 at t = {first_top1} "
+    f"({judged['A7-arrives']}). On the map the path ends closer than it starts to {approached.mean():.0%} of the "
+    f"tokens; {target_rank:.3g} of them are approached more than {decode([target])!r} ({judged['A7-map']}). "
+    f"Nearest-row/top-logit agreement {agreement.mean():.2f} ({judged['A7-readout']}, not diagnostic)."
+)
 outcomes

@@ -26,7 +26,9 @@
 
 # %% tags=["parameters", "remove-cell"]
 books_dir: str = ".."  # the folder holding one folder per model's book (build/book or build/book-quick)
-claims_dir: "str | None" = None  # folder of the claims (*.yml); None: book/claims of this project
+claims_dir: "str | None" = (
+    None  # folder of the claims (*.yml); None: book/claims of this project
+)
 
 # %% tags=["remove-input"]
 import html
@@ -37,7 +39,7 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import COLOURS, VERDICTS, format_value, load_claims, report_table
+from lotlib.book.report import COLORS, VERDICTS, format_value, load_claims, report_table
 from lotlib.book.summary import record
 
 claims = Path(claims_dir) if claims_dir else project_root() / "book" / "claims"
@@ -52,7 +54,11 @@ def book_model(folder: Path) -> str:
     return folder.parent.name
 
 
-books = {book_model(f): f for f in sorted(Path(books_dir).glob("*/notebooks")) if any(f.glob("*.summary.json"))}
+books = {
+    book_model(f): f
+    for f in sorted(Path(books_dir).glob("*/notebooks"))
+    if any(f.glob("*.summary.json"))
+}
 tables = {}
 for model, folder in books.items():
     null = books.get(f"untrained:{model}")
@@ -65,19 +71,35 @@ print(f"{len(models)} books: {', '.join(models)}")
 def cell(row) -> str:
     if row is None:
         return "—"
-    return (f'{html.escape(format_value(row["ours"]))}<br><span style="color:{COLOURS[row["verdict"]]};'
-            f'font-weight:bold">{row["verdict"]}</span>')
+    return (
+        f'{html.escape(format_value(row["ours"]))}<br><span style="color:{COLORS[row["verdict"]]};'
+        f'font-weight:bold">{row["verdict"]}</span>'
+    )
 
 
 rows = []
 for c in load_claims(claims):
-    cells = [cell(tables[m].loc[c["id"]]) if c["id"] in tables[m].index else "—" for m in models]
-    rows.append(f"<tr><td><b>{c['id']}</b> <small>({c['nature']})</small><br><small>{html.escape(c['claim'])}</small>"
-                f"</td><td><small>{html.escape(str(c['paper_value']))}</small></td>"
-                + "".join(f"<td style='vertical-align:top'><small>{x}</small></td>" for x in cells) + "</tr>")
-header = "<th style='width:30%'>claim</th><th>paper</th>" + "".join(f"<th>{html.escape(m)}</th>" for m in models)
-display(HTML(f"<div style='overflow-x:auto'><table style='font-size:0.85em'><thead><tr>{header}</tr></thead>"
-             f"<tbody>{''.join(rows)}</tbody></table></div>"))
+    cells = [
+        cell(tables[m].loc[c["id"]]) if c["id"] in tables[m].index else "—"
+        for m in models
+    ]
+    rows.append(
+        f"<tr><td><b>{c['id']}</b> <small>({c['nature']})</small><br><small>{html.escape(c['claim'])}</small>"
+        f"</td><td><small>{html.escape(str(c['paper_value']))}</small></td>"
+        + "".join(
+            f"<td style='vertical-align:top'><small>{x}</small></td>" for x in cells
+        )
+        + "</tr>"
+    )
+header = "<th style='width:30%'>claim</th><th>paper</th>" + "".join(
+    f"<th>{html.escape(m)}</th>" for m in models
+)
+display(
+    HTML(
+        f"<div style='overflow-x:auto'><table style='font-size:0.85em'><thead><tr>{header}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+)
 
 # %% [markdown]
 # **What to notice.** Read a row across: a finding *reproduced* on one model and *differs* on another is a
@@ -88,13 +110,21 @@ display(HTML(f"<div style='overflow-x:auto'><table style='font-size:0.85em'><the
 # %% tags=["remove-input"]
 trained = [m for m in models if not m.startswith("untrained:")]
 verdicts = pd.DataFrame({m: tables[m]["verdict"] for m in trained})
-changed = verdicts[verdicts.nunique(axis=1) > 1] if len(trained) > 1 else verdicts.iloc[0:0]
+changed = (
+    verdicts[verdicts.nunique(axis=1) > 1] if len(trained) > 1 else verdicts.iloc[0:0]
+)
 if len(changed):
     display(changed)
 else:
-    print("no claim changes verdict between the trained models" if len(trained) > 1 else
-          "only one trained model has a book so far")
-counts = {m: tables[m]["verdict"].value_counts().reindex(list(VERDICTS), fill_value=0) for m in models}
+    print(
+        "no claim changes verdict between the trained models"
+        if len(trained) > 1
+        else "only one trained model has a book so far"
+    )
+counts = {
+    m: tables[m]["verdict"].value_counts().reindex(list(VERDICTS), fill_value=0)
+    for m in models
+}
 display(pd.DataFrame(counts).loc[lambda t: t.sum(axis=1) > 0])
 
 # %%

@@ -44,11 +44,15 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
-bos: "bool | None" = None  # start every pseudo-sentence with BOS (None: as the model's tokenizer does)
+bos: "bool | None" = (
+    None  # start every pseudo-sentence with BOS (None: as the model's tokenizer does)
+)
 n_truncated: "int | None" = None  # pilots scored by the last-layer protocol (None: all; the basis always uses all)
 n_propagated: int = 128  # pilots for the truncate-every-layer protocol (0 skips it)
 top: int = 5  # next tokens compared between p_K and p (the authors' top-5)
@@ -70,15 +74,25 @@ from lotlib.book.summary import record
 from lotlib.intervals import bootstrap, bootstrap_mean
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import basis_angles
-from lotlib.lines_of_thought.truncation import consecutive_kl, propagated_truncation, truncation_scores
+from lotlib.lines_of_thought.truncation import (
+    consecutive_kl,
+    propagated_truncation,
+    truncation_scores,
+)
 
 plots.apply_theme()
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(
+    model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype
+)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 U, S = ensemble_svd(X)  # per layer, sorted by decreasing singular value
-U_al, S_al = align_bases(U, S, reference=L // 2)  # columns named by the middle layer's order
-print(f"{lm!r}\n{corpus!r}: trajectories {X.shape}; ensemble SVD keeps k = {S.shape[1]} directions per layer")
+U_al, S_al = align_bases(
+    U, S, reference=L // 2
+)  # columns named by the middle layer's order
+print(
+    f"{lm!r}\n{corpus!r}: trajectories {X.shape}; ensemble SVD keeps k = {S.shape[1]} directions per layer"
+)
 
 # %% [markdown]
 # ## (a) How the leading singular directions turn across layers
@@ -90,8 +104,18 @@ print(f"{lm!r}\n{corpus!r}: trajectories {X.shape}; ensemble SVD keeps k = {S.sh
 angles = np.stack([basis_angles(U_al, i) for i in range(4)])  # (4, T, T)
 fig, axes = plt.subplots(1, 4, figsize=(15, 3.8), constrained_layout=True)
 for i, ax in enumerate(axes):
-    sns.heatmap(angles[i], vmin=0, vmax=90, cmap="magma", square=True, ax=ax, cbar=i == 3,
-                cbar_kws={"label": "angle (degrees)"}, xticklabels=max(1, T // 6), yticklabels=max(1, T // 6))
+    sns.heatmap(
+        angles[i],
+        vmin=0,
+        vmax=90,
+        cmap="magma",
+        square=True,
+        ax=ax,
+        cbar=i == 3,
+        cbar_kws={"label": "angle (degrees)"},
+        xticklabels=max(1, T // 6),
+        yticklabels=max(1, T // 6),
+    )
     ax.invert_yaxis()
     ax.set(title=f"u{i + 1}", xlabel="layer t2", ylabel="layer t1" if i == 0 else None)
 fig.suptitle(f"Angles between aligned singular vectors across layers, {model}")
@@ -100,16 +124,20 @@ plt.show()
 layers = np.arange(1, L)  # consecutive pairs (t, t+1) among the blocks' outputs
 step = angles[:, layers, layers + 1]  # (4, L-1)
 half = angles[:, L // 2, L]
-rank = (S[:, None, :] > S_al[:, :4, None]).sum(-1)  # (T, 4): how many directions of layer t outrank u_i
+rank = (S[:, None, :] > S_al[:, :4, None]).sum(
+    -1
+)  # (T, 4): how many directions of layer t outrank u_i
 last_step = angles[:, L - 1, L]
 for i in range(4):
-    print(f"u{i + 1}: among the top {rank[1:, i].max() + 1} directions of every layer t = 1..{L}; median angle between consecutive layers (t = 1..{L}) {np.median(step[i]):5.1f} deg; "
-          f"u{i + 1}({L // 2}) vs u{i + 1}({L}) {half[i]:5.1f} deg; embedding u{i + 1}(0) vs u{i + 1}(1) "
-          f"{angles[i, 0, 1]:5.1f} deg; last step u{i + 1}({L - 1}) vs u{i + 1}({L}) {last_step[i]:5.1f} deg")
+    print(
+        f"u{i + 1}: among the top {rank[1:, i].max() + 1} directions of every layer t = 1..{L}; median angle between consecutive layers (t = 1..{L}) {np.median(step[i]):5.1f} deg; "
+        f"u{i + 1}({L // 2}) vs u{i + 1}({L}) {half[i]:5.1f} deg; embedding u{i + 1}(0) vs u{i + 1}(1) "
+        f"{angles[i, 0, 1]:5.1f} deg; last step u{i + 1}({L - 1}) vs u{i + 1}({L}) {last_step[i]:5.1f} deg"
+    )
 
 # %% [markdown]
 # **What to notice.** Dark squares along the diagonal are runs of layers over which a direction stays put;
-# where the colour turns bright away from the diagonal, the direction has been replaced. The printed
+# where the color turns bright away from the diagonal, the direction has been replaced. The printed
 # medians say how far u_i turns in one step, the middle-to-last angle how far it travels over the second
 # half, and the last step whether the final block turns the basis more than the others (the paper's
 # "last-layer anomaly"). Compare the first row and column (t = 0, the token embedding before any block)
@@ -117,25 +145,51 @@ for i in range(4):
 #
 # ## (b) Singular-value spectra
 #
-# The sorted singular values σ_1(t) ≥ σ_2(t) ≥ … of every layer, on log–log axes, coloured by layer.
+# The sorted singular values σ_1(t) ≥ σ_2(t) ≥ … of every layer, on log–log axes, colored by layer.
 
 # %%
 index = np.arange(1, S.shape[1] + 1)
-spectra = pd.DataFrame({"index i": np.tile(index, T), "singular value σ_i(t)": S.ravel(),
-                        "layer t": np.repeat(np.arange(T), len(index))})
+spectra = pd.DataFrame(
+    {
+        "index i": np.tile(index, T),
+        "singular value σ_i(t)": S.ravel(),
+        "layer t": np.repeat(np.arange(T), len(index)),
+    }
+)
 fig, ax = plt.subplots(figsize=(7, 4.5))
-sns.lineplot(spectra, x="index i", y="singular value σ_i(t)", hue="layer t", palette="viridis", legend=False,
-             lw=1, ax=ax)
+sns.lineplot(
+    spectra,
+    x="index i",
+    y="singular value σ_i(t)",
+    hue="layer t",
+    palette="viridis",
+    legend=False,
+    lw=1,
+    ax=ax,
+)
 ax.set(xscale="log", yscale="log", title=f"Singular-value spectra per layer, {model}")
-fig.colorbar(cm.ScalarMappable(norm=colors.Normalize(0, L), cmap="viridis"), ax=ax, label="layer t")
+fig.colorbar(
+    cm.ScalarMappable(norm=colors.Normalize(0, L), cmap="viridis"),
+    ax=ax,
+    label="layer t",
+)
 plt.show()
 
 mid_range = (index >= 10) & (index <= S.shape[1] // 2)
-slopes = np.array([np.polyfit(np.log(index[mid_range]), np.log(S[t, mid_range]), 1)[0] for t in range(T)])
+slopes = np.array(
+    [
+        np.polyfit(np.log(index[mid_range]), np.log(S[t, mid_range]), 1)[0]
+        for t in range(T)
+    ]
+)
 gap = S[:, 0] / S[:, 1]
-print(f"sigma_1 / sigma_2 at t = 1, {L // 2}, {L}: {gap[1]:.1f}, {gap[L // 2]:.1f}, {gap[L]:.1f}")
-print(f"log-log slope of sigma_i over i = 10..{S.shape[1] // 2} at t = 1, {L // 2}, {L}: "
-      f"{slopes[1]:.2f}, {slopes[L // 2]:.2f}, {slopes[L]:.2f}")
+print(
+    f"sigma_1 / sigma_2 at t = 1, {L // 2}, {L}: {gap[1]:.1f}, {gap[L // 2]:.1f}, {gap[L]:.1f}"
+)
+print(
+    f"log-log slope of sigma_i over i = 10..{S.shape[1] // 2} at t = 1, {L // 2}, {L}: "
+    f"{slopes[1]:.2f}, {slopes[L // 2]:.2f}, {slopes[L]:.2f}"
+)
 
 # %% [markdown]
 # **What to notice.** The uncentered SVD puts the ensemble's common direction first: σ_1 stands far above
@@ -166,23 +220,50 @@ print(f"log-log slope of sigma_i over i = 10..{S.shape[1] // 2} at t = 1, {L // 
 # basis is fit once on all pilots and is not resampled.
 
 # %%
-ks = sorted({2 ** j for j in range(int(np.log2(D)) + 1) if 2 ** j < D} | {j * D // 16 for j in range(2, 9)} | {D})
+ks = sorted(
+    {2**j for j in range(int(np.log2(D)) + 1) if 2**j < D}
+    | {j * D // 16 for j in range(2, 9)}
+    | {D}
+)
 quarter = ks.index(D // 4)
 rng = np.random.default_rng(seed)
 picked = np.sort(rng.choice(N_s, size=min(n_truncated or N_s, N_s), replace=False))
-last = truncation_scores(lm.view, X[picked, L], U[L], ks, top=top)  # (len(ks), len(picked)) each
+last = truncation_scores(
+    lm.view, X[picked, L], U[L], ks, top=top
+)  # (len(ks), len(picked)) each
 sub = np.sort(rng.choice(N_s, size=min(n_propagated, N_s), replace=False))
-every = propagated_truncation(lm, corpus.ids[sub], U, ks, top=top) if len(sub) > 1 else None
+every = (
+    propagated_truncation(lm, corpus.ids[sub], U, ks, top=top) if len(sub) > 1 else None
+)
 protocols = {f"last layer only ({len(picked)} pilots)": last}
 if every is not None:
     protocols[f"every layer, propagated ({len(sub)} pilots)"] = every
-scores = pd.concat([pd.DataFrame({"K": np.repeat(ks[:-1], result.kl.shape[1]), "KL(p_K ‖ p) (nats)": result.kl[:-1].ravel(),
-                                  f"top-{top} tokens shared with p": result.overlap[:-1].ravel(), "protocol": name})
-                    for name, result in protocols.items()])
+scores = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "K": np.repeat(ks[:-1], result.kl.shape[1]),
+                "KL(p_K ‖ p) (nats)": result.kl[:-1].ravel(),
+                f"top-{top} tokens shared with p": result.overlap[:-1].ravel(),
+                "protocol": name,
+            }
+        )
+        for name, result in protocols.items()
+    ]
+)
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
 for ax, measure in zip(axes, ["KL(p_K ‖ p) (nats)", f"top-{top} tokens shared with p"]):
-    sns.lineplot(scores, x="K", y=measure, hue="protocol", marker="o", errorbar=("ci", 95), n_boot=n_boot,
-                 seed=seed, ax=ax)
+    sns.lineplot(
+        scores,
+        x="K",
+        y=measure,
+        hue="protocol",
+        marker="o",
+        errorbar=("ci", 95),
+        n_boot=n_boot,
+        seed=seed,
+        ax=ax,
+    )
     ax.axvline(D // 4, color="grey", ls=":", label="K = D/4")
     ax.set(xscale="log", title=f"{measure.split(' (')[0]}, {model}, D = {D}")
 axes[0].set_yscale("log")
@@ -217,10 +298,20 @@ def k0_over_d(result, i: np.ndarray) -> float:
 def criteria(result, unit: str) -> dict:
     """The authors' three numbers and K0 / D, each an Estimate over the pilots of `result` (a `Truncation`)."""
     n = result.kl.shape[1]
-    return {"kl_drop": bootstrap(lambda i: drop(result, i), n, unit=unit, n_boot=n_boot, seed=seed),
-            "kl_quarter_d": bootstrap_mean(result.kl[quarter], unit=unit, n_boot=n_boot, seed=seed),
-            "overlap_quarter_d": bootstrap_mean(result.overlap[quarter], unit=unit, n_boot=n_boot, seed=seed),
-            "k0_over_d": bootstrap(lambda i: k0_over_d(result, i), n, unit=unit, n_boot=n_boot, seed=seed)}
+    return {
+        "kl_drop": bootstrap(
+            lambda i: drop(result, i), n, unit=unit, n_boot=n_boot, seed=seed
+        ),
+        "kl_quarter_d": bootstrap_mean(
+            result.kl[quarter], unit=unit, n_boot=n_boot, seed=seed
+        ),
+        "overlap_quarter_d": bootstrap_mean(
+            result.overlap[quarter], unit=unit, n_boot=n_boot, seed=seed
+        ),
+        "k0_over_d": bootstrap(
+            lambda i: k0_over_d(result, i), n, unit=unit, n_boot=n_boot, seed=seed
+        ),
+    }
 
 
 random_basis = np.linalg.qr(np.random.default_rng(seed).standard_normal((D, D)))[0]
@@ -230,15 +321,38 @@ if every is not None:
     found["every layer"] = criteria(every, "pilots (propagated)")
 n_random = random.kl.shape[1]
 found_random = {
-    "kl_drop": bootstrap(lambda i: random.kl[1, i].mean() / random.kl[0, i].mean(), n_random, unit="pilots",
-                         n_boot=n_boot, seed=seed),
-    "kl_quarter_d": bootstrap_mean(random.kl[1], unit="pilots", n_boot=n_boot, seed=seed),
-    "overlap_quarter_d": bootstrap_mean(random.overlap[1], unit="pilots", n_boot=n_boot, seed=seed)}
-table = pd.DataFrame({**{name: {k: format(v) for k, v in f.items()} for name, f in found.items()},
-                      "random directions (null)": {k: format(v) for k, v in found_random.items()},
-                      "paper (GPT-2 medium)": {"kl_drop": "≈ 0.1", "kl_quarter_d": "≈ 0.5 nats",
-                                               "overlap_quarter_d": "≈ 2.5 of 5", "k0_over_d": "0.25"}})
-table.index = ["KL(D/4) / KL(1)", "KL at D/4 (nats)", f"top-{top} overlap at D/4", "K0 / D (KL down to a tenth)"]
+    "kl_drop": bootstrap(
+        lambda i: random.kl[1, i].mean() / random.kl[0, i].mean(),
+        n_random,
+        unit="pilots",
+        n_boot=n_boot,
+        seed=seed,
+    ),
+    "kl_quarter_d": bootstrap_mean(
+        random.kl[1], unit="pilots", n_boot=n_boot, seed=seed
+    ),
+    "overlap_quarter_d": bootstrap_mean(
+        random.overlap[1], unit="pilots", n_boot=n_boot, seed=seed
+    ),
+}
+table = pd.DataFrame(
+    {
+        **{name: {k: format(v) for k, v in f.items()} for name, f in found.items()},
+        "random directions (null)": {k: format(v) for k, v in found_random.items()},
+        "paper (GPT-2 medium)": {
+            "kl_drop": "≈ 0.1",
+            "kl_quarter_d": "≈ 0.5 nats",
+            "overlap_quarter_d": "≈ 2.5 of 5",
+            "k0_over_d": "0.25",
+        },
+    }
+)
+table.index = [
+    "KL(D/4) / KL(1)",
+    "KL at D/4 (nats)",
+    f"top-{top} overlap at D/4",
+    "K0 / D (KL down to a tenth)",
+]
 table
 
 # %% [markdown]
@@ -265,8 +379,10 @@ table
 # %%
 baseline = consecutive_kl(lm.view, X[:, L])
 base = float(np.median(baseline))
-print(f"median KL between consecutive pseudo-sentences {base:.3f} nats; mean KL at K = 1 (last layer only) "
-      f"{last.kl[0].mean():.3f} nats = {last.kl[0].mean() / base:.1%} of it")
+print(
+    f"median KL between consecutive pseudo-sentences {base:.3f} nats; mean KL at K = 1 (last layer only) "
+    f"{last.kl[0].mean():.3f} nats = {last.kl[0].mean() / base:.1%} of it"
+)
 
 # %% [markdown]
 # ## Does the claim hold on this model?
@@ -290,33 +406,58 @@ print(f"median KL between consecutive pseudo-sentences {base:.3f} nats; mean KL 
 
 # %%
 values = {
-    "n_s": N_s, "n_layers": L, "d_model": D, "n_truncated": len(picked), "n_propagated": len(sub), "ks": ks, "top": top,
-    "median_consecutive_angle_u1": np.median(step[0]), "median_consecutive_angle_u2": np.median(step[1]),
-    "median_consecutive_angle_u3": np.median(step[2]), "median_consecutive_angle_u4": np.median(step[3]),
-    "angle_u1_middle_to_last": half[0], "angle_u2_middle_to_last": half[1],
-    "angle_u1_last_step": last_step[0], "max_rank_u1_to_u4": rank[1:].max() + 1,
-    "sigma1_over_sigma2_last": gap[L], "spectrum_slope_middle": slopes[L // 2], "spectrum_slope_last": slopes[L],
-    "kl_last_layer_mean": last.kl.mean(1), "overlap_last_layer_mean": last.overlap.mean(1),
+    "n_s": N_s,
+    "n_layers": L,
+    "d_model": D,
+    "n_truncated": len(picked),
+    "n_propagated": len(sub),
+    "ks": ks,
+    "top": top,
+    "median_consecutive_angle_u1": np.median(step[0]),
+    "median_consecutive_angle_u2": np.median(step[1]),
+    "median_consecutive_angle_u3": np.median(step[2]),
+    "median_consecutive_angle_u4": np.median(step[3]),
+    "angle_u1_middle_to_last": half[0],
+    "angle_u2_middle_to_last": half[1],
+    "angle_u1_last_step": last_step[0],
+    "max_rank_u1_to_u4": rank[1:].max() + 1,
+    "sigma1_over_sigma2_last": gap[L],
+    "spectrum_slope_middle": slopes[L // 2],
+    "spectrum_slope_last": slopes[L],
+    "kl_last_layer_mean": last.kl.mean(1),
+    "overlap_last_layer_mean": last.overlap.mean(1),
     "kl_every_layer_mean": every.kl.mean(1) if every is not None else None,
     "overlap_every_layer_mean": every.overlap.mean(1) if every is not None else None,
-    "kl_baseline_median": base, "kl_k1_over_baseline": last.kl[0].mean() / base,
+    "kl_baseline_median": base,
+    "kl_k1_over_baseline": last.kl[0].mean() / base,
     **{f"{key}_last_layer": value for key, value in found["last layer"].items()},
-    **{f"{key}_every_layer": value for key, value in found.get("every layer", {}).items()},
+    **{
+        f"{key}_every_layer": value
+        for key, value in found.get("every layer", {}).items()
+    },
     **{f"{key}_random_directions": value for key, value in found_random.items()},
 }
 record(values)
 outcomes = chapter_outcomes("b2_ensemble_svd", values)
 judged = outcomes.set_index("claim")["outcome"]
 mine = found["last layer"]
-print(f"Paper (GPT-2 medium): KL falls about 90% from K = 1 to K = D/4 = 256 (about 5 to 0.5 nats); top-5 overlap "
-      f"2.5 of 5; K0 = D/4.")
-print(f"Here ({model}, D = {D}, last-layer truncation): KL(D/4)/KL(1) = {mine['kl_drop']:.3f} ({judged['B2-KL-drop']}); "
-      f"KL at D/4 = {mine['kl_quarter_d']:.3f} nats ({judged['B2-KL-at-D/4']}); top-{top} overlap "
-      f"{mine['overlap_quarter_d']:.2f} ({judged['B2-top5-overlap']}); K0/D = {mine['k0_over_d']:.3f} ({judged['B2-K0']}).")
+print(
+    f"Paper (GPT-2 medium): KL falls about 90% from K = 1 to K = D/4 = 256 (about 5 to 0.5 nats); top-5 overlap "
+    f"2.5 of 5; K0 = D/4."
+)
+print(
+    f"Here ({model}, D = {D}, last-layer truncation): KL(D/4)/KL(1) = {mine['kl_drop']:.3f} ({judged['B2-KL-drop']}); "
+    f"KL at D/4 = {mine['kl_quarter_d']:.3f} nats ({judged['B2-KL-at-D/4']}); top-{top} overlap "
+    f"{mine['overlap_quarter_d']:.2f} ({judged['B2-top5-overlap']}); K0/D = {mine['k0_over_d']:.3f} ({judged['B2-K0']})."
+)
 if every is not None:
     theirs = found["every layer"]
-    print(f"Every layer, propagated ({len(sub)} pilots): drop {theirs['kl_drop']:.3f} ({judged['B2-KL-drop-every-layer']}); "
-          f"overlap {theirs['overlap_quarter_d']:.2f} ({judged['B2-top5-overlap-every-layer']}); "
-          f"K0/D {theirs['k0_over_d']:.3f} ({judged['B2-K0-every-layer']}).")
-print(f"Random directions: drop {found_random['kl_drop']:.3f}, overlap {found_random['overlap_quarter_d']:.2f}.")
+    print(
+        f"Every layer, propagated ({len(sub)} pilots): drop {theirs['kl_drop']:.3f} ({judged['B2-KL-drop-every-layer']}); "
+        f"overlap {theirs['overlap_quarter_d']:.2f} ({judged['B2-top5-overlap-every-layer']}); "
+        f"K0/D {theirs['k0_over_d']:.3f} ({judged['B2-K0-every-layer']})."
+    )
+print(
+    f"Random directions: drop {found_random['kl_drop']:.3f}, overlap {found_random['overlap_quarter_d']:.2f}."
+)
 outcomes

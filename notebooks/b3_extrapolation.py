@@ -60,16 +60,22 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden; at least 2D for complete bases)
-bos: "bool | None" = None  # start every pseudo-sentence with BOS (None: as the model's tokenizer does)
+bos: "bool | None" = (
+    None  # start every pseudo-sentence with BOS (None: as the model's tokenizer does)
+)
 rank: "int | None" = None  # columns used in Eq. 1 (None: all min(N, D))
 taus: list[int] = [1, 2, 4, 8]  # jumps drawn in the grid
 n_rows: int = 3  # starting layers drawn in the grid, from L/2 on
 n_plot: int = 400  # pilots drawn per panel
-tau_max: int = 10  # the errors and the SVM run tau = 1..tau_max (fewer if the model is shallower)
+tau_max: int = (
+    10  # the errors and the SVM run tau = 1..tau_max (fewer if the model is shallower)
+)
 n_starts: int = 2  # starting layers the SVM verdicts are averaged over, from L/2 on
 n_svm: int = 1000  # pilots per class in the SVM (a subsample of the held-out half)
 svm_top_k: "int | None" = None  # SVM features: None = all D coordinates, k = the arrival layer's top-k singular coordinates
@@ -95,7 +101,9 @@ from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd, gaussian
 from lotlib.lines_of_thought.extrapolation import extrapolate, svm_accuracy
 
 plots.apply_theme()
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(
+    model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype
+)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 first = L // 2
@@ -107,17 +115,21 @@ def split(r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Repetition r: a random half of the pilots fits the bases of layers first..L (aligned from the middle
     layer); returns the fit and held-out pilots and the aligned U, S."""
     order = np.random.default_rng(seed + r).permutation(N_s)
-    fit, held = np.sort(order[: N_s // 2]), np.sort(order[N_s // 2:])
+    fit, held = np.sort(order[: N_s // 2]), np.sort(order[N_s // 2 :])
     return (fit, held, *align_bases(*ensemble_svd(Xs[fit]), reference=0))
 
 
 fit, held, U, S = split(0)
 rng = np.random.default_rng(seed)
-print(f"{lm!r}\n{corpus!r}: trajectories {X.shape}; bases of layers {first}..{L} fit on {len(fit)} pilots, "
-      f"rank {S.shape[1] if rank is None else rank}; {len(held)} held-out pilots")
+print(
+    f"{lm!r}\n{corpus!r}: trajectories {X.shape}; bases of layers {first}..{L} fit on {len(fit)} pilots, "
+    f"rank {S.shape[1] if rank is None else rank}; {len(held)} held-out pilots"
+)
 if len(fit) < 1.5 * D:
-    print(f"warning: {len(fit)} fit pilots for D = {D}: below 1.5D the bases are incomplete or ill-conditioned, "
-          f"and the numbers below measure that more than Eq. 1; use n_s >= 3D")
+    print(
+        f"warning: {len(fit)} fit pilots for D = {D}: below 1.5D the bases are incomplete or ill-conditioned, "
+        f"and the numbers below measure that more than Eq. 1; use n_s >= 3D"
+    )
 
 # %% [markdown]
 # ## True and extrapolated ensembles
@@ -138,14 +150,26 @@ def plane(t: int) -> np.ndarray:
     return U[r][:, np.argsort(S[r])[::-1][1:3]]
 
 
-fig, axes = plt.subplots(len(starts), len(taus), figsize=(3.2 * len(taus), 3.0 * len(starts)),
-                         squeeze=False, constrained_layout=True)
+fig, axes = plt.subplots(
+    len(starts),
+    len(taus),
+    figsize=(3.2 * len(taus), 3.0 * len(starts)),
+    squeeze=False,
+    constrained_layout=True,
+)
 for row, t in enumerate(starts):
     for col, tau in enumerate(taus):
         ax = axes[row, col]
         if t + tau > L:
             ax.axis("off")
-            ax.text(0.5, 0.5, f"t + τ = {t + tau} > L", ha="center", transform=ax.transAxes, color="grey")
+            ax.text(
+                0.5,
+                0.5,
+                f"t + τ = {t + tau} > L",
+                ha="center",
+                transform=ax.transAxes,
+                color="grey",
+            )
             continue
         P = plane(t + tau)
         true = Xs[drawn, t + tau - first] @ P
@@ -159,7 +183,9 @@ for row, t in enumerate(starts):
         if row == len(starts) - 1:
             ax.set_xlabel("u2")
 axes[0, 0].legend(fontsize=7, markerscale=3)
-fig.suptitle(f"True vs extrapolated ensembles on (u2, u3) of the arrival layer, {model}, held-out pilots")
+fig.suptitle(
+    f"True vs extrapolated ensembles on (u2, u3) of the arrival layer, {model}, held-out pilots"
+)
 plt.show()
 
 # %% [markdown]
@@ -181,28 +207,64 @@ tau_range = np.arange(1, tau_max + 1)
 distances = {"Eq. 1": [], "naive x(t)": [], "pilot-blind: mean of x(t+τ)": []}
 for tau in tau_range:
     true = Xs[held, tau]
-    distances["Eq. 1"].append(np.linalg.norm(true - extrapolate(Xs[held], U, S, 0, tau, rank), axis=1))
+    distances["Eq. 1"].append(
+        np.linalg.norm(true - extrapolate(Xs[held], U, S, 0, tau, rank), axis=1)
+    )
     distances["naive x(t)"].append(np.linalg.norm(true - Xs[held, 0], axis=1))
-    distances["pilot-blind: mean of x(t+τ)"].append(np.linalg.norm(true - Xs[fit, tau].mean(0), axis=1))
-distances = {name: np.stack(d) for name, d in distances.items()}  # each (tau_max, n_held)
+    distances["pilot-blind: mean of x(t+τ)"].append(
+        np.linalg.norm(true - Xs[fit, tau].mean(0), axis=1)
+    )
+distances = {
+    name: np.stack(d) for name, d in distances.items()
+}  # each (tau_max, n_held)
 state_norm = np.linalg.norm(Xs[held][:, tau_range], axis=-1).mean(0)  # (tau_max,)
-errors = pd.concat([pd.DataFrame({"τ": np.repeat(tau_range, len(held)), "prediction": name,
-                                  "‖error‖ / mean ‖x(t+τ)‖": (d / state_norm[:, None]).ravel()})
-                    for name, d in distances.items()])
+errors = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "τ": np.repeat(tau_range, len(held)),
+                "prediction": name,
+                "‖error‖ / mean ‖x(t+τ)‖": (d / state_norm[:, None]).ravel(),
+            }
+        )
+        for name, d in distances.items()
+    ]
+)
 fig, ax = plt.subplots(figsize=(7, 4))
-sns.lineplot(errors, x="τ", y="‖error‖ / mean ‖x(t+τ)‖", hue="prediction", marker="o", errorbar=("ci", 95),
-             n_boot=n_boot, seed=seed, ax=ax)
-ax.set(title=f"Single-state error from t = {first}, {model}, {len(held)} held-out pilots")
+sns.lineplot(
+    errors,
+    x="τ",
+    y="‖error‖ / mean ‖x(t+τ)‖",
+    hue="prediction",
+    marker="o",
+    errorbar=("ci", 95),
+    n_boot=n_boot,
+    seed=seed,
+    ax=ax,
+)
+ax.set(
+    title=f"Single-state error from t = {first}, {model}, {len(held)} held-out pilots"
+)
 plt.show()
 
 
 def error_ratio(name: str, tau: int):
     """Mean distance of prediction `name` over the naive one's at jump `tau`, bootstrapped over held-out pilots."""
     a, b = distances[name][tau - 1], distances["naive x(t)"][tau - 1]
-    return bootstrap(lambda i: a[i].mean() / b[i].mean(), len(held), unit="held-out pilots", n_boot=n_boot, seed=seed)
+    return bootstrap(
+        lambda i: a[i].mean() / b[i].mean(),
+        len(held),
+        unit="held-out pilots",
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
-ratios = {(name, tau): error_ratio(name, tau) for name in ("Eq. 1", "pilot-blind: mean of x(t+τ)") for tau in (1, tau_max)}
+ratios = {
+    (name, tau): error_ratio(name, tau)
+    for name in ("Eq. 1", "pilot-blind: mean of x(t+τ)")
+    for tau in (1, tau_max)
+}
 for (name, tau), estimate in ratios.items():
     print(f"{name}: mean error / naive mean error at tau = {tau}: {estimate:.3f}")
 
@@ -238,8 +300,16 @@ def features(Y: np.ndarray, t: int, U: np.ndarray, S: np.ndarray) -> np.ndarray:
     return Y @ U[r][:, np.argsort(S[r])[::-1][:svm_top_k]]
 
 
-def accuracy(pilots: np.ndarray, t: int, tau: int, U: np.ndarray, S: np.ndarray, against: str,
-             fit: np.ndarray | None = None, r: int = 0) -> float:
+def accuracy(
+    pilots: np.ndarray,
+    t: int,
+    tau: int,
+    U: np.ndarray,
+    S: np.ndarray,
+    against: str,
+    fit: np.ndarray | None = None,
+    r: int = 0,
+) -> float:
     """SVM accuracy of the true states of `pilots` at t + tau against `against`: "Eq. 1", "naive", or
     "cloud" (a Gaussian cloud with the mean and covariance of the `fit` pilots at t + tau)."""
     true = Xs[pilots, t + tau - first]
@@ -248,25 +318,69 @@ def accuracy(pilots: np.ndarray, t: int, tau: int, U: np.ndarray, S: np.ndarray,
     elif against == "naive":
         other = Xs[pilots, t - first]
     else:
-        other = gaussian_cloud(Xs[fit, t + tau - first], n=len(pilots), seed=seed + r, correlated=True)
-    return svm_accuracy(features(true, t + tau, U, S), features(other, t + tau, U, S), seed=seed + r, C=svm_c)
+        other = gaussian_cloud(
+            Xs[fit, t + tau - first], n=len(pilots), seed=seed + r, correlated=True
+        )
+    return svm_accuracy(
+        features(true, t + tau, U, S),
+        features(other, t + tau, U, S),
+        seed=seed + r,
+        C=svm_c,
+    )
 
 
-curves = {name: np.array([accuracy(test, first, tau, U, S, against, fit) for tau in tqdm(tau_range, desc=name)])
-          for name, against in (("Eq. 1", "Eq. 1"), ("structureless cloud", "cloud"), ("naive x(t)", "naive"))}
-shuffled = rng.permutation(test)  # two random halves (test is sorted, and Walden drifts along the book)
+curves = {
+    name: np.array(
+        [
+            accuracy(test, first, tau, U, S, against, fit)
+            for tau in tqdm(tau_range, desc=name)
+        ]
+    )
+    for name, against in (
+        ("Eq. 1", "Eq. 1"),
+        ("structureless cloud", "cloud"),
+        ("naive x(t)", "naive"),
+    )
+}
+shuffled = rng.permutation(
+    test
+)  # two random halves (test is sorted, and Walden drifts along the book)
 half = len(test) // 2
-true_vs_true = np.array([svm_accuracy(Xs[shuffled[:half], tau], Xs[shuffled[half:2 * half], tau], seed=seed, C=svm_c)
-                         for tau in (1, tau_max)])
+true_vs_true = np.array(
+    [
+        svm_accuracy(
+            Xs[shuffled[:half], tau],
+            Xs[shuffled[half : 2 * half], tau],
+            seed=seed,
+            C=svm_c,
+        )
+        for tau in (1, tau_max)
+    ]
+)
 fig, ax = plt.subplots(figsize=(7, 4))
-sns.lineplot(pd.DataFrame(curves, index=pd.Index(tau_range, name="τ")), markers=True, dashes=False, ax=ax)
-ax.axhline(true_vs_true.mean(), color="grey", ls=":", label="true vs true, other pilots")
+sns.lineplot(
+    pd.DataFrame(curves, index=pd.Index(tau_range, name="τ")),
+    markers=True,
+    dashes=False,
+    ax=ax,
+)
+ax.axhline(
+    true_vs_true.mean(), color="grey", ls=":", label="true vs true, other pilots"
+)
 ax.plot([1, 10], [0.505, 0.60], "kx", ms=9, mew=2, label="paper (GPT-2 medium)")
-ax.set(xlabel="τ", ylabel="5-fold accuracy", ylim=(0.3, 1.02),
-       title=f"Linear SVM: true vs predicted ensemble from t = {first}, {len(test)} held-out pilots per class, {model}")
+ax.set(
+    xlabel="τ",
+    ylabel="5-fold accuracy",
+    ylim=(0.3, 1.02),
+    title=f"Linear SVM: true vs predicted ensemble from t = {first}, {len(test)} held-out pilots per class, {model}",
+)
 ax.legend(fontsize=8, loc="center right")
 plt.show()
-seen = "all D coordinates" if svm_top_k is None else f"the top {svm_top_k} singular coordinates of the arrival layer"
+seen = (
+    "all D coordinates"
+    if svm_top_k is None
+    else f"the top {svm_top_k} singular coordinates of the arrival layer"
+)
 print(f"SVM features: {seen}, standardized; C = {svm_c}; {len(test)} pilots per class")
 for name, curve in curves.items():
     print(f"{name}: {curve[0]:.3f} at tau = 1, {curve[-1]:.3f} at tau = {tau_max}")
@@ -286,20 +400,44 @@ print(f"true vs true (other pilots): {true_vs_true[0]:.3f}, {true_vs_true[1]:.3f
 
 # %%
 svm_starts = np.unique(np.linspace(first, L - tau_max, n_starts).round().astype(int))
-repeated = {"Eq. 1": [], "cloud": []}  # per repetition: (len(svm_starts), 2) accuracies at tau = 1, tau_max
+repeated = {
+    "Eq. 1": [],
+    "cloud": [],
+}  # per repetition: (len(svm_starts), 2) accuracies at tau = 1, tau_max
 for r in tqdm(range(n_seeds), desc="SVM repetitions"):
     fit_r, held_r, U_r, S_r = (fit, held, U, S) if r == 0 else split(r)
-    scored = np.sort(np.random.default_rng(seed + r).choice(held_r, size=min(n_svm, len(held_r)), replace=False))
+    scored = np.sort(
+        np.random.default_rng(seed + r).choice(
+            held_r, size=min(n_svm, len(held_r)), replace=False
+        )
+    )
     for against in repeated:
-        repeated[against].append([[accuracy(scored, t, tau, U_r, S_r, against, fit_r, r) for tau in (1, tau_max)]
-                                  for t in svm_starts])
-repeated = {name: np.array(a).mean(1) for name, a in repeated.items()}  # (n_seeds, 2): mean over starts
-svm = {name: {"tau1": over_seeds(a[:, 0], unit="repetitions"), "tau_max": over_seeds(a[:, 1], unit="repetitions"),
-              "growth": over_seeds(a[:, 1] - a[:, 0], unit="repetitions")} for name, a in repeated.items()}
+        repeated[against].append(
+            [
+                [
+                    accuracy(scored, t, tau, U_r, S_r, against, fit_r, r)
+                    for tau in (1, tau_max)
+                ]
+                for t in svm_starts
+            ]
+        )
+repeated = {
+    name: np.array(a).mean(1) for name, a in repeated.items()
+}  # (n_seeds, 2): mean over starts
+svm = {
+    name: {
+        "tau1": over_seeds(a[:, 0], unit="repetitions"),
+        "tau_max": over_seeds(a[:, 1], unit="repetitions"),
+        "growth": over_seeds(a[:, 1] - a[:, 0], unit="repetitions"),
+    }
+    for name, a in repeated.items()
+}
 print(f"averaged over starting layers {svm_starts.tolist()}, {n_seeds} repetitions:")
 for name, found in svm.items():
-    print(f"  {name}: {found['tau1']:.3f} at tau = 1; {found['tau_max']:.3f} at tau = {tau_max}; "
-          f"growth {found['growth']:.3f}")
+    print(
+        f"  {name}: {found['tau1']:.3f} at tau = 1; {found['tau_max']:.3f} at tau = {tau_max}; "
+        f"growth {found['growth']:.3f}"
+    )
 
 # %% [markdown]
 # **What to notice.** Compare the Eq. 1 and cloud rows: where they agree, the SVM cannot tell the
@@ -313,10 +451,14 @@ for name, found in svm.items():
 # leans the other way, because the whole ensemble balances. The same SVM on pilots taken from the fit half:
 
 # %%
-acc_inside = np.array([accuracy(inside, first, tau, U, S, "Eq. 1") for tau in (1, tau_max)])
-print(f"in-sample pilots ({len(inside)} of the {len(fit)} that fit the bases), t = {first}: accuracy "
-      f"{acc_inside[0]:.3f} at tau = 1, {acc_inside[-1]:.3f} at tau = {tau_max} "
-      f"(held-out: {curves['Eq. 1'][0]:.3f}, {curves['Eq. 1'][-1]:.3f})")
+acc_inside = np.array(
+    [accuracy(inside, first, tau, U, S, "Eq. 1") for tau in (1, tau_max)]
+)
+print(
+    f"in-sample pilots ({len(inside)} of the {len(fit)} that fit the bases), t = {first}: accuracy "
+    f"{acc_inside[0]:.3f} at tau = 1, {acc_inside[-1]:.3f} at tau = {tau_max} "
+    f"(held-out: {curves['Eq. 1'][0]:.3f}, {curves['Eq. 1'][-1]:.3f})"
+)
 
 # %% [markdown]
 # **What to notice.** Compare the in-sample and held-out accuracies printed above. An in-sample score at
@@ -354,33 +496,55 @@ print(f"in-sample pilots ({len(inside)} of the {len(fit)} that fit the bases), t
 
 # %%
 values = {
-    "n_s": N_s, "n_layers": L, "d_model": D, "first_layer": first, "rank": S.shape[1] if rank is None else rank,
-    "n_fit": len(fit), "n_svm": len(test), "svm_features": seen, "svm_c": svm_c, "svm_starts": svm_starts,
-    "n_seeds": n_seeds, "tau_max": tau_max,
-    "svm_extrapolated_tau1": svm["Eq. 1"]["tau1"], "svm_extrapolated_tau_max": svm["Eq. 1"]["tau_max"],
+    "n_s": N_s,
+    "n_layers": L,
+    "d_model": D,
+    "first_layer": first,
+    "rank": S.shape[1] if rank is None else rank,
+    "n_fit": len(fit),
+    "n_svm": len(test),
+    "svm_features": seen,
+    "svm_c": svm_c,
+    "svm_starts": svm_starts,
+    "n_seeds": n_seeds,
+    "tau_max": tau_max,
+    "svm_extrapolated_tau1": svm["Eq. 1"]["tau1"],
+    "svm_extrapolated_tau_max": svm["Eq. 1"]["tau_max"],
     "svm_extrapolated_growth": svm["Eq. 1"]["growth"],
-    "svm_cloud_tau1": svm["cloud"]["tau1"], "svm_cloud_tau_max": svm["cloud"]["tau_max"],
+    "svm_cloud_tau1": svm["cloud"]["tau1"],
+    "svm_cloud_tau_max": svm["cloud"]["tau_max"],
     "svm_cloud_growth": svm["cloud"]["growth"],
-    "svm_extrapolated_middle_by_tau": curves["Eq. 1"], "svm_cloud_middle_by_tau": curves["structureless cloud"],
-    "svm_naive_by_tau": curves["naive x(t)"], "svm_true_vs_true": true_vs_true.mean(),
-    "svm_in_sample_tau1": acc_inside[0], "svm_in_sample_tau_max": acc_inside[-1],
+    "svm_extrapolated_middle_by_tau": curves["Eq. 1"],
+    "svm_cloud_middle_by_tau": curves["structureless cloud"],
+    "svm_naive_by_tau": curves["naive x(t)"],
+    "svm_true_vs_true": true_vs_true.mean(),
+    "svm_in_sample_tau1": acc_inside[0],
+    "svm_in_sample_tau_max": acc_inside[-1],
     "relative_error_eq1_by_tau": distances["Eq. 1"].mean(1) / state_norm,
     "relative_error_naive_by_tau": distances["naive x(t)"].mean(1) / state_norm,
-    "relative_error_mean_by_tau": distances["pilot-blind: mean of x(t+τ)"].mean(1) / state_norm,
-    "error_ratio_eq1_tau1": ratios["Eq. 1", 1], "error_ratio_eq1_tau_max": ratios["Eq. 1", tau_max],
+    "relative_error_mean_by_tau": distances["pilot-blind: mean of x(t+τ)"].mean(1)
+    / state_norm,
+    "error_ratio_eq1_tau1": ratios["Eq. 1", 1],
+    "error_ratio_eq1_tau_max": ratios["Eq. 1", tau_max],
     "error_ratio_mean_tau1": ratios["pilot-blind: mean of x(t+τ)", 1],
     "error_ratio_mean_tau_max": ratios["pilot-blind: mean of x(t+τ)", tau_max],
 }
 record(values)
 outcomes = chapter_outcomes("b3_extrapolation", values)
 judged = outcomes.set_index("claim")["outcome"]
-print(f"Paper (GPT-2 medium): SVM accuracy about 50-51% at tau = 1, about 60% at tau = 10.")
-print(f"Here ({model}, held-out pilots, {seen}, mean over starting layers {svm_starts.tolist()} and {n_seeds} "
-      f"repetitions): {svm['Eq. 1']['tau1']:.3f} at tau = 1 ({judged['B3-svm-tau1']}), {svm['Eq. 1']['tau_max']:.3f} "
-      f"at tau = {tau_max} ({judged['B3-svm-tau10']}), growth {svm['Eq. 1']['growth']:.3f} ({judged['B3-svm-growth']}); "
-      f"the structureless cloud scores {svm['cloud']['tau1']:.3f} and {svm['cloud']['tau_max']:.3f}.")
-print(f"Single states: Eq. 1's mean error is {ratios['Eq. 1', 1]:.2f} times the naive one at tau = 1 "
-      f"({judged['B3-eq1-vs-naive']}) and {ratios['Eq. 1', tau_max]:.2f} times at tau = {tau_max} "
-      f"({judged['B3-eq1-vs-naive-far']}); the pilot-blind mean: {ratios['pilot-blind: mean of x(t+τ)', 1]:.2f} and "
-      f"{ratios['pilot-blind: mean of x(t+τ)', tau_max]:.2f}.")
+print(
+    f"Paper (GPT-2 medium): SVM accuracy about 50-51% at tau = 1, about 60% at tau = 10."
+)
+print(
+    f"Here ({model}, held-out pilots, {seen}, mean over starting layers {svm_starts.tolist()} and {n_seeds} "
+    f"repetitions): {svm['Eq. 1']['tau1']:.3f} at tau = 1 ({judged['B3-svm-tau1']}), {svm['Eq. 1']['tau_max']:.3f} "
+    f"at tau = {tau_max} ({judged['B3-svm-tau10']}), growth {svm['Eq. 1']['growth']:.3f} ({judged['B3-svm-growth']}); "
+    f"the structureless cloud scores {svm['cloud']['tau1']:.3f} and {svm['cloud']['tau_max']:.3f}."
+)
+print(
+    f"Single states: Eq. 1's mean error is {ratios['Eq. 1', 1]:.2f} times the naive one at tau = 1 "
+    f"({judged['B3-eq1-vs-naive']}) and {ratios['Eq. 1', tau_max]:.2f} times at tau = {tau_max} "
+    f"({judged['B3-eq1-vs-naive-far']}); the pilot-blind mean: {ratios['pilot-blind: mean of x(t+τ)', 1]:.2f} and "
+    f"{ratios['pilot-blind: mean of x(t+τ)', tau_max]:.2f}."
+)
 outcomes

@@ -49,15 +49,23 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis | None" = None  # pseudo-sentences (None: all of Walden; at least D)
 raw_coordinates: bool = True  # also the heatmaps in raw residual-stream coordinates (one matrix product per pair)
 fit_first: "Layer" = 1  # the variance law is fitted on pairs with t >= fit_first
-fit_last: "Layer | None" = None  # and arrival t + tau at most fit_last (None: L, the last layer included)
-early_layers: "Layer | None" = None  # departures t < early_layers count as "early layers" (None: L // 4)
-t_pdf: "Layer | None" = None  # departure layer of the noise PDFs and the correlation matrix (None: L // 2)
+fit_last: "Layer | None" = (
+    None  # and arrival t + tau at most fit_last (None: L, the last layer included)
+)
+early_layers: "Layer | None" = (
+    None  # departures t < early_layers count as "early layers" (None: L // 4)
+)
+t_pdf: "Layer | None" = (
+    None  # departure layer of the noise PDFs and the correlation matrix (None: L // 2)
+)
 pdf_taus: list[int] = [1, 2, 4, 8]  # tau of the noise PDFs
 n_corr: int = 40  # coordinates shown in the correlation matrix (the largest sigma at the arrival layer)
 n_boot: int = 200  # bootstrap resamples of the pilots (each one re-evaluates every pair of layers)
@@ -78,25 +86,45 @@ from lotlib.book.summary import record
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import residuals
 from lotlib.lines_of_thought.null_tests import resampling_weights, structureless_cloud
-from lotlib.lines_of_thought.residuals import (coordinate_moments, fit_laws, fit_variance, offdiagonal_correlation,
-                                               pair_mask, pair_statistics, percentile_estimate, resampled_pairs,
-                                               residual_coordinates, shuffled_pilots, singular_coordinates)
+from lotlib.lines_of_thought.residuals import (
+    coordinate_moments,
+    fit_laws,
+    fit_variance,
+    offdiagonal_correlation,
+    pair_mask,
+    pair_statistics,
+    percentile_estimate,
+    resampled_pairs,
+    residual_coordinates,
+    shuffled_pilots,
+    singular_coordinates,
+)
 from lotlib.models.bounds import layer_index, pilot_count
 
 plots.apply_theme()
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(
+    model, n_k=n_k, n_s=n_s, device=device, dtype=dtype
+)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
-pilot_count(N_s, D, "n_s", at_least_width=True, model=lm.name)  # all of Walden may still be fewer than D pilots
+pilot_count(
+    N_s, D, "n_s", at_least_width=True, model=lm.name
+)  # all of Walden may still be fewer than D pilots
 layers = np.arange(1, L + 1)
 fit_first = layer_index(fit_first, L, "fit_first", lm.name)
 fit_last = L if fit_last is None else layer_index(fit_last, L, "fit_last", lm.name)
-early_layers = L // 4 if early_layers is None else layer_index(early_layers, L, "early_layers", lm.name)
+early_layers = (
+    L // 4
+    if early_layers is None
+    else layer_index(early_layers, L, "early_layers", lm.name)
+)
 t_pdf = L // 2 if t_pdf is None else layer_index(t_pdf, L, "t_pdf", lm.name)
 U, S = align_bases(*ensemble_svd(X))
 Y = singular_coordinates(X, U)  # (N_s, T, k)
 k = U.shape[2]
-print(f"{lm!r}\n{corpus!r}: trajectories {X.shape}; aligned bases {U.shape} (k = {k} directions per layer)")
+print(
+    f"{lm!r}\n{corpus!r}: trajectories {X.shape}; aligned bases {U.shape} (k = {k} directions per layer)"
+)
 
 # %% [markdown]
 # Which coordinates? The natural ones for Eq. 2 are those of the aligned singular basis U(t+τ) of the
@@ -112,28 +140,37 @@ print(f"{lm!r}\n{corpus!r}: trajectories {X.shape}; aligned bases {U.shape} (k =
 # %%
 st = pair_statistics(Y, S, layers)
 raw = pair_statistics(Y, S, layers, U=U) if raw_coordinates else None
-gauss_z, _, gauss_kurt = coordinate_moments(np.random.default_rng(seed).standard_normal((N_s, k), dtype=np.float32))
+gauss_z, _, gauss_kurt = coordinate_moments(
+    np.random.default_rng(seed).standard_normal((N_s, k), dtype=np.float32)
+)
 null_z, null_kurt = float(np.mean(np.abs(gauss_z))), float(np.mean(np.abs(gauss_kurt)))
 all_pairs = pair_mask(T, 1, L)
 late_pairs = pair_mask(T, early_layers, L)
 early_pairs = all_pairs & ~late_pairs
 fit_pairs = pair_mask(T, fit_first, fit_last)
-print(f"{all_pairs.sum()} pairs (t, t+tau), 1 <= t < t+tau <= {L}; Gaussian reference for N_s = {N_s}: "
-      f"mean |mu/sigma| = {null_z:.4f}, mean |excess kurtosis| = {null_kurt:.3f}")
+print(
+    f"{all_pairs.sum()} pairs (t, t+tau), 1 <= t < t+tau <= {L}; Gaussian reference for N_s = {N_s}: "
+    f"mean |mu/sigma| = {null_z:.4f}, mean |excess kurtosis| = {null_kurt:.3f}"
+)
 for name, s in (("aligned singular basis", st), ("raw coordinates", raw)):
     if s is not None:
-        print(f"{name:>22}: mean |mu/sigma| {np.mean(s.mean_abs_z()[all_pairs]):.4f} (max {np.max(s.mean_abs_z()[all_pairs]):.4f}); "
-              f"mean |excess kurtosis| {np.mean(s.mean_abs_kurtosis()[all_pairs]):.2f} "
-              f"(early departures t < {early_layers}: {np.mean(s.mean_abs_kurtosis()[early_pairs]):.2f}, "
-              f"later: {np.mean(s.mean_abs_kurtosis()[late_pairs]):.2f})")
+        print(
+            f"{name:>22}: mean |mu/sigma| {np.mean(s.mean_abs_z()[all_pairs]):.4f} (max {np.max(s.mean_abs_z()[all_pairs]):.4f}); "
+            f"mean |excess kurtosis| {np.mean(s.mean_abs_kurtosis()[all_pairs]):.2f} "
+            f"(early departures t < {early_layers}: {np.mean(s.mean_abs_kurtosis()[early_pairs]):.2f}, "
+            f"later: {np.mean(s.mean_abs_kurtosis()[late_pairs]):.2f})"
+        )
 
 
 # %%
 def pair_frame(values: np.ndarray) -> pd.DataFrame:
     """A `(T, T)` pair statistic as a table for a heatmap: departure t in rows (top: last), arrival in columns."""
     shown = np.where(all_pairs, values, np.nan)[1:L, 1:]
-    return pd.DataFrame(shown, index=pd.Index(layers[:-1], name="departure layer t"),
-                        columns=pd.Index(layers, name="arrival layer t + τ")).iloc[::-1]
+    return pd.DataFrame(
+        shown,
+        index=pd.Index(layers[:-1], name="departure layer t"),
+        columns=pd.Index(layers, name="arrival layer t + τ"),
+    ).iloc[::-1]
 
 
 def heatmaps(panels, title):
@@ -147,13 +184,18 @@ def heatmaps(panels, title):
 
 
 def paper_panels(s):
-    return [(s.mean_abs_z(), "mean |μ/σ|", "viridis"), (s.mean_log_var(), "mean of ln variance", "magma"),
-            (s.mean_abs_kurtosis(), "mean |excess kurtosis|", "viridis")]
+    return [
+        (s.mean_abs_z(), "mean |μ/σ|", "viridis"),
+        (s.mean_log_var(), "mean of ln variance", "magma"),
+        (s.mean_abs_kurtosis(), "mean |excess kurtosis|", "viridis"),
+    ]
 
 
 heatmaps(paper_panels(st), "Residual coordinates in the aligned singular basis U(t+τ)")
 if raw is not None:
-    heatmaps(paper_panels(raw), "Residual coordinates in raw residual-stream coordinates")
+    heatmaps(
+        paper_panels(raw), "Residual coordinates in raw residual-stream coordinates"
+    )
 
 # %% [markdown]
 # **What to notice.** The left panel: |μ/σ| is small everywhere, at about the Gaussian reference printed
@@ -192,12 +234,18 @@ if raw is not None:
 
 # %%
 weights = resampling_weights(N_s, n_boot, seed)
-ensembles = {"model": X, "structureless cloud": structureless_cloud(X, seed), "shuffled pilots": shuffled_pilots(X, seed)}
+ensembles = {
+    "model": X,
+    "structureless cloud": structureless_cloud(X, seed),
+    "shuffled pilots": shuffled_pilots(X, seed),
+}
 bases, resampled = {"model": (U, S)}, {}
 for name, Z in ensembles.items():
     if name not in bases:
         bases[name] = align_bases(*ensemble_svd(Z))
-    resampled[name] = resampled_pairs(singular_coordinates(Z, bases[name][0]), bases[name][1], layers, weights)
+    resampled[name] = resampled_pairs(
+        singular_coordinates(Z, bases[name][0]), bases[name][1], layers, weights
+    )
 estimate = lambda values: percentile_estimate(values, N_s, unit="pilots")
 
 
@@ -211,34 +259,91 @@ def pair_median(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.median(values[:, mask], axis=1)
 
 
-laws = {name: {"ln(mean variance)": fit_laws(r.log_mean_var(), fit_pairs), "mean(ln variance)": fit_laws(r.mean_log_var, fit_pairs),
-               "ln ρ (relative to the arrival spread)": fit_laws(r.log_relative_var(), fit_pairs)}
-        for name, r in resampled.items()}
-table = pd.DataFrame([{"ensemble": name, "quantity": quantity, "λ·L": format(estimate(fit["lambda"] * L), ".3g"),
-                       "R²": format(estimate(fit["r2"]), ".3f"), "arrival R²": format(estimate(fit["arrival_r2"]), ".3f")}
-                      for name, fits in laws.items() for quantity, fit in fits.items()]).set_index(["quantity", "ensemble"]).sort_index()
-print(f"fits over pairs with {fit_first} <= t < t+tau <= {fit_last}; value [95% interval over {n_boot} resamples of {N_s} pilots]")
+laws = {
+    name: {
+        "ln(mean variance)": fit_laws(r.log_mean_var(), fit_pairs),
+        "mean(ln variance)": fit_laws(r.mean_log_var, fit_pairs),
+        "ln ρ (relative to the arrival spread)": fit_laws(
+            r.log_relative_var(), fit_pairs
+        ),
+    }
+    for name, r in resampled.items()
+}
+table = (
+    pd.DataFrame(
+        [
+            {
+                "ensemble": name,
+                "quantity": quantity,
+                "λ·L": format(estimate(fit["lambda"] * L), ".3g"),
+                "R²": format(estimate(fit["r2"]), ".3f"),
+                "arrival R²": format(estimate(fit["arrival_r2"]), ".3f"),
+            }
+            for name, fits in laws.items()
+            for quantity, fit in fits.items()
+        ]
+    )
+    .set_index(["quantity", "ensemble"])
+    .sort_index()
+)
+print(
+    f"fits over pairs with {fit_first} <= t < t+tau <= {fit_last}; value [95% interval over {n_boot} resamples of {N_s} pilots]"
+)
 table
 
 # %%
 frames = []
 for name, r in resampled.items():
     t_idx, s_idx = np.nonzero(all_pairs)
-    for label, values in (("ln(mean variance)", r.log_mean_var()[0]), ("ln ρ = ln(tr Cov w / tr Cov x(t+τ))", r.log_relative_var()[0])):
-        frames.append(pd.DataFrame({"arrival layer t + τ": s_idx, "value": values[t_idx, s_idx], "τ": s_idx - t_idx,
-                                    "ensemble": name, "quantity": label}))
-facets = sns.relplot(pd.concat(frames), x="arrival layer t + τ", y="value", hue="τ", col="ensemble", row="quantity",
-                   palette="viridis", s=12, linewidth=0, facet_kws={"sharey": "row"}, height=3.3, aspect=1.25)
+    for label, values in (
+        ("ln(mean variance)", r.log_mean_var()[0]),
+        ("ln ρ = ln(tr Cov w / tr Cov x(t+τ))", r.log_relative_var()[0]),
+    ):
+        frames.append(
+            pd.DataFrame(
+                {
+                    "arrival layer t + τ": s_idx,
+                    "value": values[t_idx, s_idx],
+                    "τ": s_idx - t_idx,
+                    "ensemble": name,
+                    "quantity": label,
+                }
+            )
+        )
+facets = sns.relplot(
+    pd.concat(frames),
+    x="arrival layer t + τ",
+    y="value",
+    hue="τ",
+    col="ensemble",
+    row="quantity",
+    palette="viridis",
+    s=12,
+    linewidth=0,
+    facet_kws={"sharey": "row"},
+    height=3.3,
+    aspect=1.25,
+)
 for ax in facets.axes[1]:
     ax.axhline(np.log(2), color="crimson", lw=0.8, ls="--")
     ax.axhline(0.0, color="grey", lw=0.8)
 facets.set_titles("{col_name}")
-facets.figure.suptitle(f"The residual variance by arrival layer, coloured by τ: model and two nulls, {model}", y=1.02)
+facets.figure.suptitle(
+    f"The residual variance by arrival layer, colored by τ: model and two nulls, {model}",
+    y=1.02,
+)
 plt.show()
 rho = resampled["model"].log_relative_var()[0]
-by_tau = {tau: float(np.exp(np.nanmean(np.diagonal(rho, tau)[1:]))) for tau in (1, 2, L // 4, L // 2) if tau >= 1}
-print("model: geometric mean of rho by tau: " + ", ".join(f"tau={tau}: {v:.2f}" for tau, v in by_tau.items())
-      + " (2: a map that knows nothing)")
+by_tau = {
+    tau: float(np.exp(np.nanmean(np.diagonal(rho, tau)[1:])))
+    for tau in (1, 2, L // 4, L // 2)
+    if tau >= 1
+}
+print(
+    "model: geometric mean of rho by tau: "
+    + ", ".join(f"tau={tau}: {v:.2f}" for tau, v in by_tau.items())
+    + " (2: a map that knows nothing)"
+)
 
 # %% [markdown]
 # **What to notice.** Top row: in absolute terms, every ensemble, the two nulls included, lines up by arrival
@@ -248,7 +353,7 @@ print("model: geometric mean of rho by tau: " + ", ".join(f"tau={tau}: {v:.2f}" 
 # growth divided out: the nulls sit at ρ ≈ 2 (dashed line) for one-layer jumps, as a map that knows nothing
 # must, and somewhat above for long ones (the uncentered map misplaces the ensemble's mean more the further it
 # jumps), with no trend along the arrival layer; the model sits well below them for short jumps and joins them
-# as τ grows (the geometric means by τ are printed above): the colours separate, so the relative residual
+# as τ grows (the geometric means by τ are printed above): the colors separate, so the relative residual
 # depends on the departure layer through τ, which Eq. 2 says it should not. The relative law's arrival R² and
 # R² in the table are the tests that a structureless ensemble fails; read the model's value against them.
 #
@@ -256,17 +361,34 @@ print("model: geometric mean of rho by tau: " + ", ".join(f"tau={tau}: {v:.2f}" 
 # that bend away from the line are left out):
 
 # %%
-conventions = {"log_mean": ("ln(mean variance)", st.log_mean_var()), "mean_log": ("mean(ln variance)", st.mean_log_var())}
-subsets = {"default": (f"t >= {fit_first}, t+tau <= {fit_last} (parameters)", fit_first, fit_last),
-           "all": (f"all layers 1..{L}", 1, L), "no_last": (f"without the last layer (t+tau <= {L - 1})", 1, L - 1),
-           "no_early": (f"without early departures (t >= {early_layers})", early_layers, L),
-           "no_both": ("without both", early_layers, L - 1)}
-fits = {(c, s): fit_variance(values, pair_mask(T, first, last))
-        for c, (_, values) in conventions.items() for s, (_, first, last) in subsets.items()}
-print(f"{'convention':<18} {'layers fitted':<42} {'alpha':>7} {'lambda':>7} {'lambda L':>8} {'R2':>6} {'arrival R2':>10} {'pairs':>6}")
+conventions = {
+    "log_mean": ("ln(mean variance)", st.log_mean_var()),
+    "mean_log": ("mean(ln variance)", st.mean_log_var()),
+}
+subsets = {
+    "default": (
+        f"t >= {fit_first}, t+tau <= {fit_last} (parameters)",
+        fit_first,
+        fit_last,
+    ),
+    "all": (f"all layers 1..{L}", 1, L),
+    "no_last": (f"without the last layer (t+tau <= {L - 1})", 1, L - 1),
+    "no_early": (f"without early departures (t >= {early_layers})", early_layers, L),
+    "no_both": ("without both", early_layers, L - 1),
+}
+fits = {
+    (c, s): fit_variance(values, pair_mask(T, first, last))
+    for c, (_, values) in conventions.items()
+    for s, (_, first, last) in subsets.items()
+}
+print(
+    f"{'convention':<18} {'layers fitted':<42} {'alpha':>7} {'lambda':>7} {'lambda L':>8} {'R2':>6} {'arrival R2':>10} {'pairs':>6}"
+)
 for (c, s), f in fits.items():
-    print(f"{conventions[c][0]:<18} {subsets[s][0]:<42} {f['alpha']:7.3f} {f['lambda']:7.4f} {f['lambda'] * L:8.2f} "
-          f"{f['r2']:6.3f} {f['arrival_r2']:10.3f} {f['n_pairs']:6d}")
+    print(
+        f"{conventions[c][0]:<18} {subsets[s][0]:<42} {f['alpha']:7.3f} {f['lambda']:7.4f} {f['lambda'] * L:8.2f} "
+        f"{f['r2']:6.3f} {f['arrival_r2']:10.3f} {f['n_pairs']:6d}"
+    )
 fit_lm, fit_ml = fits["log_mean", "default"], fits["mean_log", "default"]
 
 # %% [markdown]
@@ -284,12 +406,25 @@ fit_lm, fit_ml = fits["log_mean", "default"], fits["mean_log", "default"]
 #   no paper value to hold against: it is shown for comparison across models (the atlas), with no verdict.
 
 # %%
-dimensionless = {name: {"λ·L, ln(mean variance)": estimate(law["ln(mean variance)"]["lambda"] * L),
-                        "λ·L, mean(ln variance)": estimate(law["mean(ln variance)"]["lambda"] * L),
-                        "α_rel (geometric mean of ρ)": estimate(np.exp(pair_mean(resampled[name].log_relative_var(), fit_pairs))),
-                        "λ·L of ρ (growth beyond the spread)": estimate(law["ln ρ (relative to the arrival spread)"]["lambda"] * L)}
-                 for name, law in laws.items()}
-pd.DataFrame({name: {q: format(v, ".3g") for q, v in values.items()} for name, values in dimensionless.items()})
+dimensionless = {
+    name: {
+        "λ·L, ln(mean variance)": estimate(law["ln(mean variance)"]["lambda"] * L),
+        "λ·L, mean(ln variance)": estimate(law["mean(ln variance)"]["lambda"] * L),
+        "α_rel (geometric mean of ρ)": estimate(
+            np.exp(pair_mean(resampled[name].log_relative_var(), fit_pairs))
+        ),
+        "λ·L of ρ (growth beyond the spread)": estimate(
+            law["ln ρ (relative to the arrival spread)"]["lambda"] * L
+        ),
+    }
+    for name, law in laws.items()
+}
+pd.DataFrame(
+    {
+        name: {q: format(v, ".3g") for q, v in values.items()}
+        for name, values in dimensionless.items()
+    }
+)
 
 # %% [markdown]
 # **What to notice.** The structureless cloud reaches a λ·L of the same order as the model's: most of the
@@ -309,13 +444,23 @@ pd.DataFrame({name: {q: format(v, ".3g") for q, v in values.items()} for name, v
 # trained model's residual from that of a map applied to an ensemble with no lines of thought.
 
 # %%
-offsets = {name: estimate(np.sqrt(np.clip(pair_mean(r.offset, all_pairs), 0.0, None))) for name, r in resampled.items()}
-print("rms offset |E w| / sqrt(tr Cov w) over all pairs: " + "; ".join(f"{name} {v:.3g}" for name, v in offsets.items()))
-top_share = st.var[all_pairs] / st.var[all_pairs].sum(-1, keepdims=True)  # (pairs, k) share of each coordinate
+offsets = {
+    name: estimate(np.sqrt(np.clip(pair_mean(r.offset, all_pairs), 0.0, None)))
+    for name, r in resampled.items()
+}
+print(
+    "rms offset |E w| / sqrt(tr Cov w) over all pairs: "
+    + "; ".join(f"{name} {v:.3g}" for name, v in offsets.items())
+)
+top_share = st.var[all_pairs] / st.var[all_pairs].sum(
+    -1, keepdims=True
+)  # (pairs, k) share of each coordinate
 z_abs = np.abs(st.z[all_pairs])
 heavy = top_share >= np.quantile(top_share, 0.99)
-print(f"mean |mu/sigma| of the coordinates that carry the top 1% of variance shares: {z_abs[heavy].mean():.3f}; "
-      f"of the rest: {z_abs[~heavy].mean():.3f} (Gaussian reference {null_z:.3f})")
+print(
+    f"mean |mu/sigma| of the coordinates that carry the top 1% of variance shares: {z_abs[heavy].mean():.3f}; "
+    f"of the rest: {z_abs[~heavy].mean():.3f} (Gaussian reference {null_z:.3f})"
+)
 
 # %% [markdown]
 # ## Noise PDF of one coordinate
@@ -324,17 +469,26 @@ print(f"mean |mu/sigma| of the coordinates that carry the top 1% of variance sha
 # layer t = `t_pdf`, for several τ, against the standard normal density (log scale shows the tails).
 
 # %%
-u_top = lambda layer: int(np.argmax(S[layer]))  # aligned column of the largest sigma at that layer
+u_top = lambda layer: int(
+    np.argmax(S[layer])
+)  # aligned column of the largest sigma at that layer
 taus = [tau for tau in pdf_taus if t_pdf + tau <= L]
 fig, axes = plt.subplots(1, len(taus), figsize=(4 * len(taus), 3.5), sharey=True)
 grid = np.linspace(-6, 6, 200)
 for ax, tau in zip(np.atleast_1d(axes), taus):
     w = residual_coordinates(Y, S, t_pdf, tau)[:, u_top(t_pdf + tau)]
     z = (w - w.mean()) / w.std()
-    sns.histplot(z, bins=60, binrange=(-6, 6), stat="density", alpha=0.6, ax=ax, label="residual")
+    sns.histplot(
+        z, bins=60, binrange=(-6, 6), stat="density", alpha=0.6, ax=ax, label="residual"
+    )
     ax.plot(grid, norm.pdf(grid), color="crimson", label="N(0, 1)")
-    kurt = float(np.mean(z ** 4) - 3)
-    ax.set(yscale="log", ylim=(1e-4, 1), xlabel="standardized residual", title=f"t = {t_pdf}, τ = {tau}: κ = {kurt:.2f}")
+    kurt = float(np.mean(z**4) - 3)
+    ax.set(
+        yscale="log",
+        ylim=(1e-4, 1),
+        xlabel="standardized residual",
+        title=f"t = {t_pdf}, τ = {tau}: κ = {kurt:.2f}",
+    )
 np.atleast_1d(axes)[0].legend()
 plt.show()
 
@@ -353,26 +507,68 @@ plt.show()
 # ensemble of states (a few pilots far out), not from what the layers do to them.
 
 # %%
-kurtosis = {name: estimate(pair_median(r.kurtosis, late_pairs)) for name, r in resampled.items()}
+kurtosis = {
+    name: estimate(pair_median(r.kurtosis, late_pairs)) for name, r in resampled.items()
+}
 kurtosis_mean = estimate(pair_mean(resampled["model"].kurtosis, late_pairs))
-kurtosis_early = estimate(pair_median(resampled["model"].kurtosis, early_pairs)) if early_pairs.any() else None
-frame = pd.concat([pd.DataFrame({"κ̄ (variance-weighted excess kurtosis)": r.kurtosis[0][mask], "ensemble": name,
-                                 "departure": label})
-                   for name, r in resampled.items() for label, mask in ((f"t ≥ {early_layers}", late_pairs),
-                                                                         (f"t < {early_layers}", early_pairs)) if mask.any()])
+kurtosis_early = (
+    estimate(pair_median(resampled["model"].kurtosis, early_pairs))
+    if early_pairs.any()
+    else None
+)
+frame = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "κ̄ (variance-weighted excess kurtosis)": r.kurtosis[0][mask],
+                "ensemble": name,
+                "departure": label,
+            }
+        )
+        for name, r in resampled.items()
+        for label, mask in (
+            (f"t ≥ {early_layers}", late_pairs),
+            (f"t < {early_layers}", early_pairs),
+        )
+        if mask.any()
+    ]
+)
 fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))
-sns.histplot(frame[frame["departure"] == f"t ≥ {early_layers}"], x="κ̄ (variance-weighted excess kurtosis)", hue="ensemble",
-             element="step", stat="density", common_norm=False, ax=axes[0])
+sns.histplot(
+    frame[frame["departure"] == f"t ≥ {early_layers}"],
+    x="κ̄ (variance-weighted excess kurtosis)",
+    hue="ensemble",
+    element="step",
+    stat="density",
+    common_norm=False,
+    ax=axes[0],
+)
 axes[0].set(title=f"pairs with t ≥ {early_layers}")
-sns.heatmap(pair_frame(resampled["model"].kurtosis[0]), cmap="viridis", ax=axes[1], xticklabels=5, yticklabels=5,
-            cbar_kws={"label": "κ̄"})
+sns.heatmap(
+    pair_frame(resampled["model"].kurtosis[0]),
+    cmap="viridis",
+    ax=axes[1],
+    xticklabels=5,
+    yticklabels=5,
+    cbar_kws={"label": "κ̄"},
+)
 axes[1].set(title="κ̄ of the model by pair")
 plt.show()
-heavy_rows = [int(t) for t in layers[:-1] if np.median(resampled["model"].kurtosis[0, t, t + 1:]) > 1.0]
-print("variance-weighted excess kurtosis, median over pairs with t >= early_layers: "
-      + "; ".join(f"{name} {v:.3g}" for name, v in kurtosis.items())
-      + f"; model's mean over the same pairs {kurtosis_mean:.3g}"
-      + (f"; model, early departures: {kurtosis_early:.3g}" if kurtosis_early is not None else ""))
+heavy_rows = [
+    int(t)
+    for t in layers[:-1]
+    if np.median(resampled["model"].kurtosis[0, t, t + 1 :]) > 1.0
+]
+print(
+    "variance-weighted excess kurtosis, median over pairs with t >= early_layers: "
+    + "; ".join(f"{name} {v:.3g}" for name, v in kurtosis.items())
+    + f"; model's mean over the same pairs {kurtosis_mean:.3g}"
+    + (
+        f"; model, early departures: {kurtosis_early:.3g}"
+        if kurtosis_early is not None
+        else ""
+    )
+)
 print(f"departure layers whose median kappa over arrivals exceeds 1: {heavy_rows}")
 
 # %% [markdown]
@@ -392,18 +588,36 @@ print(f"departure layers whose median kappa over arrivals exceeds 1: {heavy_rows
 # grey lines are single coordinates, the thick line their mean, the dashed line the fitted law.
 
 # %%
-var_tau1 = np.array([st.var[t, t + 1] for t in layers[:-1]])  # (L-1, k) arrival layers 2..L
+var_tau1 = np.array(
+    [st.var[t, t + 1] for t in layers[:-1]]
+)  # (L-1, k) arrival layers 2..L
 fig, ax = plt.subplots(figsize=(8, 4.5))
 ax.plot(layers[1:], var_tau1, color="grey", alpha=0.05, lw=0.5)
-ax.plot(layers[1:], var_tau1.mean(1), color="black", lw=2, label="mean over coordinates")
-ax.plot(layers[1:], fit_lm["alpha"] * np.exp(fit_lm["lambda"] * layers[1:]), "--", color="crimson",
-        label="α e^(λ(t+τ)), ln(mean) fit")
-ax.set(yscale="log", xlabel="arrival layer t + 1", ylabel="residual variance", title=f"Per-coordinate residual variance, τ = 1, {model}")
+ax.plot(
+    layers[1:], var_tau1.mean(1), color="black", lw=2, label="mean over coordinates"
+)
+ax.plot(
+    layers[1:],
+    fit_lm["alpha"] * np.exp(fit_lm["lambda"] * layers[1:]),
+    "--",
+    color="crimson",
+    label="α e^(λ(t+τ)), ln(mean) fit",
+)
+ax.set(
+    yscale="log",
+    xlabel="arrival layer t + 1",
+    ylabel="residual variance",
+    title=f"Per-coordinate residual variance, τ = 1, {model}",
+)
 ax.legend()
 plt.show()
-spread = np.log10(np.percentile(var_tau1, 95, axis=1) / np.percentile(var_tau1, 5, axis=1))
-print(f"ratio of the 95th to the 5th percentile of the coordinates' variances: 10^{spread.min():.1f} .. 10^{spread.max():.1f} "
-      f"over the arrival layers")
+spread = np.log10(
+    np.percentile(var_tau1, 95, axis=1) / np.percentile(var_tau1, 5, axis=1)
+)
+print(
+    f"ratio of the 95th to the 5th percentile of the coordinates' variances: 10^{spread.min():.1f} .. 10^{spread.max():.1f} "
+    f"over the arrival layers"
+)
 
 # %% [markdown]
 # **What to notice.** Eq. 2 says every coordinate has the same variance. The width of the grey band (printed
@@ -426,15 +640,35 @@ w_raw = residuals(X, U, S, t_pdf, 1)
 consistency = np.abs(w_raw @ U[t_pdf + 1] - w_sing).max() / np.abs(w_sing).max()
 top = np.argsort(S[t_pdf + 1])[::-1][:n_corr]
 fig, ax = plt.subplots(figsize=(6, 5))
-sns.heatmap(np.corrcoef(w_sing[:, top], rowvar=False), cmap="RdBu_r", vmin=-1, vmax=1, square=True, ax=ax,
-            xticklabels=False, yticklabels=False)
-ax.set(title=f"Residual correlations, t = {t_pdf}, τ = 1, top {n_corr} directions", xlabel="coordinate", ylabel="coordinate")
+sns.heatmap(
+    np.corrcoef(w_sing[:, top], rowvar=False),
+    cmap="RdBu_r",
+    vmin=-1,
+    vmax=1,
+    square=True,
+    ax=ax,
+    xticklabels=False,
+    yticklabels=False,
+)
+ax.set(
+    title=f"Residual correlations, t = {t_pdf}, τ = 1, top {n_corr} directions",
+    xlabel="coordinate",
+    ylabel="coordinate",
+)
 plt.show()
-correlation = {name: estimate(offdiagonal_correlation(residuals(Z, *bases[name], t_pdf, 1), weights))
-               for name, Z in ensembles.items()}
-print(f"fast residual coordinates vs Eq. 1 residual mapped to U(t+1): max relative difference {consistency:.1e}")
-print("rms correlation between distinct raw coordinates (pairs of distinct pilots): "
-      + "; ".join(f"{name} {v:.3g}" for name, v in correlation.items()))
+correlation = {
+    name: estimate(
+        offdiagonal_correlation(residuals(Z, *bases[name], t_pdf, 1), weights)
+    )
+    for name, Z in ensembles.items()
+}
+print(
+    f"fast residual coordinates vs Eq. 1 residual mapped to U(t+1): max relative difference {consistency:.1e}"
+)
+print(
+    "rms correlation between distinct raw coordinates (pairs of distinct pilots): "
+    + "; ".join(f"{name} {v:.3g}" for name, v in correlation.items())
+)
 
 # %% [markdown]
 # **What to notice.** The matrix is dominated by its diagonal; what remains sits mostly next to it, between
@@ -453,49 +687,89 @@ print("rms correlation between distinct raw coordinates (pairs of distinct pilot
 # straddles the test (the report judges the nulls beside it: the nulls computed here, and the same chapter run
 # on the untrained model of the same architecture).
 
+
 # %%
 def law_values(name: str, suffix: str = "") -> dict:
     law, r = laws[name], resampled[name]
-    return {f"arrival_r2_relative{suffix}": estimate(law["ln ρ (relative to the arrival spread)"]["arrival_r2"]),
-            f"r2_relative{suffix}": estimate(law["ln ρ (relative to the arrival spread)"]["r2"]),
-            f"arrival_r2_log_mean{suffix}": estimate(law["ln(mean variance)"]["arrival_r2"]),
-            f"r2_log_mean{suffix}": estimate(law["ln(mean variance)"]["r2"]),
-            f"r2_mean_log{suffix}": estimate(law["mean(ln variance)"]["r2"]),
-            f"lambda_L_log_mean{suffix}": dimensionless[name]["λ·L, ln(mean variance)"],
-            f"lambda_L_mean_log{suffix}": dimensionless[name]["λ·L, mean(ln variance)"],
-            f"alpha_relative{suffix}": dimensionless[name]["α_rel (geometric mean of ρ)"],
-            f"lambda_L_relative{suffix}": dimensionless[name]["λ·L of ρ (growth beyond the spread)"],
-            f"mean_offset{suffix}": offsets[name], f"kurtosis_late{suffix}": kurtosis[name],
-            f"offdiag_corr_raw{suffix}": correlation[name]}
+    return {
+        f"arrival_r2_relative{suffix}": estimate(
+            law["ln ρ (relative to the arrival spread)"]["arrival_r2"]
+        ),
+        f"r2_relative{suffix}": estimate(
+            law["ln ρ (relative to the arrival spread)"]["r2"]
+        ),
+        f"arrival_r2_log_mean{suffix}": estimate(
+            law["ln(mean variance)"]["arrival_r2"]
+        ),
+        f"r2_log_mean{suffix}": estimate(law["ln(mean variance)"]["r2"]),
+        f"r2_mean_log{suffix}": estimate(law["mean(ln variance)"]["r2"]),
+        f"lambda_L_log_mean{suffix}": dimensionless[name]["λ·L, ln(mean variance)"],
+        f"lambda_L_mean_log{suffix}": dimensionless[name]["λ·L, mean(ln variance)"],
+        f"alpha_relative{suffix}": dimensionless[name]["α_rel (geometric mean of ρ)"],
+        f"lambda_L_relative{suffix}": dimensionless[name][
+            "λ·L of ρ (growth beyond the spread)"
+        ],
+        f"mean_offset{suffix}": offsets[name],
+        f"kurtosis_late{suffix}": kurtosis[name],
+        f"offdiag_corr_raw{suffix}": correlation[name],
+    }
 
 
 values = {
-    "n_s": N_s, "n_layers": L, "d_model": D, "n_pairs": int(all_pairs.sum()), "n_boot": n_boot,
-    "early_layers": early_layers, "fit_first": fit_first, "fit_last": fit_last,
-    **law_values("model"), **law_values("structureless cloud", "_cloud"), **law_values("shuffled pilots", "_shuffled"),
-    "kurtosis_early": kurtosis_early, "kurtosis_late_mean": kurtosis_mean, "kurtosis_heavy_departures": heavy_rows,
-    "alpha_log_mean": fit_lm["alpha"], "lambda_log_mean": fit_lm["lambda"],
-    "alpha_mean_log": fit_ml["alpha"], "lambda_mean_log": fit_ml["lambda"],
-    **{f"{name}_{c}_{s}": f[name] for (c, s), f in fits.items() if s != "default" for name in ("alpha", "lambda")},
-    "mean_abs_z": float(np.mean(st.mean_abs_z()[all_pairs])), "mean_abs_z_gaussian": null_z,
-    "mean_abs_kurtosis_late": float(np.mean(st.mean_abs_kurtosis()[late_pairs])), "mean_abs_kurtosis_gaussian": null_kurt,
+    "n_s": N_s,
+    "n_layers": L,
+    "d_model": D,
+    "n_pairs": int(all_pairs.sum()),
+    "n_boot": n_boot,
+    "early_layers": early_layers,
+    "fit_first": fit_first,
+    "fit_last": fit_last,
+    **law_values("model"),
+    **law_values("structureless cloud", "_cloud"),
+    **law_values("shuffled pilots", "_shuffled"),
+    "kurtosis_early": kurtosis_early,
+    "kurtosis_late_mean": kurtosis_mean,
+    "kurtosis_heavy_departures": heavy_rows,
+    "alpha_log_mean": fit_lm["alpha"],
+    "lambda_log_mean": fit_lm["lambda"],
+    "alpha_mean_log": fit_ml["alpha"],
+    "lambda_mean_log": fit_ml["lambda"],
+    **{
+        f"{name}_{c}_{s}": f[name]
+        for (c, s), f in fits.items()
+        if s != "default"
+        for name in ("alpha", "lambda")
+    },
+    "mean_abs_z": float(np.mean(st.mean_abs_z()[all_pairs])),
+    "mean_abs_z_gaussian": null_z,
+    "mean_abs_kurtosis_late": float(np.mean(st.mean_abs_kurtosis()[late_pairs])),
+    "mean_abs_kurtosis_gaussian": null_kurt,
     "rho_by_tau": {str(tau): v for tau, v in by_tau.items()},
-    "variance_spread_decades_max": float(spread.max()), "residual_consistency": float(consistency),
+    "variance_spread_decades_max": float(spread.max()),
+    "residual_consistency": float(consistency),
 }
 record(values)
 outcomes = chapter_outcomes("b4_residuals", values)
 judged = outcomes.set_index("claim")["outcome"]
 show = lambda key: format(values[key], ".3g")
-print(f"Eq. 2 beyond the norm growth: arrival R2 of ln rho {show('arrival_r2_relative')} ({judged['B4-arrival-only']}; "
-      f"cloud {show('arrival_r2_relative_cloud')}, shuffled {show('arrival_r2_relative_shuffled')}); "
-      f"R2 of its exponential fit {show('r2_relative')} ({judged['B4-exponential']}).")
-print(f"as the paper states it: arrival R2 of ln(mean variance) {show('arrival_r2_log_mean')} ({judged['B4-arrival-only-absolute']}; "
-      f"cloud {show('arrival_r2_log_mean_cloud')}), exponential R2 {show('r2_log_mean')} / {show('r2_mean_log')}.")
-print(f"total growth lambda L {show('lambda_L_log_mean')} / {show('lambda_L_mean_log')} (paper 4.3; cloud "
-      f"{show('lambda_L_log_mean_cloud')}); alpha relative to the arrival spread {show('alpha_relative')}.")
-print(f"zero mean: offset {show('mean_offset')} ({judged['B4-zero-mean']}; cloud {show('mean_offset_cloud')}); "
-      f"Gaussian tails: variance-weighted kurtosis of a typical pair {show('kurtosis_late')} ({judged['B4-kurtosis']}; shuffled pilots "
-      f"{show('kurtosis_late_shuffled')}); diagonal correlations: rms {show('offdiag_corr_raw')} ({judged['B4-diagonal']}).")
+print(
+    f"Eq. 2 beyond the norm growth: arrival R2 of ln rho {show('arrival_r2_relative')} ({judged['B4-arrival-only']}; "
+    f"cloud {show('arrival_r2_relative_cloud')}, shuffled {show('arrival_r2_relative_shuffled')}); "
+    f"R2 of its exponential fit {show('r2_relative')} ({judged['B4-exponential']})."
+)
+print(
+    f"as the paper states it: arrival R2 of ln(mean variance) {show('arrival_r2_log_mean')} ({judged['B4-arrival-only-absolute']}; "
+    f"cloud {show('arrival_r2_log_mean_cloud')}), exponential R2 {show('r2_log_mean')} / {show('r2_mean_log')}."
+)
+print(
+    f"total growth lambda L {show('lambda_L_log_mean')} / {show('lambda_L_mean_log')} (paper 4.3; cloud "
+    f"{show('lambda_L_log_mean_cloud')}); alpha relative to the arrival spread {show('alpha_relative')}."
+)
+print(
+    f"zero mean: offset {show('mean_offset')} ({judged['B4-zero-mean']}; cloud {show('mean_offset_cloud')}); "
+    f"Gaussian tails: variance-weighted kurtosis of a typical pair {show('kurtosis_late')} ({judged['B4-kurtosis']}; shuffled pilots "
+    f"{show('kurtosis_late_shuffled')}); diagonal correlations: rms {show('offdiag_corr_raw')} ({judged['B4-diagonal']})."
+)
 outcomes
 
 # %% [markdown]

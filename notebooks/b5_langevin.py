@@ -49,11 +49,15 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis | None" = None  # pseudo-sentences (None: all of Walden); the fitted share must still be at least D
-held_out: float = 0.25  # share of the pilots held out: fitted on the rest, scored on these
+held_out: float = (
+    0.25  # share of the pilots held out: fitted on the rest, scored on these
+)
 t_start: "Layer | None" = None  # layer where the simulation starts (None: L // 2)
 n_layers: int = 4  # layers simulated
 dt: float = 0.1  # Euler-Maruyama step (must divide one layer)
@@ -61,11 +65,15 @@ n_samples: int = 10  # noise realisations per starting point
 scheme: "Literal['euler', 'exact']" = "euler"  # "euler" (the authors' code) or "exact" (the drift solved exactly over each step)
 log_spline: bool = True  # spline ln(sigma) instead of sigma (see below why)
 noise: "Literal['eq2', 'paper']" = "eq2"  # Eq. 2's variance from the start (derived below) or the paper's rate alpha lambda e^(lambda t)
-noise_convention: "Literal['log_mean', 'mean_log']" = "log_mean"  # the B4 fit used for alpha, lambda
+noise_convention: "Literal['log_mean', 'mean_log']" = (
+    "log_mean"  # the B4 fit used for alpha, lambda
+)
 n_distance: int = 1000  # points of each ensemble in the energy distance
 n_plot: int = 1500  # points of each ensemble drawn
 n_boot: int = 1000  # bootstrap resamples of the held-out pilots
-n_seeds: int = 10  # seeds of the energy-distance margins (noise, subsample, split of the truth)
+n_seeds: int = (
+    10  # seeds of the energy-distance margins (noise, subsample, split of the truth)
+)
 seed: int = 0  # the split, starting noise, subsamples, bootstrap
 
 # %%
@@ -83,31 +91,58 @@ from lotlib.book.summary import record
 from lotlib.intervals import over_seeds
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import extrapolate
-from lotlib.lines_of_thought.langevin import (covariance_distance, energy_distance, exponential_noise, langevin_flow,
-                                              matched_noise, moments, propagators, sigma_spline, simulate, steps)
+from lotlib.lines_of_thought.langevin import (
+    covariance_distance,
+    energy_distance,
+    exponential_noise,
+    langevin_flow,
+    matched_noise,
+    moments,
+    propagators,
+    sigma_spline,
+    simulate,
+    steps,
+)
 from lotlib.lines_of_thought.null_tests import resampling_weights
-from lotlib.lines_of_thought.residuals import (fit_accumulated, fit_variance, pair_mask, pair_statistics,
-                                               percentile_estimate, singular_coordinates)
+from lotlib.lines_of_thought.residuals import (
+    fit_accumulated,
+    fit_variance,
+    pair_mask,
+    pair_statistics,
+    percentile_estimate,
+    singular_coordinates,
+)
 from lotlib.models.bounds import ParameterError, layer_index
 
 plots.apply_theme()
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(
+    model, n_k=n_k, n_s=n_s, device=device, dtype=dtype
+)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 t0 = L // 2 if t_start is None else layer_index(t_start, L, "t_start", lm.name)
 if not 1 <= n_layers <= L - t0:
-    raise ParameterError(f"parameter n_layers = {n_layers}: from t_start = {t0}, {lm.name} (L = {L}) allows 1..{L - t0}")
+    raise ParameterError(
+        f"parameter n_layers = {n_layers}: from t_start = {t0}, {lm.name} (L = {L}) allows 1..{L - t0}"
+    )
 split = np.random.default_rng(seed).permutation(N_s)
-held, fitted = np.sort(split[:round(held_out * N_s)]), np.sort(split[round(held_out * N_s):])
+held, fitted = (
+    np.sort(split[: round(held_out * N_s)]),
+    np.sort(split[round(held_out * N_s) :]),
+)
 if len(fitted) < D or len(held) < 2:
-    raise ParameterError(f"parameters n_s = {n_s!r}, held_out = {held_out}: {len(fitted)} pilots to fit and {len(held)} "
-                         f"held out of {N_s}; the full-space drift needs at least D = {D} to fit: raise n_s or lower held_out")
+    raise ParameterError(
+        f"parameters n_s = {n_s!r}, held_out = {held_out}: {len(fitted)} pilots to fit and {len(held)} "
+        f"held out of {N_s}; the full-space drift needs at least D = {D} to fit: raise n_s or lower held_out"
+    )
 layers = np.arange(1, L + 1)
 arrivals = np.arange(t0, t0 + n_layers + 1)
 Xf, Xh = X[fitted], X[held]
 U, S = align_bases(*ensemble_svd(Xf))  # (T, D, D), (T, D): fitted pilots only
-print(f"{lm!r}\n{corpus!r}: trajectories {X.shape}; {len(fitted)} pilots fit the drift, {len(held)} are held out; "
-      f"simulation from t = {t0} to {t0 + n_layers}, dt = {dt}, {n_samples} samples per held-out pilot")
+print(
+    f"{lm!r}\n{corpus!r}: trajectories {X.shape}; {len(fitted)} pilots fit the drift, {len(held)} are held out; "
+    f"simulation from t = {t0} to {t0 + n_layers}, dt = {dt}, {n_samples} samples per held-out pilot"
+)
 
 # %% [markdown]
 # ## The noise law, and which rate the simulation should use
@@ -147,21 +182,41 @@ alpha, lam = fit["alpha"], fit["lambda"]
 flow = langevin_flow(U, S, layers, intervals=range(t0, t0 + n_layers), log=log_spline)
 plan = steps(flow, t0, n_layers, dt, scheme)
 eq2_variance = lambda s: alpha * np.exp(lam * s)
-rates = {"eq2": matched_noise(plan, eq2_variance), "paper": exponential_noise(alpha, lam)}
+rates = {
+    "eq2": matched_noise(plan, eq2_variance),
+    "paper": exponential_noise(alpha, lam),
+}
 chosen, other = rates[noise], rates["paper" if noise == "eq2" else "eq2"]
-noise_cov = {name: moments(np.zeros(D), np.zeros((D, D)), plan, rate)[1] for name, rate in rates.items()}  # (n+1, D, D)
+noise_cov = {
+    name: moments(np.zeros(D), np.zeros((D, D)), plan, rate)[1]
+    for name, rate in rates.items()
+}  # (n+1, D, D)
 unit_cov = moments(np.zeros(D), np.zeros((D, D)), plan, lambda t: 1.0)[1]
-flat_rate = float(np.trace(noise_cov[noise][-1]) / np.trace(unit_cov[-1]))  # the same final noise variance, evenly
+flat_rate = float(
+    np.trace(noise_cov[noise][-1]) / np.trace(unit_cov[-1])
+)  # the same final noise variance, evenly
 rates["constant"], noise_cov["constant"] = (lambda t: flat_rate), flat_rate * unit_cov
 noise_cov["noiseless"] = np.zeros_like(unit_cov)
-print(f"noise law ({noise_convention}) on the fitted pilots: alpha = {alpha:.3g}, lambda = {lam:.4f}, R2 {fit['r2']:.3f} "
-      f"(Eq. 2: residual of a restarted map = variance accumulated since the input)")
-print(f"alternative (the paper's rate started at the departure layer): alpha = {accumulated['alpha']:.3g}, "
-      f"lambda = {accumulated['lambda']:.4f}, R2 {accumulated['r2']:.3f}")
-print(f"over the first layer the paper's rate injects {1 - np.exp(-lam):.1%} of Eq. 2's variance at t = {t0 + 1} "
-      f"(1 - e^-lambda)")
-print("rate B^2 per layer: " + "; ".join(f"[{t}, {t + 1}]: eq2 {rates['eq2'](t):.3g}, paper {rates['paper'](t):.3g}, "
-                                        f"constant {rates['constant'](t):.3g}" for t in arrivals[:-1]))
+print(
+    f"noise law ({noise_convention}) on the fitted pilots: alpha = {alpha:.3g}, lambda = {lam:.4f}, R2 {fit['r2']:.3f} "
+    f"(Eq. 2: residual of a restarted map = variance accumulated since the input)"
+)
+print(
+    f"alternative (the paper's rate started at the departure layer): alpha = {accumulated['alpha']:.3g}, "
+    f"lambda = {accumulated['lambda']:.4f}, R2 {accumulated['r2']:.3f}"
+)
+print(
+    f"over the first layer the paper's rate injects {1 - np.exp(-lam):.1%} of Eq. 2's variance at t = {t0 + 1} "
+    f"(1 - e^-lambda)"
+)
+print(
+    "rate B^2 per layer: "
+    + "; ".join(
+        f"[{t}, {t + 1}]: eq2 {rates['eq2'](t):.3g}, paper {rates['paper'](t):.3g}, "
+        f"constant {rates['constant'](t):.3g}"
+        for t in arrivals[:-1]
+    )
+)
 
 # %% [markdown]
 # **What to notice.** Compare the two R²: the higher one is the law the residuals follow. Where Eq. 2 fits
@@ -185,14 +240,20 @@ print("rate B^2 per layer: " + "; ".join(f"[{t}, {t + 1}]: eq2 {rates['eq2'](t):
 # %%
 for t, column in flow.flipped.items():
     if column is not None:
-        print(f"layer {t}: det U = -1, flipped column {column} (sigma = {S[t, column]:.2f}; median sigma {np.median(S[t]):.1f})")
+        print(
+            f"layer {t}: det U = -1, flipped column {column} (sigma = {S[t, column]:.2f}; median sigma {np.median(S[t]):.1f})"
+        )
 for t1, rotation in flow.rotations.items():
-    print(f"interval [{t1}, {t1 + 1}]: median turn angle {np.degrees(np.median(np.abs(rotation.theta))):.0f} deg, "
-          f"largest {np.degrees(np.max(np.abs(rotation.theta))):.0f} deg")
+    print(
+        f"interval [{t1}, {t1 + 1}]: median turn angle {np.degrees(np.median(np.abs(rotation.theta))):.0f} deg, "
+        f"largest {np.degrees(np.max(np.abs(rotation.theta))):.0f} deg"
+    )
 crossings = sigma_spline(S, layers, log=False).zero_crossings(t0, t0 + n_layers)
-print(f"singular values whose sigma-spline crosses zero in [{t0}, {t0 + n_layers}]: {crossings} of {D} "
-      f"(this run splines {'ln sigma' if log_spline else 'sigma'}); smallest sigma at t0: {S[t0].min():.3g} "
-      f"(median {np.median(S[t0]):.3g})")
+print(
+    f"singular values whose sigma-spline crosses zero in [{t0}, {t0 + n_layers}]: {crossings} of {D} "
+    f"(this run splines {'ln sigma' if log_spline else 'sigma'}); smallest sigma at t0: {S[t0].min():.3g} "
+    f"(median {np.median(S[t0]):.3g})"
+)
 
 # %% [markdown]
 # **What to notice.** The median turn angle between consecutive bases is large: most singular directions beyond
@@ -207,22 +268,38 @@ print(f"singular values whose sigma-spline crosses zero in [{t0}, {t0 + n_layers
 # and the Langevin drift with **constant-variance noise**.
 
 # %%
-X0, truth = Xh[:, t0], Xh[:, arrivals].astype(np.float64)  # (n_h, D), (n_h, n_layers + 1, D)
-langevin = simulate(X0, plan, chosen, n_samples, seed=seed)  # (n_h, samples, n_layers + 1, D)
+X0, truth = (
+    Xh[:, t0],
+    Xh[:, arrivals].astype(np.float64),
+)  # (n_h, D), (n_h, n_layers + 1, D)
+langevin = simulate(
+    X0, plan, chosen, n_samples, seed=seed
+)  # (n_h, samples, n_layers + 1, D)
 constant = simulate(X0, plan, rates["constant"], n_samples, seed=seed)
 variant = simulate(X0, plan, other, n_samples, seed=seed)
-noiseless = np.stack([extrapolate(Xh, U, S, t0, tau) for tau in range(n_layers + 1)], axis=1)
+noiseless = np.stack(
+    [extrapolate(Xh, U, S, t0, tau) for tau in range(n_layers + 1)], axis=1
+)
 drift_only = simulate(X0, plan, lambda t: 0.0)[:, 0]
-drift_error = np.median(np.linalg.norm(drift_only[:, -1] - noiseless[:, -1], axis=-1) / np.linalg.norm(noiseless[:, -1], axis=-1))
-print(f"noiseless {scheme} scheme vs Eq. 1 at t = {t0 + n_layers}: median relative difference {drift_error:.3f}")
+drift_error = np.median(
+    np.linalg.norm(drift_only[:, -1] - noiseless[:, -1], axis=-1)
+    / np.linalg.norm(noiseless[:, -1], axis=-1)
+)
+print(
+    f"noiseless {scheme} scheme vs Eq. 1 at t = {t0 + n_layers}: median relative difference {drift_error:.3f}"
+)
 
 
 # %%
 def top_directions(t):
-    return U[t][:, np.argsort(S[t])[::-1][:4]]  # u1..u4: the largest singular values at layer t (fitted pilots)
+    return U[t][
+        :, np.argsort(S[t])[::-1][:4]
+    ]  # u1..u4: the largest singular values at layer t (fitted pilots)
 
 
-pick = lambda n, size: np.random.default_rng(seed).choice(n, size=min(size, n), replace=False)
+pick = lambda n, size: np.random.default_rng(seed).choice(
+    n, size=min(size, n), replace=False
+)
 fig, axes = plt.subplots(n_layers, 2, figsize=(10, 4 * n_layers), squeeze=False)
 for row, tau in enumerate(range(1, n_layers + 1)):
     basis = top_directions(t0 + tau)
@@ -231,35 +308,60 @@ for row, tau in enumerate(range(1, n_layers + 1)):
     sim_p = sim_p[pick(len(sim_p), n_plot)]
     for col, (i, j) in enumerate([(0, 1), (2, 3)]):
         ax = axes[row, col]
-        ax.scatter(sim_p[:, i], sim_p[:, j], s=2, alpha=0.3, color="tab:orange", label="Langevin")
-        ax.scatter(true_p[:, i], true_p[:, j], s=2, alpha=0.5, color="black", label="true (held out)")
-        ax.set(xlabel=f"u{i + 1}", ylabel=f"u{j + 1}", title=f"t = {t0 + tau} (τ = {tau})")
+        ax.scatter(
+            sim_p[:, i],
+            sim_p[:, j],
+            s=2,
+            alpha=0.3,
+            color="tab:orange",
+            label="Langevin",
+        )
+        ax.scatter(
+            true_p[:, i],
+            true_p[:, j],
+            s=2,
+            alpha=0.5,
+            color="black",
+            label="true (held out)",
+        )
+        ax.set(
+            xlabel=f"u{i + 1}", ylabel=f"u{j + 1}", title=f"t = {t0 + tau} (τ = {tau})"
+        )
 axes[0, 0].legend(markerscale=5)
-fig.suptitle(f"Langevin ({scheme}, dt = {dt}, noise {noise}) vs true held-out ensemble, {model}, from t = {t0}", y=1.0)
+fig.suptitle(
+    f"Langevin ({scheme}, dt = {dt}, noise {noise}) vs true held-out ensemble, {model}, from t = {t0}",
+    y=1.0,
+)
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
 # **What to notice.** The axes are the four largest singular directions of the arrival layer. Compare the
-# centres and the spreads of the two clouds: the drift carries the centre and the shape, the noise widens them.
+# centers and the spreads of the two clouds: the drift carries the center and the shape, the noise widens them.
 # By eye, as in the paper, they may look alike: these four directions carry most of the variance, and isotropic
 # noise adds little to each of them. The numbers look at all D directions too: the total variance of each
 # prediction over the true held-out ensemble's, along u1..u4 and in all D directions, with 95% intervals over the
 # held-out pilots.
 
 # %%
-predictions = {f"Langevin (noise {noise})": langevin, f"Langevin (noise {'paper' if noise == 'eq2' else 'eq2'})": variant,
-               "constant-variance noise": constant, "noiseless linear map (Eq. 1)": noiseless[:, None]}
+predictions = {
+    f"Langevin (noise {noise})": langevin,
+    f"Langevin (noise {'paper' if noise == 'eq2' else 'eq2'})": variant,
+    "constant-variance noise": constant,
+    "noiseless linear map (Eq. 1)": noiseless[:, None],
+}
 
 
-boot = resampling_weights(len(held), n_boot, seed)  # (1 + n_boot, n_h): row 0 the held-out pilots themselves
+boot = resampling_weights(
+    len(held), n_boot, seed
+)  # (1 + n_boot, n_h): row 0 the held-out pilots themselves
 
 
 def total_variance(Z: np.ndarray) -> np.ndarray:
     """Total variance of the pooled samples of the pilots Z `(n_h, samples, f)` for each row of `boot`: `(B,)`."""
     count = boot.sum(1) * Z.shape[1]
     mean = boot @ Z.sum(1) / count[:, None]
-    return boot @ np.sum(Z ** 2, axis=(1, 2)) / count - np.sum(mean ** 2, 1)
+    return boot @ np.sum(Z**2, axis=(1, 2)) / count - np.sum(mean**2, 1)
 
 
 def variance_ratio(Z: np.ndarray, tau: int, basis: np.ndarray | None = None):
@@ -268,13 +370,24 @@ def variance_ratio(Z: np.ndarray, tau: int, basis: np.ndarray | None = None):
     sim, true = Z[:, :, tau].astype(np.float64), truth[:, tau]
     if basis is not None:
         sim, true = sim @ basis, true @ basis
-    return percentile_estimate(total_variance(sim) / total_variance(true[:, None]), len(held), unit="held-out pilots")
+    return percentile_estimate(
+        total_variance(sim) / total_variance(true[:, None]),
+        len(held),
+        unit="held-out pilots",
+    )
 
 
-ratios = {name: {"u1..u4": variance_ratio(Z, n_layers, top_directions(t0 + n_layers)), "all D": variance_ratio(Z, n_layers)}
-          for name, Z in predictions.items()}
+ratios = {
+    name: {
+        "u1..u4": variance_ratio(Z, n_layers, top_directions(t0 + n_layers)),
+        "all D": variance_ratio(Z, n_layers),
+    }
+    for name, Z in predictions.items()
+}
 print(f"total variance, predicted / true held-out ensemble at t = {t0 + n_layers}:")
-pd.DataFrame({name: {k: format(v, ".3g") for k, v in r.items()} for name, r in ratios.items()}).T
+pd.DataFrame(
+    {name: {k: format(v, ".3g") for k, v in r.items()} for name, r in ratios.items()}
+).T
 
 # %% [markdown]
 # **Why the noise widens the ensemble.** The drift alone is Eq. 1, which maps the SVD of an ensemble onto the
@@ -284,17 +397,26 @@ pd.DataFrame({name: {k: format(v, ".3g") for k, v in r.items()} for name, r in r
 # moves pilots around inside the ensemble). Noise independent of the state, with the residual's variance, adds that
 # variance on top.
 
+
 # %%
 def residual_share(Z: np.ndarray, tau: int) -> float:
     """tr Cov(x~, w) / tr Cov(w) for the ensemble Z `(n, T, D)` carried by Eq. 1 from t0 over tau layers."""
     tilde = extrapolate(Z, U, S, t0, tau)
     w = Z[:, t0 + tau].astype(np.float64) - tilde
-    return float(np.sum((tilde - tilde.mean(0)) * (w - w.mean(0))) / np.sum((w - w.mean(0)) ** 2))
+    return float(
+        np.sum((tilde - tilde.mean(0)) * (w - w.mean(0))) / np.sum((w - w.mean(0)) ** 2)
+    )
 
 
-shares = {name: [residual_share(Z, tau) for tau in range(1, n_layers + 1)] for name, Z in (("fitted", Xf), ("held out", Xh))}
+shares = {
+    name: [residual_share(Z, tau) for tau in range(1, n_layers + 1)]
+    for name, Z in (("fitted", Xf), ("held out", Xh))
+}
 for name, values in shares.items():
-    print(f"tr Cov(x~, w) / tr Cov(w), {name} pilots, tau = 1..{n_layers}: " + ", ".join(f"{v:.2f}" for v in values))
+    print(
+        f"tr Cov(x~, w) / tr Cov(w), {name} pilots, tau = 1..{n_layers}: "
+        + ", ".join(f"{v:.2f}" for v in values)
+    )
 
 # %% [markdown]
 # ## Distances in the full space, with a floor
@@ -306,18 +428,34 @@ for name, values in shares.items():
 # A model beats another only by a margin larger than that floor: the claims use
 # (E_other − E_Langevin − |floor|) / E|x − x′|, in units of the ensemble's own scale, with an interval over seeds.
 
+
 # %%
 def distances(run: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed + run)
-    sims = {f"Langevin (noise {noise})": simulate(X0, plan, chosen, n_samples, seed=seed + run),
-            "constant-variance noise": simulate(X0, plan, rates["constant"], n_samples, seed=seed + run)}
+    sims = {
+        f"Langevin (noise {noise})": simulate(
+            X0, plan, chosen, n_samples, seed=seed + run
+        ),
+        "constant-variance noise": simulate(
+            X0, plan, rates["constant"], n_samples, seed=seed + run
+        ),
+    }
     rows = []
     for tau in range(1, n_layers + 1):
         true = truth[:, tau]
         halves = np.array_split(rng.permutation(len(true)), 2)
-        row = {name: energy_distance(Z[:, :, tau].reshape(-1, D), true, n_distance, seed + run) for name, Z in sims.items()}
-        row["noiseless linear map (Eq. 1)"] = energy_distance(noiseless[:, tau], true, n_distance, seed + run)
-        row["floor (two halves of the truth)"] = energy_distance(true[halves[0]], true[halves[1]], n_distance, seed + run)
+        row = {
+            name: energy_distance(
+                Z[:, :, tau].reshape(-1, D), true, n_distance, seed + run
+            )
+            for name, Z in sims.items()
+        }
+        row["noiseless linear map (Eq. 1)"] = energy_distance(
+            noiseless[:, tau], true, n_distance, seed + run
+        )
+        row["floor (two halves of the truth)"] = energy_distance(
+            true[halves[0]], true[halves[1]], n_distance, seed + run
+        )
         few = true[rng.choice(len(true), size=min(300, len(true)), replace=False)]
         row["scale"] = float(np.mean(np.linalg.norm(few[:, None] - few[None], axis=-1)))
         rows.append({"seed": run, "layer t": int(t0 + tau), **row})
@@ -325,19 +463,43 @@ def distances(run: int) -> pd.DataFrame:
 
 
 energy = pd.concat([distances(run) for run in range(n_seeds)], ignore_index=True)
-long = energy.melt(id_vars=["seed", "layer t", "scale"], var_name="prediction", value_name="energy distance")
+long = energy.melt(
+    id_vars=["seed", "layer t", "scale"],
+    var_name="prediction",
+    value_name="energy distance",
+)
 fig, ax = plt.subplots(figsize=(7.5, 4))
-sns.lineplot(long, x="layer t", y="energy distance", hue="prediction", marker="o", errorbar=("ci", 95), ax=ax)
-ax.set(yscale="symlog", xticks=arrivals[1:], title=f"Distance to the true held-out ensemble (mean, 95% CI over seeds), {model}")
+sns.lineplot(
+    long,
+    x="layer t",
+    y="energy distance",
+    hue="prediction",
+    marker="o",
+    errorbar=("ci", 95),
+    ax=ax,
+)
+ax.set(
+    yscale="symlog",
+    xticks=arrivals[1:],
+    title=f"Distance to the true held-out ensemble (mean, 95% CI over seeds), {model}",
+)
 sns.move_legend(ax, "upper left", bbox_to_anchor=(1, 1))
 plt.show()
 last = energy[energy["layer t"] == t0 + n_layers]
 lang_name = f"Langevin (noise {noise})"
-margin = lambda other: over_seeds((last[other] - last[lang_name] - last["floor (two halves of the truth)"].abs()) / last["scale"])
-margin_constant, margin_noiseless = margin("constant-variance noise"), margin("noiseless linear map (Eq. 1)")
+margin = lambda other: over_seeds(
+    (last[other] - last[lang_name] - last["floor (two halves of the truth)"].abs())
+    / last["scale"]
+)
+margin_constant, margin_noiseless = (
+    margin("constant-variance noise"),
+    margin("noiseless linear map (Eq. 1)"),
+)
 print(energy.groupby("layer t").mean().drop(columns="seed").round(3).to_string())
-print(f"margins at t = {t0 + n_layers} in units of E|x - x'|: over constant-variance noise {margin_constant:.3g}; "
-      f"over the noiseless linear map {margin_noiseless:.3g} (positive: the Langevin model is closer by more than the floor)")
+print(
+    f"margins at t = {t0 + n_layers} in units of E|x - x'|: over constant-variance noise {margin_constant:.3g}; "
+    f"over the noiseless linear map {margin_noiseless:.3g} (positive: the Langevin model is closer by more than the floor)"
+)
 
 # %% [markdown]
 # **What to notice.** The noiseless linear map sits near the floor: as a *distribution*, Eq. 1 already
@@ -354,48 +516,90 @@ print(f"margins at t = {t0 + n_layers} in units of E|x - x'|: over constant-vari
 # The first two are distances, which sampling alone makes positive (two samples of one distribution differ by
 # their noise, and a resample of the pilots adds more): both are estimated from pairs of distinct pilots
 # (`lotlib.lines_of_thought.langevin.covariance_distance`), so that a perfect prediction scores about 0 at any
-# number of held-out pilots and the bootstrap interval is centred where it should be. As a check, the same
+# number of held-out pilots and the bootstrap interval is centered where it should be. As a check, the same
 # covariance distance between the fitted and the held-out pilots' true states (two samples of one layer) is
 # printed: it should be near 0.
 
 # %%
 P = propagators(plan)  # (n_layers + 1, D, D)
 starts = X0.astype(np.float64)
-fp_models = {f"Langevin (noise {noise})": (P, noise_cov[noise]), "constant-variance noise": (P, noise_cov["constant"]),
-             "noiseless drift": (P, noise_cov["noiseless"])}
+fp_models = {
+    f"Langevin (noise {noise})": (P, noise_cov[noise]),
+    "constant-variance noise": (P, noise_cov["constant"]),
+    "noiseless drift": (P, noise_cov["noiseless"]),
+}
 unit = resampling_weights(len(held), 0)  # the sample itself
 
 
-def fp_stats(maps: np.ndarray, added: np.ndarray, tau: int, weights: np.ndarray) -> dict[str, np.ndarray]:
+def fp_stats(
+    maps: np.ndarray, added: np.ndarray, tau: int, weights: np.ndarray
+) -> dict[str, np.ndarray]:
     """Mean error over spread, covariance distance and variance ratio at t0 + tau, for each row of `weights`."""
     Z, true = starts @ maps[tau].T, truth[:, tau]
-    n, distinct = weights.sum(1), weights.sum(1) ** 2 - np.sum(weights ** 2, 1)
+    n, distinct = weights.sum(1), weights.sum(1) ** 2 - np.sum(weights**2, 1)
     errors = Z - true  # each pilot's share of the error of the predicted mean
-    mean_sq = (np.sum((weights @ errors) ** 2, 1) - (weights ** 2) @ np.sum(errors ** 2, 1)) / distinct
+    mean_sq = (
+        np.sum((weights @ errors) ** 2, 1) - (weights**2) @ np.sum(errors**2, 1)
+    ) / distinct
     var_true = weights @ np.sum((true - true.mean(0)) ** 2, 1) / n
     var_pred = weights @ np.sum((Z - Z.mean(0)) ** 2, 1) / n + np.trace(added[tau])
-    return {"mean error / spread": np.sqrt(np.clip(mean_sq, 0.0, None) / var_true),
-            "covariance distance": covariance_distance(true, weights, Z, added[tau]),
-            "total variance, predicted / true": var_pred / var_true}
+    return {
+        "mean error / spread": np.sqrt(np.clip(mean_sq, 0.0, None) / var_true),
+        "covariance distance": covariance_distance(true, weights, Z, added[tau]),
+        "total variance, predicted / true": var_pred / var_true,
+    }
 
 
-frames = [pd.DataFrame({"layer t": t0 + tau, "model": name, **{k: v[0] for k, v in fp_stats(maps, added, tau, unit).items()}}, index=[0])
-          for name, (maps, added) in fp_models.items() for tau in range(1, n_layers + 1)]
+frames = [
+    pd.DataFrame(
+        {
+            "layer t": t0 + tau,
+            "model": name,
+            **{k: v[0] for k, v in fp_stats(maps, added, tau, unit).items()},
+        },
+        index=[0],
+    )
+    for name, (maps, added) in fp_models.items()
+    for tau in range(1, n_layers + 1)
+]
 fp = pd.concat(frames, ignore_index=True)
 fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-for ax, column in zip(axes, ["mean error / spread", "covariance distance", "total variance, predicted / true"]):
-    sns.lineplot(fp, x="layer t", y=column, hue="model", marker="o", ax=ax, legend=ax is axes[0])
-    ax.set(xticks=arrivals[1:], yscale="linear" if column == "mean error / spread" else "log")
+for ax, column in zip(
+    axes,
+    ["mean error / spread", "covariance distance", "total variance, predicted / true"],
+):
+    sns.lineplot(
+        fp, x="layer t", y=column, hue="model", marker="o", ax=ax, legend=ax is axes[0]
+    )
+    ax.set(
+        xticks=arrivals[1:],
+        yscale="linear" if column == "mean error / spread" else "log",
+    )
 axes[2].axhline(1.0, color="grey", lw=0.8)
 fig.suptitle(f"Fokker-Planck view: predicted vs true held-out moments, {model}")
 plt.show()
-fp_estimates = {name: {k: percentile_estimate(v, len(held), unit="held-out pilots")
-                       for k, v in fp_stats(maps, added, n_layers, boot).items()}
-                for name, (maps, added) in fp_models.items()}
-sample_check = covariance_distance(truth[:, -1], unit, fixed=np.cov(Xf[:, t0 + n_layers].T.astype(np.float64), bias=True))[0]
-print(f"check: covariance distance between the fitted pilots' sample covariance and the held-out truth at "
-      f"t = {t0 + n_layers}: {sample_check:.3g} (the fitted sample's own noise, not removed, is all that remains)")
-pd.DataFrame({name: {k: format(v, ".3g") for k, v in stats.items()} for name, stats in fp_estimates.items()}).T
+fp_estimates = {
+    name: {
+        k: percentile_estimate(v, len(held), unit="held-out pilots")
+        for k, v in fp_stats(maps, added, n_layers, boot).items()
+    }
+    for name, (maps, added) in fp_models.items()
+}
+sample_check = covariance_distance(
+    truth[:, -1],
+    unit,
+    fixed=np.cov(Xf[:, t0 + n_layers].T.astype(np.float64), bias=True),
+)[0]
+print(
+    f"check: covariance distance between the fitted pilots' sample covariance and the held-out truth at "
+    f"t = {t0 + n_layers}: {sample_check:.3g} (the fitted sample's own noise, not removed, is all that remains)"
+)
+pd.DataFrame(
+    {
+        name: {k: format(v, ".3g") for k, v in stats.items()}
+        for name, stats in fp_estimates.items()
+    }
+).T
 
 # %% [markdown]
 # **What to notice.** The mean is the same for every model: the noise has zero mean, so the mean is the drift's
@@ -419,17 +623,35 @@ pd.DataFrame({name: {k: format(v, ".3g") for k, v in stats.items()} for name, st
 variants = {}
 for variant_scheme in ("euler", "exact"):
     for variant_log in (False, True):
-        variant_flow = replace(flow, sigma=sigma_spline(S, layers, log=variant_log))  # the same rotations
+        variant_flow = replace(
+            flow, sigma=sigma_spline(S, layers, log=variant_log)
+        )  # the same rotations
         same = (variant_scheme, variant_log) == (scheme, log_spline)
-        variant_plan = plan if same else steps(variant_flow, t0, n_layers, dt, variant_scheme)
-        variant_rate = chosen if same else (matched_noise(variant_plan, eq2_variance) if noise == "eq2" else chosen)
+        variant_plan = (
+            plan if same else steps(variant_flow, t0, n_layers, dt, variant_scheme)
+        )
+        variant_rate = (
+            chosen
+            if same
+            else (
+                matched_noise(variant_plan, eq2_variance) if noise == "eq2" else chosen
+            )
+        )
         added = moments(np.zeros(D), np.zeros((D, D)), variant_plan, variant_rate)[1]
-        variants[variant_scheme, variant_log] = {k: float(v[0]) for k, v in
-                                                 fp_stats(propagators(variant_plan), added, n_layers, unit).items()}
-print(f"{'scheme':>7} {'spline':>8} {'mean error':>11} {'cov. dist.':>13} {'variance ratio':>15}")
+        variants[variant_scheme, variant_log] = {
+            k: float(v[0])
+            for k, v in fp_stats(
+                propagators(variant_plan), added, n_layers, unit
+            ).items()
+        }
+print(
+    f"{'scheme':>7} {'spline':>8} {'mean error':>11} {'cov. dist.':>13} {'variance ratio':>15}"
+)
 for (variant_scheme, variant_log), v in variants.items():
-    print(f"{variant_scheme:>7} {'ln sigma' if variant_log else 'sigma':>8} {v['mean error / spread']:11.3f} "
-          f"{v['covariance distance']:13.2f} {v['total variance, predicted / true']:15.2f}")
+    print(
+        f"{variant_scheme:>7} {'ln sigma' if variant_log else 'sigma':>8} {v['mean error / spread']:11.3f} "
+        f"{v['covariance distance']:13.2f} {v['total variance, predicted / true']:15.2f}"
+    )
 
 # %% [markdown]
 # **What to notice.** Where the spline of σ crosses zero (the count printed above), S′ = σ′/σ blows up and so
@@ -452,44 +674,84 @@ for (variant_scheme, variant_log), v in variants.items():
 # %%
 lang = fp_estimates[lang_name]
 values = {
-    "n_s": N_s, "n_fitted": len(fitted), "n_held_out": len(held), "n_layers": L, "d_model": D, "t_start": t0,
-    "layers_simulated": n_layers, "dt": dt, "scheme": scheme, "log_spline": log_spline, "noise": noise,
-    "n_samples": n_samples, "n_seeds": n_seeds, "noise_convention": noise_convention,
-    "alpha": alpha, "lambda": lam, "lambda_L": lam * L, "r2_eq2": fit["r2"], "r2_accumulated": accumulated["r2"],
+    "n_s": N_s,
+    "n_fitted": len(fitted),
+    "n_held_out": len(held),
+    "n_layers": L,
+    "d_model": D,
+    "t_start": t0,
+    "layers_simulated": n_layers,
+    "dt": dt,
+    "scheme": scheme,
+    "log_spline": log_spline,
+    "noise": noise,
+    "n_samples": n_samples,
+    "n_seeds": n_seeds,
+    "noise_convention": noise_convention,
+    "alpha": alpha,
+    "lambda": lam,
+    "lambda_L": lam * L,
+    "r2_eq2": fit["r2"],
+    "r2_accumulated": accumulated["r2"],
     "paper_rate_share_first_layer": float(1 - np.exp(-lam)),
     "rate_eq2_by_layer": [float(rates["eq2"](t)) for t in arrivals[:-1]],
     "rate_paper_by_layer": [float(rates["paper"](t)) for t in arrivals[:-1]],
-    "flipped_layers": sum(c is not None for c in flow.flipped.values()), "sigma_spline_zero_crossings": crossings,
+    "flipped_layers": sum(c is not None for c in flow.flipped.values()),
+    "sigma_spline_zero_crossings": crossings,
     "noiseless_scheme_vs_eq1": float(drift_error),
-    "residual_share_fitted": shares["fitted"], "residual_share_held_out": shares["held out"],
+    "residual_share_fitted": shares["fitted"],
+    "residual_share_held_out": shares["held out"],
     "variance_ratio_top4_langevin_last": ratios[lang_name]["u1..u4"],
     "variance_ratio_all_langevin_last": ratios[lang_name]["all D"],
     "variance_ratio_all_other_noise_last": ratios[list(predictions)[1]]["all D"],
     "variance_ratio_all_linear_last": ratios["noiseless linear map (Eq. 1)"]["all D"],
-    "energy_margin_over_constant": margin_constant, "energy_margin_over_linear": margin_noiseless,
-    **{f"energy_{key}_last": float(last[name].mean()) for key, name in
-       [("langevin", lang_name), ("linear", "noiseless linear map (Eq. 1)"), ("constant", "constant-variance noise"),
-        ("floor", "floor (two halves of the truth)")]},
-    "fp_mean_error_last": lang["mean error / spread"], "fp_cov_distance_last": lang["covariance distance"],
+    "energy_margin_over_constant": margin_constant,
+    "energy_margin_over_linear": margin_noiseless,
+    **{
+        f"energy_{key}_last": float(last[name].mean())
+        for key, name in [
+            ("langevin", lang_name),
+            ("linear", "noiseless linear map (Eq. 1)"),
+            ("constant", "constant-variance noise"),
+            ("floor", "floor (two halves of the truth)"),
+        ]
+    },
+    "fp_mean_error_last": lang["mean error / spread"],
+    "fp_cov_distance_last": lang["covariance distance"],
     "fp_variance_ratio_last": lang["total variance, predicted / true"],
-    "fp_cov_distance_noiseless_last": fp_estimates["noiseless drift"]["covariance distance"],
+    "fp_cov_distance_noiseless_last": fp_estimates["noiseless drift"][
+        "covariance distance"
+    ],
     "fp_cov_distance_fitted_vs_held_out": float(sample_check),
-    **{f"variance_ratio_{s}_{'log' if lg else 'sigma'}": v["total variance, predicted / true"] for (s, lg), v in variants.items()},
+    **{
+        f"variance_ratio_{s}_{'log' if lg else 'sigma'}": v[
+            "total variance, predicted / true"
+        ]
+        for (s, lg), v in variants.items()
+    },
 }
 record(values)
 outcomes = chapter_outcomes("b5_langevin", values)
 judged = outcomes.set_index("claim")["outcome"]
 show = lambda key: format(values[key], ".3g")
-print(f"which noise: Eq. 2 (R2 {fit['r2']:.3f}) vs the paper's rate from the departure layer (R2 {accumulated['r2']:.3f}); "
-      f"the simulation uses noise = {noise}.")
-print(f"spread at t = {t0 + n_layers}, held out: u1..u4 {show('variance_ratio_top4_langevin_last')} ({judged['B5-top4']}), "
-      f"all D {show('variance_ratio_all_langevin_last')} ({judged['B5-full-space']}); the noiseless map "
-      f"{show('variance_ratio_all_linear_last')}.")
-print(f"margins over the floor: vs constant-variance noise {show('energy_margin_over_constant')} ({judged['B5-vs-constant-noise']}), "
-      f"vs the noiseless map {show('energy_margin_over_linear')} ({judged['B5-vs-noiseless']}).")
-print(f"Fokker-Planck: mean error {show('fp_mean_error_last')} of the spread ({judged['B5-fokker-planck-mean']}); "
-      f"covariance distance {show('fp_cov_distance_last')} ({judged['B5-fokker-planck-covariance']}; "
-      f"noiseless drift {show('fp_cov_distance_noiseless_last')}).")
+print(
+    f"which noise: Eq. 2 (R2 {fit['r2']:.3f}) vs the paper's rate from the departure layer (R2 {accumulated['r2']:.3f}); "
+    f"the simulation uses noise = {noise}."
+)
+print(
+    f"spread at t = {t0 + n_layers}, held out: u1..u4 {show('variance_ratio_top4_langevin_last')} ({judged['B5-top4']}), "
+    f"all D {show('variance_ratio_all_langevin_last')} ({judged['B5-full-space']}); the noiseless map "
+    f"{show('variance_ratio_all_linear_last')}."
+)
+print(
+    f"margins over the floor: vs constant-variance noise {show('energy_margin_over_constant')} ({judged['B5-vs-constant-noise']}), "
+    f"vs the noiseless map {show('energy_margin_over_linear')} ({judged['B5-vs-noiseless']})."
+)
+print(
+    f"Fokker-Planck: mean error {show('fp_mean_error_last')} of the spread ({judged['B5-fokker-planck-mean']}); "
+    f"covariance distance {show('fp_cov_distance_last')} ({judged['B5-fokker-planck-covariance']}; "
+    f"noiseless drift {show('fp_cov_distance_noiseless_last')})."
+)
 outcomes
 
 # %% [markdown]

@@ -32,9 +32,15 @@
 # page sets the same claims side by side for every model whose book has been built.
 
 # %% tags=["parameters", "remove-cell"]
-summaries_dir: str = "."  # folder of the chapters' *.summary.json (the book's executed notebooks)
-null_summaries_dir: "str | None" = None  # the same chapters run on the untrained model (None: no model null)
-claims_dir: "str | None" = None  # folder of the claims (*.yml); None: book/claims of this project
+summaries_dir: str = (
+    "."  # folder of the chapters' *.summary.json (the book's executed notebooks)
+)
+null_summaries_dir: "str | None" = (
+    None  # the same chapters run on the untrained model (None: no model null)
+)
+claims_dir: "str | None" = (
+    None  # folder of the claims (*.yml); None: book/claims of this project
+)
 
 # %% tags=["remove-input"]
 import html
@@ -46,15 +52,22 @@ from IPython.display import HTML, Markdown, display
 
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import COLOURS, VERDICTS, format_value, headline, report_table
+from lotlib.book.report import COLORS, VERDICTS, format_value, headline, report_table
 from lotlib.book.summary import record
 
 plots.apply_theme()
 claims = Path(claims_dir) if claims_dir else project_root() / "book" / "claims"
 table = report_table(claims, summaries_dir, null_summaries_dir)
 counts = headline(table)
-model = next((p.split("=", 1)[1] for run in table["run with"] for p in run.split(", ") if p.startswith("model=")),
-             "the default model")
+model = next(
+    (
+        p.split("=", 1)[1]
+        for run in table["run with"]
+        for p in run.split(", ")
+        if p.startswith("model=")
+    ),
+    "the default model",
+)
 
 # %% [markdown]
 # ## The verdicts at a glance
@@ -64,46 +77,91 @@ papers = {"A": "Traveling Words", "B": "Lines of Thought"}
 fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(counts)))
 left = pd.Series(0, index=counts.index)
 for verdict in counts.columns:
-    ax.barh([papers.get(p, p) for p in counts.index], counts[verdict], left=left, color=COLOURS[verdict],
-            label=verdict)
+    ax.barh(
+        [papers.get(p, p) for p in counts.index],
+        counts[verdict],
+        left=left,
+        color=COLORS[verdict],
+        label=verdict,
+    )
     left += counts[verdict]
 ax.set(xlabel="claims", title=f"Verdicts on {model}")
-ax.legend(ncols=4, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45), frameon=False)
+ax.legend(
+    ncols=4, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45), frameon=False
+)
 plt.show()
 total = counts.sum()
-display(Markdown(f"**{len(table)} claims** from {table['chapter'].nunique()} chapters on {model}: "
-                 + ", ".join(f"{int(total[v])} {v}" for v in counts.columns)
-                 + ("." if null_summaries_dir else " (no null model was run: findings cannot be reproduced).")))
+display(
+    Markdown(
+        f"**{len(table)} claims** from {table['chapter'].nunique()} chapters on {model}: "
+        + ", ".join(f"{int(total[v])} {v}" for v in counts.columns)
+        + (
+            "."
+            if null_summaries_dir
+            else " (no null model was run: findings cannot be reproduced)."
+        )
+    )
+)
 
 
 # %% tags=["remove-input"]
 def badge(verdict: str) -> str:
-    return (f'<span style="background:{COLOURS[verdict]};color:white;padding:1px 6px;border-radius:3px;'
-            f'white-space:nowrap">{verdict}</span>')
+    return (
+        f'<span style="background:{COLORS[verdict]};color:white;padding:1px 6px;border-radius:3px;'
+        f'white-space:nowrap">{verdict}</span>'
+    )
 
 
 def nulls_text(nulls) -> str:
-    return "<br>".join(f"<i>{html.escape(n.name)}</i>: {html.escape(format_value(n.value))} ({n.outcome})"
-                       for n in nulls) or "—"
+    return (
+        "<br>".join(
+            f"<i>{html.escape(n.name)}</i>: {html.escape(format_value(n.value))} ({n.outcome})"
+            for n in nulls
+        )
+        or "—"
+    )
 
 
 def claims_html(rows: pd.DataFrame, with_nulls: bool) -> str:
-    head = ["verdict", "claim", "ours [95% interval]", *(["null"] if with_nulls else []), "paper", "test", "chapter"]
+    head = [
+        "verdict",
+        "claim",
+        "ours [95% interval]",
+        *(["null"] if with_nulls else []),
+        "paper",
+        "test",
+        "chapter",
+    ]
     body = []
     for _, r in rows.iterrows():
-        cells = [badge(r["verdict"]), f"<b>{r['id']}</b> {html.escape(r['claim'])}",
-                 html.escape(format_value(r["ours"])), *([nulls_text(r["nulls"])] if with_nulls else []),
-                 html.escape(str(r["paper value"])), html.escape(r["test"]),
-                 f'<a href="{r["chapter"]}.html" title="{html.escape(r["run with"])}">{r["chapter"]}</a>']
-        body.append("<tr>" + "".join(f'<td style="vertical-align:top">{c}</td>' for c in cells) + "</tr>")
+        cells = [
+            badge(r["verdict"]),
+            f"<b>{r['id']}</b> {html.escape(r['claim'])}",
+            html.escape(format_value(r["ours"])),
+            *([nulls_text(r["nulls"])] if with_nulls else []),
+            html.escape(str(r["paper value"])),
+            html.escape(r["test"]),
+            f'<a href="{r["chapter"]}.html" title="{html.escape(r["run with"])}">{r["chapter"]}</a>',
+        ]
+        body.append(
+            "<tr>"
+            + "".join(f'<td style="vertical-align:top">{c}</td>' for c in cells)
+            + "</tr>"
+        )
     widths = {"claim": "32%", "null": "20%"}
-    header = "".join(f'<th style="width:{widths.get(h, "auto")}">{h}</th>' for h in head)
-    return (f'<table style="font-size:0.85em;table-layout:auto;width:100%"><thead><tr>{header}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+    header = "".join(
+        f'<th style="width:{widths.get(h, "auto")}">{h}</th>' for h in head
+    )
+    return (
+        f'<table style="font-size:0.85em;table-layout:auto;width:100%"><thead><tr>{header}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 order = {v: i for i, v in enumerate(VERDICTS)}
-findings = table[table["nature"] != "identity"].sort_values("verdict", key=lambda s: s.map(order), kind="stable")
+findings = table[table["nature"] != "identity"].sort_values(
+    "verdict", key=lambda s: s.map(order), kind="stable"
+)
 
 # %% [markdown]
 # ## Findings and null-controls
@@ -112,7 +170,12 @@ findings = table[table["nature"] != "identity"].sort_values("verdict", key=lambd
 
 # %% tags=["remove-input"]
 for paper, rows in findings.groupby("paper", sort=True):
-    display(HTML(f"<h3>Paper {paper} · {papers.get(paper, paper)}</h3>" + claims_html(rows, with_nulls=True)))
+    display(
+        HTML(
+            f"<h3>Paper {paper} · {papers.get(paper, paper)}</h3>"
+            + claims_html(rows, with_nulls=True)
+        )
+    )
 
 # %% [markdown]
 # ## Checks of our own code
@@ -139,7 +202,21 @@ else:
 
 # %% tags=["remove-input"]
 runs = table.drop_duplicates("chapter")[["chapter", "run with"]]
-display(HTML("<details><summary>Parameters of every chapter's run</summary><ul>" + "".join(
-    f"<li><b>{c}</b>: {html.escape(p)}</li>" for c, p in zip(runs["chapter"], runs["run with"])) + "</ul></details>"))
-record({"claims": len(table), "model": model, "null_model": bool(null_summaries_dir),
-        **{f"verdict_{v.replace(' ', '_')}": int(total.get(v, 0)) for v in VERDICTS}})
+display(
+    HTML(
+        "<details><summary>Parameters of every chapter's run</summary><ul>"
+        + "".join(
+            f"<li><b>{c}</b>: {html.escape(p)}</li>"
+            for c, p in zip(runs["chapter"], runs["run with"])
+        )
+        + "</ul></details>"
+    )
+)
+record(
+    {
+        "claims": len(table),
+        "model": model,
+        "null_model": bool(null_summaries_dir),
+        **{f"verdict_{v.replace(' ', '_')}": int(total.get(v, 0)) for v in VERDICTS},
+    }
+)

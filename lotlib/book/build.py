@@ -7,6 +7,7 @@ book's model, device and dtype reach every chapter that declares them. The chapt
 on the model's untrained variant (the null book, `build/book/untrained-<model>/`): the report judges each
 finding against it.
 """
+
 from __future__ import annotations
 
 import filecmp
@@ -57,12 +58,13 @@ def _parameters_table(root: Path) -> dict:
 
 
 def book_parameters(root: Path, name: str, quick: bool) -> dict:
-    """Parameters of notebook `name` in the book (`book/parameters.yml`: `book:` and `quick:`)."""
-    table = _parameters_table(root)
-    params = dict((table.get("book") or {}).get(name) or {})
-    if quick:
-        params.update((table.get("quick") or {}).get(name) or {})
-    return params
+    """Parameters of notebook `name` in the book: its own defaults in the full build, `book/parameters.yml`'s
+    `quick:` entry with `quick`."""
+    return (
+        dict((_parameters_table(root).get("quick") or {}).get(name) or {})
+        if quick
+        else {}
+    )
 
 
 def execution_order(root: Path) -> list[str]:
@@ -92,7 +94,9 @@ def model_slug(model: str) -> str:
     if Path(model).expanduser().is_dir():
         folder = Path(model).expanduser().resolve()
         return f"{folder.name}-{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", model.replace("/", "--").replace(":", "-")).strip("-")
+    return re.sub(
+        r"[^A-Za-z0-9_.-]+", "-", model.replace("/", "--").replace(":", "-")
+    ).strip("-")
 
 
 def book_folder(root: Path, model: str, quick: bool) -> Path:
@@ -108,7 +112,11 @@ def null_model(model: str) -> str | None:
 
 def chapters_with_findings(root: Path) -> set[str]:
     """The chapters that have at least one claim of nature `finding` (the ones the null book runs)."""
-    return {c["notebook"] for c in load_claims(root / "book" / "claims") if c["nature"] == "finding"}
+    return {
+        c["notebook"]
+        for c in load_claims(root / "book" / "claims")
+        if c["nature"] == "finding"
+    }
 
 
 @dataclass(frozen=True)
@@ -127,7 +135,9 @@ class Chapter:
         return f"{self.book} / {self.name}"
 
 
-def chapter_parameters(root: Path, name: str, quick: bool, model: str, device: str, dtype: str) -> dict:
+def chapter_parameters(
+    root: Path, name: str, quick: bool, model: str, device: str, dtype: str
+) -> dict:
     """The book's parameters of chapter `name` (`book/parameters.yml`) with the book's model, device and dtype
     for every chapter that declares them."""
     declared = read_declared(root / "notebooks" / f"{name}.py")
@@ -138,8 +148,15 @@ def chapter_parameters(root: Path, name: str, quick: bool, model: str, device: s
     return params
 
 
-def plan_book(root: Path, *, quick: bool, model: str, device: str = "auto", dtype: str = "float32",
-              null: bool = True) -> tuple[list[Chapter], list[Chapter]]:
+def plan_book(
+    root: Path,
+    *,
+    quick: bool,
+    model: str,
+    device: str = "auto",
+    dtype: str = "float32",
+    null: bool = True,
+) -> tuple[list[Chapter], list[Chapter]]:
     """The executions of one book: its chapters and, with `null`, the chapters with findings on the null model
     (first wave), then the `run_last` chapters (the report and the atlas), which read the others' summaries."""
     last = _parameters_table(root).get("run_last") or []
@@ -149,14 +166,29 @@ def plan_book(root: Path, *, quick: bool, model: str, device: str = "auto", dtyp
     nulled = null_model(model) if null else None
     if nulled:
         findings = chapters_with_findings(root)
-        books.append((nulled, book_folder(root, nulled, quick), [n for n in order if n in findings and n not in last]))
+        books.append(
+            (
+                nulled,
+                book_folder(root, nulled, quick),
+                [n for n in order if n in findings and n not in last],
+            )
+        )
     first, later = [], []
     for book, folder, names in books:
         for name in names:
             params = chapter_parameters(root, name, quick, book, device, dtype)
-            inputs = [*swept_dependencies(root, chapter_source(root, name), params), *claims_files(root, name, last)]
-            chapter = Chapter(name, book, root / "notebooks" / f"{name}.py", folder / "notebooks" / f"{name}.ipynb",
-                              params, tuple(inputs))
+            inputs = [
+                *swept_dependencies(root, chapter_source(root, name), params),
+                *claims_files(root, name, last),
+            ]
+            chapter = Chapter(
+                name,
+                book,
+                root / "notebooks" / f"{name}.py",
+                folder / "notebooks" / f"{name}.ipynb",
+                params,
+                tuple(inputs),
+            )
             (later if name in last else first).append(chapter)
     null_notebooks = book_folder(root, nulled, quick) / "notebooks" if nulled else None
     later = [_with_inputs(c, stage / "notebooks", null_notebooks, last) for c in later]
@@ -167,7 +199,9 @@ def claims_files(root: Path, name: str, last: list[str]) -> list[Path]:
     """The claims a chapter judges its values by (its closing table): `book/claims/<name>.yml`, and every claims
     file for a `last` chapter (the report and the atlas). They join its execution key: a changed test or bound
     re-executes the chapters that show it."""
-    return sorted((root / "book" / "claims").glob("*.yml" if name in last else f"{name}.yml"))
+    return sorted(
+        (root / "book" / "claims").glob("*.yml" if name in last else f"{name}.yml")
+    )
 
 
 def chapter_source(root: Path, name: str) -> Path:
@@ -180,17 +214,24 @@ def swept_dependencies(root: Path, source: Path, parameters: dict) -> list[Path]
     declared = read_declared(source)
     if "chapter" not in declared:
         return []
-    return notebook_dependencies(chapter_source(root, parameters.get("chapter", declared["chapter"].default)))
+    return notebook_dependencies(
+        chapter_source(root, parameters.get("chapter", declared["chapter"].default))
+    )
 
 
-def _with_inputs(chapter: Chapter, notebooks: Path, null_notebooks: Path | None, last: list[str]) -> Chapter:
+def _with_inputs(
+    chapter: Chapter, notebooks: Path, null_notebooks: Path | None, last: list[str]
+) -> Chapter:
     """A run_last chapter reads the book's summaries (and the null's, and every built book's for the atlas):
     they join its parameters (as paths relative to its own folder) and its execution key. The summaries of the
     `last` chapters themselves are left out: they run at the same time and read none of each other's."""
     declared = read_declared(chapter.source)
     params, inputs = dict(chapter.parameters), []
-    chapters = lambda folder: [p for p in sorted(folder.glob("*.summary.json"))  # noqa: E731
-                               if p.name.removesuffix(".summary.json") not in last]
+    chapters = lambda folder: [
+        p
+        for p in sorted(folder.glob("*.summary.json"))  # noqa: E731
+        if p.name.removesuffix(".summary.json") not in last
+    ]
     if "summaries_dir" in declared:
         params["summaries_dir"] = "."
         inputs += chapters(notebooks)
@@ -199,41 +240,70 @@ def _with_inputs(chapter: Chapter, notebooks: Path, null_notebooks: Path | None,
         inputs += chapters(null_notebooks)
     if "books_dir" in declared:
         params["books_dir"] = os.path.relpath(notebooks.parents[1], notebooks)
-        inputs += [p for folder in sorted(notebooks.parents[1].glob("*/notebooks")) for p in chapters(folder)]
-    return Chapter(chapter.name, chapter.book, chapter.source, chapter.output, params,
-                   (*chapter.depends_on, *inputs))
+        inputs += [
+            p
+            for folder in sorted(notebooks.parents[1].glob("*/notebooks"))
+            for p in chapters(folder)
+        ]
+    return Chapter(
+        chapter.name,
+        chapter.book,
+        chapter.source,
+        chapter.output,
+        params,
+        (*chapter.depends_on, *inputs),
+    )
 
 
 def _execute_chapter(chapter: Chapter, threads: int) -> tuple[float, bool]:
     """Run one chapter in a worker process; returns its time and whether the cached execution was reused."""
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = str(threads)  # the kernel inherits them: parallel chapters share the cores
+        os.environ[name] = str(
+            threads
+        )  # the kernel inherits them: parallel chapters share the cores
     before = chapter.output.stat().st_mtime_ns if chapter.output.exists() else None
     start = time.perf_counter()
-    run_notebook(chapter.source, chapter.output, chapter.parameters, book=True, progress=False,
-                 depends_on=list(chapter.depends_on))
+    run_notebook(
+        chapter.source,
+        chapter.output,
+        chapter.parameters,
+        book=True,
+        progress=False,
+        depends_on=list(chapter.depends_on),
+    )
     reused = before is not None and chapter.output.stat().st_mtime_ns == before
     return time.perf_counter() - start, reused
 
 
 def _cells_done(chapter: Chapter) -> str:
-    """"cell i of n" from the partial notebook papermill saves as it goes ("" when there is none)."""
+    """ "cell i of n" from the partial notebook papermill saves as it goes ("" when there is none)."""
     import nbformat
 
     try:
         nb = nbformat.read(chapter.output.with_suffix(".partial.ipynb"), 4)
     except (OSError, ValueError):
         return ""
-    code = [c for c in nb.cells if c.cell_type == "code" and "lotlib-run-context" not in c.metadata.get("tags", [])]
+    code = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code"
+        and "lotlib-run-context" not in c.metadata.get("tags", [])
+    ]
     done = sum(1 for c in code if c.get("execution_count"))
     return f" (cell {done} of {len(code)})"
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 90
+        else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
+    )
 
 
-def execute_chapters(chapters: list[Chapter], jobs: int, say=print, heartbeat: float = 60.0) -> None:
+def execute_chapters(
+    chapters: list[Chapter], jobs: int, say=print, heartbeat: float = 60.0
+) -> None:
     """Execute (or reuse) the chapters, `jobs` at a time. One line when a chapter starts and one when it ends,
     with its time; every `heartbeat` seconds a line naming the chapters still running, for how long and at
     which cell. A failed chapter does not stop the others; all failures are raised together."""
@@ -241,7 +311,9 @@ def execute_chapters(chapters: list[Chapter], jobs: int, say=print, heartbeat: f
     waiting, pending, started, failures = list(chapters), {}, {}, []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         while waiting or pending:
-            while waiting and len(pending) < jobs:  # submitted only when a worker is free: "started" is true
+            while (
+                waiting and len(pending) < jobs
+            ):  # submitted only when a worker is free: "started" is true
                 chapter = waiting.pop(0)
                 future = pool.submit(_execute_chapter, chapter, threads)
                 pending[future], started[future] = chapter, time.perf_counter()
@@ -251,53 +323,106 @@ def execute_chapters(chapters: list[Chapter], jobs: int, say=print, heartbeat: f
                 chapter = pending.pop(future)
                 try:
                     seconds, reused = future.result()
-                    say(f"[lotlib book] {chapter.label}: done in {_duration(seconds)}" + (" (cached)" if reused else ""))
+                    say(
+                        f"[lotlib book] {chapter.label}: done in {_duration(seconds)}"
+                        + (" (cached)" if reused else "")
+                    )
                 except Exception as err:  # noqa: BLE001 - every failure is reported at the end
                     failures.append(f"{chapter.label}: {err}")
                     say(f"[lotlib book] {chapter.label}: FAILED: {err}")
             if not done:
-                running = [f"{c.label} {_duration(time.perf_counter() - started[f])}{_cells_done(c)}"
-                           for f, c in pending.items()]
+                running = [
+                    f"{c.label} {_duration(time.perf_counter() - started[f])}{_cells_done(c)}"
+                    for f, c in pending.items()
+                ]
                 say("[lotlib book] still running: " + ", ".join(running))
     if failures:
-        raise NotebookFailed(f"{len(failures)} chapter(s) failed:\n  " + "\n  ".join(failures))
+        raise NotebookFailed(
+            f"{len(failures)} chapter(s) failed:\n  " + "\n  ".join(failures)
+        )
 
 
-def build_book(root: Path, quick: bool = False, jobs: int = 2, *, model: str | None = None, device: str = "auto",
-               dtype: str = "float32", null: bool = True, say=print) -> Path:
+def build_book(
+    root: Path,
+    quick: bool = False,
+    jobs: int = 2,
+    *,
+    model: str | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    null: bool = True,
+    say=print,
+) -> Path:
     """Execute every chapter on `model` (default: the embedded default model) and, with `null`, the chapters
     with findings on its untrained variant (cached, `jobs` in parallel), then build that model's HTML book
     strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`). Returns the HTML folder.
     Parameters that do not fit the model and data files that cannot be found fail before any chapter runs."""
     model = model or DEFAULT_MODEL
-    first, later = plan_book(root, quick=quick, model=model, device=device, dtype=dtype, null=null)
-    for chapter in first + later:  # every chapter's parameters fit the model before anything runs
-        check_parameters(read_declared(chapter.source), chapter.parameters, f"{chapter.label}")
+    first, later = plan_book(
+        root, quick=quick, model=model, device=device, dtype=dtype, null=null
+    )
+    for chapter in (
+        first + later
+    ):  # every chapter's parameters fit the model before anything runs
+        check_parameters(
+            read_declared(chapter.source), chapter.parameters, f"{chapter.label}"
+        )
     for name in DATA_FILES:  # the chapters read both texts: present, or downloaded and checked, before any runs
         data_path(name)
     stage = book_folder(root, model, quick)
     sync_tree(root / "book", stage)
     # the site works offline: plotly.js and MathJax are bundled with it, not loaded from a CDN
-    copy_if_changed(package_file("plotly", "package_data/plotly.min.js"), stage / "_static" / "plotly.min.js")
-    sync_tree(package_file("jupyter_server_mathjax", "static"), stage / "_extra" / "mathjax")  # not in _static:
+    copy_if_changed(
+        package_file("plotly", "package_data/plotly.min.js"),
+        stage / "_static" / "plotly.min.js",
+    )
+    sync_tree(
+        package_file("jupyter_server_mathjax", "static"), stage / "_extra" / "mathjax"
+    )  # not in _static:
     # jupyter-book adds every script under _static to every page
-    say(f"[lotlib book] {model}: {len(first) + len(later)} chapter runs"
-        + (f", {sum(c.book != model for c in first)} of them on the null {null_model(model)}" if null else ""))
+    say(
+        f"[lotlib book] {model}: {len(first) + len(later)} chapter runs"
+        + (
+            f", {sum(c.book != model for c in first)} of them on the null {null_model(model)}"
+            if null
+            else ""
+        )
+    )
     execute_chapters(first, jobs, say)
-    later = plan_book(root, quick=quick, model=model, device=device, dtype=dtype, null=null)[1]  # the summaries
-    execute_chapters(later, jobs, say)  # the report and the atlas read exist now: they join their keys
+    later = plan_book(
+        root, quick=quick, model=model, device=device, dtype=dtype, null=null
+    )[1]  # the summaries
+    execute_chapters(
+        later, jobs, say
+    )  # the report and the atlas read exist now: they join their keys
     say(f"[lotlib book] {model}: building the HTML pages")
     jb = Path(sys.executable).parent / "jupyter-book"
-    stamp, config = stage / "_build" / "lotlib-config.sha256", _config_fingerprint(root / "book")
+    stamp, config = (
+        stage / "_build" / "lotlib-config.sha256",
+        _config_fingerprint(root / "book"),
+    )
     everything = ["--all"] if not stamp.exists() or stamp.read_text() != config else []
     log = stage / "_build" / "jupyter-book.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
-        result = subprocess.run([str(jb), "build", str(stage), "--warningiserror", "--nitpick", "--keep-going",
-                                 *everything], stdout=out, stderr=subprocess.STDOUT)
+        result = subprocess.run(
+            [
+                str(jb),
+                "build",
+                str(stage),
+                "--warningiserror",
+                "--nitpick",
+                "--keep-going",
+                *everything,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     if result.returncode != 0:
-        raise NotebookFailed(f"jupyter-book build of {stage} failed (exit {result.returncode}) (whole log: {log}):\n"
-                             + sphinx_problems(log.read_text()))
+        raise NotebookFailed(
+            f"jupyter-book build of {stage} failed (exit {result.returncode}) (whole log: {log}):\n"
+            + sphinx_problems(log.read_text())
+        )
     write_text_atomic(stamp, config)
     html = stage / "_build" / "html"
     say(f"[lotlib book] {model}: open {html / 'index.html'}")
@@ -305,14 +430,22 @@ def build_book(root: Path, quick: bool = False, jobs: int = 2, *, model: str | N
 
 
 def sphinx_problems(log: str, limit: int = 30) -> str:
-    """The WARNING and ERROR lines of a Sphinx log, colour codes removed (the last `limit` lines of the log when
+    """The WARNING and ERROR lines of a Sphinx log, color codes removed (the last `limit` lines of the log when
     it has none): they name the page or docstring at fault."""
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in log.splitlines()]
-    problems = [line for line in lines if re.search(r"\b(WARNING|ERROR|CRITICAL)\b", line)]
+    problems = [
+        line for line in lines if re.search(r"\b(WARNING|ERROR|CRITICAL)\b", line)
+    ]
     return "\n".join(problems[:limit] or lines[-limit:])
 
 
 def _config_fingerprint(book: Path) -> str:
     """Hash of what shapes every page (configuration, toc, extensions): when it changes, rebuild all pages."""
-    files = [book / "_config.yml", book / "_toc.yml", *sorted((book / "_ext").glob("*.py"))]
-    return hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in files)).hexdigest()
+    files = [
+        book / "_config.yml",
+        book / "_toc.yml",
+        *sorted((book / "_ext").glob("*.py")),
+    ]
+    return hashlib.sha256(
+        b"".join(p.name.encode() + p.read_bytes() for p in files)
+    ).hexdigest()

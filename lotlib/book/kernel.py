@@ -2,6 +2,7 @@
 them, so that its messages never go over TCP (which makes every kernel print an encryption warning), and shut
 down without the interrupt jupyter_client sends first (an idle kernel logs "KeyboardInterrupt caught in
 kernel" for it, once per chapter, into the book's output)."""
+
 from __future__ import annotations
 
 import os
@@ -25,6 +26,8 @@ class LocalKernelManager(AsyncKernelManager):
         super().__init__(**kwargs)
 
     async def _async_interrupt_kernel(self) -> None:
-        if self.shutting_down:  # a finished run's kernel is asked to shut down; nothing runs to interrupt
+        if (
+            self.shutting_down
+        ):  # a finished run's kernel is asked to shut down; nothing runs to interrupt
             return
         await super()._async_interrupt_kernel()

@@ -5,6 +5,7 @@ its value or default, so the trajectories the book extracted are reused).
 
 `make lab` runs `python -m lotlib.book.lab`; extra arguments go to `jupyter lab` (`--no-browser`, `--port`).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,14 @@ PLUGIN = "@jupyterlab/docmanager-extension:plugin"
 
 def settings_file(prefix: str | Path = sys.prefix) -> Path:
     """JupyterLab's settings overrides of this environment (`<prefix>/share/jupyter/lab/settings`)."""
-    return Path(prefix) / "share" / "jupyter" / "lab" / "settings" / "default_setting_overrides.json"
+    return (
+        Path(prefix)
+        / "share"
+        / "jupyter"
+        / "lab"
+        / "settings"
+        / "default_setting_overrides.json"
+    )
 
 
 def open_python_as_notebooks(prefix: str | Path = sys.prefix) -> Path:
@@ -36,8 +44,13 @@ def open_python_as_notebooks(prefix: str | Path = sys.prefix) -> Path:
 def lab_command(root: Path, extra: list[str]) -> list[str]:
     """The `jupyter lab` command that opens the project's chapters (as root, in a container, with --allow-root)."""
     root_user = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    return [str(Path(sys.executable).parent / "jupyter"), "lab", f"--ServerApp.root_dir={root / 'notebooks'}",
-            *root_user, *extra]
+    return [
+        str(Path(sys.executable).parent / "jupyter"),
+        "lab",
+        f"--ServerApp.root_dir={root / 'notebooks'}",
+        *root_user,
+        *extra,
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,10 +58,15 @@ def main(argv: list[str] | None = None) -> int:
 
     root = project_root()
     settings = open_python_as_notebooks()
-    print(f"[lotlib lab] chapters in {root / 'notebooks'} open as notebooks (Jupytext; {settings}); data: "
-          f"{os.environ.get('LOTLIB_DATA_DIR', '<cache>/data')}; cache: "
-          f"{os.environ.get('LOTLIB_CACHE_DIR', '~/.cache/lotlib')}", flush=True)
-    return subprocess.call(lab_command(root, list(sys.argv[1:] if argv is None else argv)))
+    print(
+        f"[lotlib lab] chapters in {root / 'notebooks'} open as notebooks (Jupytext; {settings}); data: "
+        f"{os.environ.get('LOTLIB_DATA_DIR', '<cache>/data')}; cache: "
+        f"{os.environ.get('LOTLIB_CACHE_DIR', '~/.cache/lotlib')}",
+        flush=True,
+    )
+    return subprocess.call(
+        lab_command(root, list(sys.argv[1:] if argv is None else argv))
+    )
 
 
 if __name__ == "__main__":

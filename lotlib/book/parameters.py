@@ -13,6 +13,7 @@ wrong type, naming the parameter, the expected type and the value given, and, wh
 `model` parameter, checks the model-relative ones against the model's configuration: all before a kernel
 starts or a weight is read.
 """
+
 from __future__ import annotations
 
 import ast
@@ -46,7 +47,9 @@ def parameters_cell(nb) -> str:
     return cells[0].source
 
 
-def declared_parameters(code: str, where: str = "the parameters cell") -> dict[str, Parameter]:
+def declared_parameters(
+    code: str, where: str = "the parameters cell"
+) -> dict[str, Parameter]:
     """Every assignment of `code` (a parameters cell), with its annotation and the comment on its line. An
     undeclared parameter takes its default's type; one whose default is None has no type (None), which
     `undeclared` reports. Defaults must be literals."""
@@ -54,23 +57,38 @@ def declared_parameters(code: str, where: str = "the parameters cell") -> dict[s
     out = {}
     for node in ast.parse(code).body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            name, text = node.target.id, ast.literal_eval(node.annotation) if isinstance(
-                node.annotation, ast.Constant) else ast.unparse(node.annotation)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, text = (
+                node.target.id,
+                ast.literal_eval(node.annotation)
+                if isinstance(node.annotation, ast.Constant)
+                else ast.unparse(node.annotation),
+            )
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             name, text = node.targets[0].id, None
         else:
             continue
         try:
             default = ast.literal_eval(node.value)
         except ValueError as err:
-            raise ParameterError(f"{where}: the default of {name} is not a literal ({err})") from None
+            raise ParameterError(
+                f"{where}: the default of {name} is not a literal ({err})"
+            ) from None
         try:
             annotation = None if text is None else eval(text, dict(NAMESPACE))  # noqa: S307 - the project's own cells
         except Exception as err:  # noqa: BLE001
-            raise ParameterError(f"{where}: the type of {name}, {text!r}, is not understood ({err})") from None
-        if annotation is None and default is not None:  # the default's type, when nothing is declared
+            raise ParameterError(
+                f"{where}: the type of {name}, {text!r}, is not understood ({err})"
+            ) from None
+        if (
+            annotation is None and default is not None
+        ):  # the default's type, when nothing is declared
             annotation, text = type(default), type(default).__name__
-        comment = lines[node.lineno - 1].partition("#")[2].strip()
+        span = lines[node.lineno - 1 : node.end_lineno]  # a formatter may wrap the line
+        comment = " ".join(c for line in span if (c := line.partition("#")[2].strip()))
         out[name] = Parameter(name, default, annotation, text or "", comment)
     return out
 
@@ -91,7 +109,9 @@ def conforms(value, annotation) -> bool:
             return False
         return not args or all(conforms(v, args[0]) for v in value)
     if origin is dict:
-        return isinstance(value, dict) and (not args or all(conforms(v, args[1]) for v in value.values()))
+        return isinstance(value, dict) and (
+            not args or all(conforms(v, args[1]) for v in value.values())
+        )
     if isinstance(annotation, type) and issubclass(annotation, Bounded):
         return annotation.accepts(value)
     if annotation is bool:
@@ -134,14 +154,22 @@ def check_parameters(declared: dict[str, Parameter], values: dict, where: str) -
     (`values` are the overrides; the rest keep their defaults). Raises `ParameterError` with one clear line."""
     unknown = sorted(set(values) - set(declared))
     if unknown:
-        raise ParameterError(f"{where}: unknown parameter(s) {', '.join(unknown)}; it takes: {', '.join(declared)}")
+        raise ParameterError(
+            f"{where}: unknown parameter(s) {', '.join(unknown)}; it takes: {', '.join(declared)}"
+        )
     merged = {name: values.get(name, p.default) for name, p in declared.items()}
     for name, value in values.items():
         p = declared[name]
         if not conforms(value, p.annotation):
-            raise ParameterError(f"{where}: parameter {name} expects {_describe(p)}; got {value!r} "
-                                 f"({type(value).__name__})")
-    pending = [(name, kind, v) for name, p in declared.items() for kind, v in _bounded(merged[name], p.annotation)]
+            raise ParameterError(
+                f"{where}: parameter {name} expects {_describe(p)}; got {value!r} "
+                f"({type(value).__name__})"
+            )
+    pending = [
+        (name, kind, v)
+        for name, p in declared.items()
+        for kind, v in _bounded(merged[name], p.annotation)
+    ]
     if pending and isinstance(merged.get("model"), str):
         shape = model_shape(merged["model"])
         for name, kind, value in pending:

@@ -29,6 +29,7 @@ when every null fails, *not diagnostic* when a null passes too, *inconclusive* w
 was not measured. *not applicable*: a test of kind none, or a value recorded as `not_applicable(reason)`;
 *missing*: the chapter did not record the value.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,10 +45,26 @@ from .summary import NOT_APPLICABLE, load_summaries
 
 KINDS = {"abs", "rel", "max", "min", "range", "true", "none"}
 NATURES = ("identity", "finding", "null-control")
-VERDICTS = ("reproduced", "differs", "inconclusive", "not diagnostic", "identity holds", "identity fails",
-            "not applicable", "missing")
-COLOURS = {"reproduced": "#2e7d32", "differs": "#c62828", "inconclusive": "#ef6c00", "not diagnostic": "#6a1b9a",
-           "identity holds": "#546e7a", "identity fails": "#b71c1c", "not applicable": "#9e9e9e", "missing": "#424242"}
+VERDICTS = (
+    "reproduced",
+    "differs",
+    "inconclusive",
+    "not diagnostic",
+    "identity holds",
+    "identity fails",
+    "not applicable",
+    "missing",
+)
+COLORS = {
+    "reproduced": "#2e7d32",
+    "differs": "#c62828",
+    "inconclusive": "#ef6c00",
+    "not diagnostic": "#6a1b9a",
+    "identity holds": "#546e7a",
+    "identity fails": "#b71c1c",
+    "not applicable": "#9e9e9e",
+    "missing": "#424242",
+}
 UNTRAINED_NULL = "untrained model, same architecture"
 REQUIRED = {"id", "paper", "nature", "claim", "paper_value", "key", "test"}
 
@@ -58,21 +75,40 @@ def load_claims(folder: str | Path, notebook: str | None = None) -> list[dict]:
     claims, seen = [], set()
     for path in sorted(Path(folder).glob(f"{notebook or '*'}.yml")):
         for entry in yaml.safe_load(path.read_text()) or []:
-            spec = entry.pop("nulls", None) or entry.pop(None, None) or entry.pop("null", None)  # YAML reads a
-            entry = {**entry, "notebook": path.stem, "nulls": _nulls(spec)}  # bare `null:` key as None
-            problems = [f"missing {sorted(REQUIRED - set(entry))}"] if REQUIRED - set(entry) else []
+            spec = (
+                entry.pop("nulls", None)
+                or entry.pop(None, None)
+                or entry.pop("null", None)
+            )  # YAML reads a
+            entry = {
+                **entry,
+                "notebook": path.stem,
+                "nulls": _nulls(spec),
+            }  # bare `null:` key as None
+            problems = (
+                [f"missing {sorted(REQUIRED - set(entry))}"]
+                if REQUIRED - set(entry)
+                else []
+            )
             if entry.get("test", {}).get("kind") not in KINDS:
                 problems.append(f"test kind not in {sorted(KINDS)}")
             if entry.get("nature") not in NATURES:
                 problems.append(f"nature not in {NATURES}")
             if entry["nulls"] and entry.get("nature") != "finding":
                 problems.append("only a finding names nulls")
-            if entry.get("test", {}).get("kind") == "true" and entry.get("nature") == "finding":
-                problems.append("a finding needs a measured value with an interval, not a true/false test")
+            if (
+                entry.get("test", {}).get("kind") == "true"
+                and entry.get("nature") == "finding"
+            ):
+                problems.append(
+                    "a finding needs a measured value with an interval, not a true/false test"
+                )
             if entry.get("id") in seen:
                 problems.append("duplicate id")
             if problems:
-                raise ValueError(f"{path}: claim {entry.get('id')!r} is malformed: {'; '.join(problems)}")
+                raise ValueError(
+                    f"{path}: claim {entry.get('id')!r} is malformed: {'; '.join(problems)}"
+                )
             seen.add(entry["id"])
             claims.append(entry)
     return claims
@@ -96,7 +132,9 @@ def allowed(test: dict, paper_value) -> tuple[float, float]:
     if kind == "abs":
         return paper_value - test["tol"], paper_value + test["tol"]
     if kind == "rel":
-        return paper_value - test["tol"] * abs(paper_value), paper_value + test["tol"] * abs(paper_value)
+        return paper_value - test["tol"] * abs(paper_value), paper_value + test[
+            "tol"
+        ] * abs(paper_value)
     if kind == "max":
         return -math.inf, test["bound"]
     if kind == "min":
@@ -119,12 +157,19 @@ def outcome(value, test: dict, paper_value) -> str:
         return "missing"
     if test["kind"] == "true":
         estimate = as_estimate(value)
-        return "passes" if (estimate.value if estimate is not None else bool(value)) else "fails"
+        return (
+            "passes"
+            if (estimate.value if estimate is not None else bool(value))
+            else "fails"
+        )
     estimate = as_estimate(value)
     if estimate is None or not math.isfinite(estimate.value):
         return "missing"
-    lo, hi = (estimate.lo, estimate.hi) if math.isfinite(estimate.lo) and math.isfinite(estimate.hi) else \
-        (estimate.value, estimate.value)
+    lo, hi = (
+        (estimate.lo, estimate.hi)
+        if math.isfinite(estimate.lo) and math.isfinite(estimate.hi)
+        else (estimate.value, estimate.value)
+    )
     low, high = allowed(test, paper_value)
     if low <= lo and hi <= high:
         return "passes"
@@ -149,7 +194,11 @@ def verdict(claim: dict, ours, nulls: list[Null]) -> str:
         return mine
     nature = claim["nature"]
     if nature == "identity":
-        return {"passes": "identity holds", "fails": "identity fails", "straddles": "inconclusive"}[mine]
+        return {
+            "passes": "identity holds",
+            "fails": "identity fails",
+            "straddles": "inconclusive",
+        }[mine]
     if mine == "fails":
         return "differs"
     if mine == "straddles":
@@ -173,7 +222,11 @@ def format_value(value) -> str:
     estimate = as_estimate(value) if not isinstance(value, bool) else None
     if estimate is not None and isinstance(value, (dict, Estimate)):
         text = format(estimate, ".3g")
-        return f"{text} (n = {estimate.n} {estimate.unit})" if estimate.lo != estimate.hi else text
+        return (
+            f"{text} (n = {estimate.n} {estimate.unit})"
+            if estimate.lo != estimate.hi
+            else text
+        )
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, list):
@@ -199,8 +252,11 @@ def describe_test(test: dict, paper_value) -> str:
 # the report and the atlas
 
 
-def report_table(claims_folder: str | Path, summaries_folder: str | Path,
-                 null_folder: str | Path | None = None) -> pd.DataFrame:
+def report_table(
+    claims_folder: str | Path,
+    summaries_folder: str | Path,
+    null_folder: str | Path | None = None,
+) -> pd.DataFrame:
     """One row per claim: verdict, ours, the nulls (the untrained model's value from the summaries in
     `null_folder`, and the claim's own nulls), the paper's value, the test, the chapter and its run."""
     summaries = load_summaries(summaries_folder)
@@ -213,28 +269,57 @@ def report_table(claims_folder: str | Path, summaries_folder: str | Path,
         nulls = []
         if c["nature"] == "finding":
             if null_folder is not None:
-                null_value = null_summaries.get(c["notebook"], {}).get("values", {}).get(c["key"])
-                nulls.append(Null(UNTRAINED_NULL, null_value, outcome(null_value, c["test"], c["paper_value"])))
-            nulls += [Null(n["name"], values.get(n["key"]), outcome(values.get(n["key"]), c["test"], c["paper_value"]))
-                      for n in c["nulls"]]
+                null_value = (
+                    null_summaries.get(c["notebook"], {})
+                    .get("values", {})
+                    .get(c["key"])
+                )
+                nulls.append(
+                    Null(
+                        UNTRAINED_NULL,
+                        null_value,
+                        outcome(null_value, c["test"], c["paper_value"]),
+                    )
+                )
+            nulls += [
+                Null(
+                    n["name"],
+                    values.get(n["key"]),
+                    outcome(values.get(n["key"]), c["test"], c["paper_value"]),
+                )
+                for n in c["nulls"]
+            ]
         params = summary.get("parameters", {})
-        rows.append({
-            "id": c["id"], "paper": c["paper"], "nature": c["nature"], "claim": c["claim"],
-            "verdict": verdict(c, ours, nulls), "ours": ours, "nulls": nulls, "paper value": c["paper_value"],
-            "test": describe_test(c["test"], c["paper_value"]), "chapter": c["notebook"],
-            "run with": ", ".join(f"{k}={v}" for k, v in params.items()),
-        })
+        rows.append(
+            {
+                "id": c["id"],
+                "paper": c["paper"],
+                "nature": c["nature"],
+                "claim": c["claim"],
+                "verdict": verdict(c, ours, nulls),
+                "ours": ours,
+                "nulls": nulls,
+                "paper value": c["paper_value"],
+                "test": describe_test(c["test"], c["paper_value"]),
+                "chapter": c["notebook"],
+                "run with": ", ".join(f"{k}={v}" for k, v in params.items()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def headline(table: pd.DataFrame) -> pd.DataFrame:
     """Counts of each verdict per paper (rows A, B) in the order of VERDICTS, identities folded into one
     column per outcome."""
-    counts = pd.crosstab(table["paper"], table["verdict"]).reindex(columns=list(VERDICTS), fill_value=0)
+    counts = pd.crosstab(table["paper"], table["verdict"]).reindex(
+        columns=list(VERDICTS), fill_value=0
+    )
     return counts.loc[:, counts.sum() > 0]
 
 
-def chapter_claims(notebook: str, claims_folder: str | Path | None = None) -> list[dict]:
+def chapter_claims(
+    notebook: str, claims_folder: str | Path | None = None
+) -> list[dict]:
     """The claims of one chapter, from `claims_folder`; by default `book/claims` of the project running it (the
     run's, or the one above the working folder), else of the checkout lotlib is imported from (a chapter opened
     by hand elsewhere)."""
@@ -247,25 +332,48 @@ def chapter_claims(notebook: str, claims_folder: str | Path | None = None) -> li
     return load_claims(claims_folder, notebook)
 
 
-def chapter_outcomes(notebook: str, values: dict, claims_folder: str | Path | None = None) -> pd.DataFrame:
+def chapter_outcomes(
+    notebook: str, values: dict, claims_folder: str | Path | None = None
+) -> pd.DataFrame:
     """For a chapter's closing paragraph: each of its claims, our value with its interval and whether that
     interval passes, fails or straddles the test, and the same for the claim's own nulls recorded in
     `values` (the untrained model's value, from another run, is judged in the report)."""
     rows = []
     for c in chapter_claims(notebook, claims_folder):
         judge = lambda key: outcome(values.get(key), c["test"], c["paper_value"])  # noqa: E731
-        nulls = "; ".join(f"{n['name']}: {format_value(values.get(n['key']))} ({judge(n['key'])})" for n in c["nulls"])
-        rows.append({"claim": c["id"], "nature": c["nature"], "test": describe_test(c["test"], c["paper_value"]),
-                     "ours": format_value(values.get(c["key"])), "outcome": judge(c["key"]), "nulls": nulls or "—"})
+        nulls = "; ".join(
+            f"{n['name']}: {format_value(values.get(n['key']))} ({judge(n['key'])})"
+            for n in c["nulls"]
+        )
+        rows.append(
+            {
+                "claim": c["id"],
+                "nature": c["nature"],
+                "test": describe_test(c["test"], c["paper_value"]),
+                "ours": format_value(values.get(c["key"])),
+                "outcome": judge(c["key"]),
+                "nulls": nulls or "—",
+            }
+        )
     return pd.DataFrame(rows)
 
 
-SAID = {"passes": "holds", "fails": "does not hold", "straddles": "is inconclusive (its interval straddles the bound)",
-        "missing": "was not measured", "not applicable": "has no verdict"}
+SAID = {
+    "passes": "holds",
+    "fails": "does not hold",
+    "straddles": "is inconclusive (its interval straddles the bound)",
+    "missing": "was not measured",
+    "not applicable": "has no verdict",
+}
 
 
-def closing_sentences(notebook: str, values: dict, model: str, why_not_diagnostic: str,
-                      claims_folder: str | Path | None = None) -> list[str]:
+def closing_sentences(
+    notebook: str,
+    values: dict,
+    model: str,
+    why_not_diagnostic: str,
+    claims_folder: str | Path | None = None,
+) -> list[str]:
     """A chapter's closing paragraph, one sentence per claim: whether our value passes its test on `model`, and
     each of the claim's own nulls recorded in `values` with its outcome; where both pass, the sentence says the
     test is not diagnostic and gives `why_not_diagnostic` (the chapter's reason)."""
@@ -273,27 +381,59 @@ def closing_sentences(notebook: str, values: dict, model: str, why_not_diagnosti
     for c in chapter_claims(notebook, claims_folder):
         judge = lambda key: outcome(values.get(key), c["test"], c["paper_value"])  # noqa: E731
         ours = judge(c["key"])
-        line = (f"{c['id']} {SAID[ours]} on {model}: {format_value(values.get(c['key']))}, "
-                f"test {describe_test(c['test'], c['paper_value'])}")
+        line = (
+            f"{c['id']} {SAID[ours]} on {model}: {format_value(values.get(c['key']))}, "
+            f"test {describe_test(c['test'], c['paper_value'])}"
+        )
         for null in c["nulls"]:
             theirs = judge(null["key"])
-            line += f"; {null['name']}: {format_value(values.get(null['key']))}, {theirs}"
+            line += (
+                f"; {null['name']}: {format_value(values.get(null['key']))}, {theirs}"
+            )
             if ours == theirs == "passes":
                 line += f" too (not diagnostic: {why_not_diagnostic})"
         sentences.append(line)
     return sentences
 
 
-def atlas_table(claims_folder: str | Path, books: dict[str, tuple[Path, Path | None]]) -> pd.DataFrame:
+def atlas_table(
+    claims_folder: str | Path, books: dict[str, tuple[Path, Path | None]]
+) -> pd.DataFrame:
     """The claims side by side for several models: `books` maps a model's name to the folder of its
     executed chapters' summaries and the folder of its null's (or None). One row per claim, one column per
     model holding `value [lo, hi] · verdict`."""
     columns = {}
     for model, (folder, null_folder) in books.items():
         table = report_table(claims_folder, folder, null_folder).set_index("id")
-        columns[model] = [f"{format_value(o)} · {v}" for o, v in zip(table["ours"], table["verdict"])]
+        columns[model] = [
+            f"{format_value(o)} · {v}" for o, v in zip(table["ours"], table["verdict"])
+        ]
         index = table.index
     frame = pd.DataFrame(columns, index=index) if columns else pd.DataFrame()
     claims = {c["id"]: c for c in load_claims(claims_folder)}
     frame.insert(0, "claim", [claims[i]["claim"] for i in frame.index])
     return frame
+
+
+def conclude(
+    notebook: str,
+    values: dict,
+    model: str,
+    why_not_diagnostic: str = "the nulls pass the same test",
+    claims_folder: str | Path | None = None,
+) -> pd.DataFrame:
+    """A chapter's last cell: record its `values` (`lotlib.book.summary.record`), say each claim's outcome on
+    `model` in one paragraph (`closing_sentences`, glued as `closing` and shown) and return the table of
+    claims (`chapter_outcomes`) for the cell to display."""
+    from IPython.display import Markdown, display
+
+    from .summary import glue, record
+
+    record(values)
+    sentences = closing_sentences(
+        notebook, values, model, why_not_diagnostic, claims_folder
+    )
+    paragraph = " ".join(s + "." for s in sentences)
+    glue("closing", paragraph)
+    display(Markdown(paragraph))
+    return chapter_outcomes(notebook, values, claims_folder)

@@ -3,11 +3,13 @@
 A notebook calls `record({...})` with its measured values: numbers, text, booleans, and for every
 verdict-bearing value an `lotlib.intervals.Estimate` (stored as `{"value", "lo", "hi", "n", "unit",
 "method", "level"}`), or `not_applicable(reason)` when a claim does not apply to the model (a LayerNorm
-property of an RMSNorm model). When the pipeline runs the notebook (book, run, sweep), the summary file is
-written beside the executed notebook, named by the run's context (`lotlib.run_context`), which also names
-the execution (`run`) so the pipeline can tell a run's own summary from another's; the pipeline adds the
-notebook's name and the parameters it ran with. Run by hand, `record` only returns the table.
+property of an RMSNorm model). `record` writes the values as an output of the cell that calls it, a display
+of lotlib's own MIME type (the way scrapbook and myst-nb's `glue` keep values in a notebook), and glues each
+one under its name for the chapter's prose (`{glue:text}` in a markdown cell). The pipeline reads them back
+from the executed notebook (`summary_of`) and writes the summary file beside it: a summary belongs to its
+notebook because it was read out of it.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,13 +17,11 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..intervals import Estimate
-from .. import run_context
-from ..storage.atomic import write_text_atomic
 
 NOT_APPLICABLE = "not_applicable"
+SUMMARY_MIME = "application/vnd.lotlib.summary+json"
 
 
 def not_applicable(reason: str) -> dict:
@@ -45,14 +45,46 @@ def _plain(value):
     return value
 
 
-def record(values: dict) -> pd.DataFrame:
-    """Record the chapter's measured `values` (name -> number or text); return them as a table."""
-    values = _plain(values)
-    context = run_context.current()  # set by the pipeline in this run's own kernel
-    if context is not None:
-        write_text_atomic(context.summary, json.dumps({"run": context.run, "values": values}, indent=1, sort_keys=True))
-    shown = {k: format(Estimate.from_json(v)) if isinstance(v, dict) and "lo" in v else v for k, v in values.items()}
-    return pd.DataFrame({"measured": pd.Series(shown, dtype=object)})
+def glue(name: str, value) -> None:
+    """Glue `value` under `name` for the chapter's prose (myst-nb; not shown where it is computed): an
+    Estimate as `value [lo, hi]`, a number as itself (so `{glue:text}`name:.3f`` formats it), a
+    not-applicable value as its reason, anything else as its text."""
+    from myst_nb import glue as myst_glue
+
+    if isinstance(value, Estimate):
+        value = format(value)
+    elif isinstance(value, dict) and NOT_APPLICABLE in value:
+        value = f"not applicable ({value[NOT_APPLICABLE]})"
+    elif isinstance(value, np.generic):
+        value = value.item()
+    elif not isinstance(value, (int, float, str)):
+        value = str(value)
+    myst_glue(name, value, display=False)
+
+
+def record(values: dict) -> None:
+    """Record the chapter's measured `values` (name -> number, text or Estimate) as an output of this cell
+    (read back by the pipeline), and glue each under its name for the prose."""
+    from IPython.display import display
+
+    display(
+        {SUMMARY_MIME: _plain(values)}, raw=True
+    )  # no text/plain: the page shows nothing
+    for name, value in values.items():
+        glue(name, value)
+
+
+def summary_of(nb) -> dict | None:
+    """The values a notebook recorded (every `record` output, in order; later names win), or None when it
+    recorded none. `nb` is a notebook read by nbformat."""
+    found = [
+        out["data"][SUMMARY_MIME]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if SUMMARY_MIME in out.get("data", {})
+    ]
+    return {k: v for values in found for k, v in values.items()} if found else None
 
 
 def read_summary(path: str | Path) -> dict:
@@ -61,4 +93,7 @@ def read_summary(path: str | Path) -> dict:
 
 def load_summaries(folder: str | Path) -> dict[str, dict]:
     """Every `*.summary.json` in `folder`, by notebook name."""
-    return {p.name.removesuffix(".summary.json"): read_summary(p) for p in sorted(Path(folder).glob("*.summary.json"))}
+    return {
+        p.name.removesuffix(".summary.json"): read_summary(p)
+        for p in sorted(Path(folder).glob("*.summary.json"))
+    }

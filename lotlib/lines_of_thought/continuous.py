@@ -9,6 +9,7 @@ Eq. 1 with tau = 1 (up to the columns flipped to make the bases proper), so it l
 x(t1 + 1): the gap is the residual w. The *bridged* path adds the residual
 linearly, x(t1 + a) + a w, and so passes through every true position.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,12 +21,16 @@ def flow_segment(x: np.ndarray, flow: Flow, t1: int, a) -> np.ndarray:
     """States `(n, D)` at layer t1 carried to t1 + a for every a `(m,)` in [0, 1]: `(n, m, D)`."""
     a = np.asarray(a, dtype=np.float64)
     U1 = flow.U[t1]
-    y = (x.astype(np.float64) @ U1)[None] * flow.sigma.ratio(t1, t1 + a)[:, None, :]  # (m, n, D)
+    y = (x.astype(np.float64) @ U1)[None] * flow.sigma.ratio(t1, t1 + a)[
+        :, None, :
+    ]  # (m, n, D)
     turned = flow.rotations[t1].rotate(y, a)  # each row times (M^a)^T
     return (turned @ U1.T).transpose(1, 0, 2)
 
 
-def restarted_paths(X: np.ndarray, flow: Flow, layers, per_layer: int = 20) -> tuple[np.ndarray, np.ndarray]:
+def restarted_paths(
+    X: np.ndarray, flow: Flow, layers, per_layer: int = 20
+) -> tuple[np.ndarray, np.ndarray]:
     """The flow from every true x(t), t in `layers` but the last, to t + 1, `per_layer` + 1 points each.
 
     X `(N, T, D)`. Returns times `(n_seg, per_layer + 1)` and paths `(N, n_seg, per_layer + 1, D)`;
@@ -33,7 +38,9 @@ def restarted_paths(X: np.ndarray, flow: Flow, layers, per_layer: int = 20) -> t
     """
     layers = np.asarray(layers)
     a = np.linspace(0.0, 1.0, per_layer + 1)
-    paths = np.stack([flow_segment(X[:, t], flow, int(t), a) for t in layers[:-1]], axis=1)
+    paths = np.stack(
+        [flow_segment(X[:, t], flow, int(t), a) for t in layers[:-1]], axis=1
+    )
     return layers[:-1, None] + a, paths
 
 
@@ -58,11 +65,20 @@ def landing_gaps(X: np.ndarray, flow: Flow, layers) -> np.ndarray:
     """||x_flow(t+1) - x(t+1)||, where the flow from the true x(t) lands against the true next state, for
     every pilot and segment of `layers` (one layer at a time, all pilots at once): `(N, n_seg)`."""
     layers = np.asarray(layers)
-    return np.stack([np.linalg.norm(flow_segment(X[:, t], flow, int(t), [1.0])[:, 0] - X[:, t + 1], axis=-1)
-                     for t in layers[:-1]], axis=1)
+    return np.stack(
+        [
+            np.linalg.norm(
+                flow_segment(X[:, t], flow, int(t), [1.0])[:, 0] - X[:, t + 1], axis=-1
+            )
+            for t in layers[:-1]
+        ],
+        axis=1,
+    )
 
 
-def path_summary(X: np.ndarray, flow: Flow, layers, per_layer: int = 8) -> dict[str, np.ndarray]:
+def path_summary(
+    X: np.ndarray, flow: Flow, layers, per_layer: int = 8
+) -> dict[str, np.ndarray]:
     """For every pilot and segment [t, t+1] of `layers` (one layer at a time, all pilots at once), each
     `(N, n_seg)`: `gap` ||x_flow(t+1) - x(t+1)|| (where the flow lands), `step` ||x(t+1) - x(t)||, `norm`
     ||x(t+1)||, and `length_ratio`, the length of the bridged path over that of the chord (>= 1: how far the
@@ -78,5 +94,7 @@ def path_summary(X: np.ndarray, flow: Flow, layers, per_layer: int = 8) -> dict[
         out["gap"].append(np.linalg.norm(path[:, -1] - target, axis=-1))
         out["step"].append(chord)
         out["norm"].append(np.linalg.norm(target, axis=-1))
-        out["length_ratio"].append(np.linalg.norm(np.diff(bridged, axis=1), axis=-1).sum(1) / chord)
+        out["length_ratio"].append(
+            np.linalg.norm(np.diff(bridged, axis=1), axis=-1).sum(1) / chord
+        )
     return {name: np.stack(values, axis=1) for name, values in out.items()}

@@ -5,12 +5,20 @@
 U `(T, D, k)` and S `(T, k)` are per-layer ensemble bases **aligned** across layers
 (`lotlib.lines_of_thought.ensemble.ensemble_svd` then `align_bases`), so column i is the same direction at every t.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def extrapolate(X: np.ndarray, U: np.ndarray, S: np.ndarray, t: int, tau: int, rank: int | None = None) -> np.ndarray:
+def extrapolate(
+    X: np.ndarray,
+    U: np.ndarray,
+    S: np.ndarray,
+    t: int,
+    tau: int,
+    rank: int | None = None,
+) -> np.ndarray:
     """Eq. 1: the states at layer t carried to layer t + tau, `(N, D)` (float64).
 
     X: trajectories `(N, T, D)`; U `(T, D, k)`, S `(T, k)` aligned. `rank=None` uses all k columns
@@ -23,7 +31,14 @@ def extrapolate(X: np.ndarray, U: np.ndarray, S: np.ndarray, t: int, tau: int, r
     return (coords * _ratio(S[t + tau][cols], S[t][cols])) @ target.T
 
 
-def residuals(X: np.ndarray, U: np.ndarray, S: np.ndarray, t: int, tau: int, rank: int | None = None) -> np.ndarray:
+def residuals(
+    X: np.ndarray,
+    U: np.ndarray,
+    S: np.ndarray,
+    t: int,
+    tau: int,
+    rank: int | None = None,
+) -> np.ndarray:
     """w = x(t+tau) - x~(t, tau), `(N, D)` (float64): what the linear extrapolation misses."""
     return X[:, t + tau, :].astype(np.float64) - extrapolate(X, U, S, t, tau, rank)
 
@@ -37,7 +52,9 @@ def basis_angles(U: np.ndarray, i: int) -> np.ndarray:
     return np.degrees(np.arccos(np.clip(np.abs(u @ u.T), 0.0, 1.0)))
 
 
-def svm_accuracy(A: np.ndarray, B: np.ndarray, folds: int = 5, seed: int = 0, C: float = 1.0) -> float:
+def svm_accuracy(
+    A: np.ndarray, B: np.ndarray, folds: int = 5, seed: int = 0, C: float = 1.0
+) -> float:
     """Cross-validated accuracy of a linear SVM telling ensemble A from ensemble B, both `(n, f)`.
 
     Rows are paired (row j of A and of B come from the same pilot): a pair is always in the same fold,
@@ -51,14 +68,20 @@ def svm_accuracy(A: np.ndarray, B: np.ndarray, folds: int = 5, seed: int = 0, C:
     from sklearn.svm import LinearSVC
 
     if A.shape != B.shape:
-        raise ValueError(f"svm_accuracy needs paired ensembles of one shape, got {A.shape} and {B.shape}")
+        raise ValueError(
+            f"svm_accuracy needs paired ensembles of one shape, got {A.shape} and {B.shape}"
+        )
     n = len(A)
     fold_of_pilot = np.random.default_rng(seed).permutation(n) % folds
     fold = np.concatenate([fold_of_pilot, fold_of_pilot])
-    splits = [(np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(folds)]
+    splits = [
+        (np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(folds)
+    ]
     features = np.concatenate([A, B]).astype(np.float64)
     labels = np.repeat([0, 1], n)
-    classifier = make_pipeline(StandardScaler(), LinearSVC(C=C, dual=False, max_iter=5000))
+    classifier = make_pipeline(
+        StandardScaler(), LinearSVC(C=C, dual=False, max_iter=5000)
+    )
     return float(cross_val_score(classifier, features, labels, cv=splits).mean())
 
 
@@ -68,5 +91,8 @@ def _columns(sigma: np.ndarray, rank: int | None) -> np.ndarray:
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    keep = denominator > denominator.max() * max(denominator.shape) * np.finfo(np.float64).eps
+    keep = (
+        denominator
+        > denominator.max() * max(denominator.shape) * np.finfo(np.float64).eps
+    )
     return np.where(keep, numerator / np.where(keep, denominator, 1.0), 0.0)

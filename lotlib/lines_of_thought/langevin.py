@@ -9,6 +9,7 @@ The drift acts in the full space: U(t) is the full D x D basis, so the ensemble 
 Euler-Maruyama with step dt, x <- x + A(t) x dt + B(t) sqrt(dt) xi (or, `scheme="exact"`, the drift solved
 exactly over each step), vectorized over all trajectories, looping over time steps only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from scipy.interpolate import CubicSpline
 from scipy.linalg import schur
 from threadpoolctl import threadpool_limits
 
-NoiseRate = Callable[[float], float]  # variance injected per unit time per coordinate, B(t)^2
+NoiseRate = Callable[
+    [float], float
+]  # variance injected per unit time per coordinate, B(t)^2
 
 
 @dataclass
@@ -45,7 +48,9 @@ class Rotation:
         against the leading axes of V (e.g. V `(n, D)` and a `(m,)` give `(m, n, D)`)."""
         a = np.asarray(a, dtype=np.float64)
         W = V @ self.Z
-        W = np.broadcast_to(W, np.broadcast_shapes(W.shape[:-2], a.shape) + W.shape[-2:]).copy()
+        W = np.broadcast_to(
+            W, np.broadcast_shapes(W.shape[:-2], a.shape) + W.shape[-2:]
+        ).copy()
         angle = a[..., None, None] * self.theta
         c, s = np.cos(angle), np.sin(angle)
         i, j = self.planes.T
@@ -62,19 +67,25 @@ def rotation_log(M: np.ndarray) -> Rotation:
     """The planes and angles of a rotation M `(D, D)` from its real Schur form (for an orthogonal matrix
     it is block diagonal: 2 x 2 blocks [[cos, -sin], [sin, cos]], and 1 x 1 blocks +1 or -1; pairs of -1
     are turns by pi). Raises if det M = -1 (no real logarithm)."""
-    with threadpool_limits(limits=1):  # a threaded Schur of a few hundred rows is many times slower on busy cores
+    with threadpool_limits(
+        limits=1
+    ):  # a threaded Schur of a few hundred rows is many times slower on busy cores
         T, Z = schur(M, output="real")
     first = np.flatnonzero(np.diagonal(T, -1))  # each 2 x 2 block starts at (i, i)
     theta = np.arctan2(T[first + 1, first], T[first, first])
     single = np.setdiff1d(np.arange(len(M)), np.concatenate([first, first + 1]))
     minus = single[T[single, single] < 0]
     if len(minus) % 2:
-        raise ValueError("the matrix is a reflection (det -1): it has no real logarithm")
+        raise ValueError(
+            "the matrix is a reflection (det -1): it has no real logarithm"
+        )
     planes = np.concatenate([np.stack([first, first + 1], 1), minus.reshape(-1, 2)])
     return Rotation(Z, planes, np.concatenate([theta, np.full(len(minus) // 2, np.pi)]))
 
 
-def proper_bases(U: np.ndarray, S: np.ndarray, layers) -> tuple[np.ndarray, dict[int, int | None]]:
+def proper_bases(
+    U: np.ndarray, S: np.ndarray, layers
+) -> tuple[np.ndarray, dict[int, int | None]]:
     """Copies of the aligned bases U `(T, D, D)` with det U(t) = +1 at every t in `layers`, so that
     consecutive bases differ by a rotation (logm(U1^T U2) needs det +1). Where det U(t) = -1 the column with
     the smallest singular value S[t] is flipped (the least harmful choice: that coordinate changes sign).
@@ -82,7 +93,9 @@ def proper_bases(U: np.ndarray, S: np.ndarray, layers) -> tuple[np.ndarray, dict
     than one end of each interval, lets the flow over several layers compose with no sign error between
     intervals."""
     if U.shape[1] != U.shape[2]:
-        raise ValueError(f"the Langevin drift needs a full D x D basis, got {U.shape[1:]}: use N_s >= D pilots")
+        raise ValueError(
+            f"the Langevin drift needs a full D x D basis, got {U.shape[1:]}: use N_s >= D pilots"
+        )
     U = U.copy()
     flipped = {}
     for t in np.asarray(layers):
@@ -117,7 +130,14 @@ class SigmaSpline:
         """How many singular values the spline takes through zero on [t1, t2] (always 0 for log)."""
         if self.log:
             return 0
-        return int(np.sum((self.spline(np.linspace(t1, t2, per_layer * round(t2 - t1) + 1)) <= 0).any(0)))
+        return int(
+            np.sum(
+                (
+                    self.spline(np.linspace(t1, t2, per_layer * round(t2 - t1) + 1))
+                    <= 0
+                ).any(0)
+            )
+        )
 
 
 def sigma_spline(S: np.ndarray, layers, log: bool = True) -> SigmaSpline:
@@ -139,11 +159,15 @@ class Flow:
     sigma: SigmaSpline
 
 
-def langevin_flow(U: np.ndarray, S: np.ndarray, layers, intervals=None, log: bool = True) -> Flow:
+def langevin_flow(
+    U: np.ndarray, S: np.ndarray, layers, intervals=None, log: bool = True
+) -> Flow:
     """The flow from aligned U `(T, D, D)`, S `(T, D)`: the sigma spline over the consecutive integer `layers`,
     rotations for the intervals [t, t+1] with t in `intervals` (default: all but the last)."""
     layers = np.asarray(layers)
-    intervals = layers[:-1] if intervals is None else np.asarray(list(intervals), dtype=int)
+    intervals = (
+        layers[:-1] if intervals is None else np.asarray(list(intervals), dtype=int)
+    )
     U, flipped = proper_bases(U, S, np.union1d(intervals, intervals + 1))
     rotations = {int(t): rotation_log(U[t].T @ U[t + 1]) for t in intervals}
     return Flow(U, rotations, flipped, sigma_spline(S, layers, log))
@@ -166,7 +190,9 @@ class Steps:
         return round(1 / self.dt)
 
 
-def steps(flow: Flow, t0: int, n_layers: int, dt: float = 0.1, scheme: str = "euler") -> Steps:
+def steps(
+    flow: Flow, t0: int, n_layers: int, dt: float = 0.1, scheme: str = "euler"
+) -> Steps:
     """Step matrices from t0 to t0 + n_layers (dt must divide one layer).
 
     `euler` (the authors' code): M = I + A(t) dt, A = R' R^T + R S' R^T = U1 K U1^T + R diag(S') R^T.
@@ -185,7 +211,9 @@ def steps(flow: Flow, t0: int, n_layers: int, dt: float = 0.1, scheme: str = "eu
         U1, rotation = flow.U[t1], flow.rotations[t1]
         R = rotation.rotate(U1, -a)  # (n + 1, D, D): U1 M^a
         if scheme == "euler":
-            A = U1 @ rotation.generator @ U1.T + (R[:-1] * flow.sigma.rate(t1 + a[:-1])[:, None, :]) @ R[:-1].transpose(0, 2, 1)
+            A = U1 @ rotation.generator @ U1.T + (
+                R[:-1] * flow.sigma.rate(t1 + a[:-1])[:, None, :]
+            ) @ R[:-1].transpose(0, 2, 1)
             matrices.append(np.eye(len(U1)) + A * dt)
         else:
             ratio = flow.sigma.ratio(t1 + a[:-1], t1 + a[1:])
@@ -218,7 +246,7 @@ def matched_noise(steps: Steps, variance: Callable[[int], float]) -> NoiseRate:
     carried, rates = np.zeros((D, D)), {}
     for layer in range(len(steps.t) // n):
         unit = np.zeros((D, D))  # the noise of a unit rate injected over this layer
-        for M in steps.M[layer * n:(layer + 1) * n]:
+        for M in steps.M[layer * n : (layer + 1) * n]:
             carried, unit = M @ carried @ M.T, M @ unit @ M.T + steps.dt * np.eye(D)
         target = D * variance(first + layer + 1)
         rate = max(0.0, (target - np.trace(carried)) / np.trace(unit))
@@ -227,7 +255,9 @@ def matched_noise(steps: Steps, variance: Callable[[int], float]) -> NoiseRate:
     return lambda t: rates[int(np.floor(t + 1e-9))]
 
 
-def simulate(X0: np.ndarray, steps: Steps, noise: NoiseRate, n_samples: int = 1, seed: int = 0) -> np.ndarray:
+def simulate(
+    X0: np.ndarray, steps: Steps, noise: NoiseRate, n_samples: int = 1, seed: int = 0
+) -> np.ndarray:
     """Euler-Maruyama from the states X0 `(N, D)` at the first step's time, `n_samples` noise realisations
     per start, float32: x <- M x + B(t) sqrt(dt) xi. Returns the positions at the integer layers,
     `(N, n_samples, n_layers + 1, D)` (index 0 is X0)."""
@@ -236,13 +266,17 @@ def simulate(X0: np.ndarray, steps: Steps, noise: NoiseRate, n_samples: int = 1,
     x = np.repeat(X0.astype(np.float32)[:, None], n_samples, axis=1).reshape(-1, D)
     out = [x]
     for step, (t, M) in enumerate(zip(steps.t, steps.M.astype(np.float32)), start=1):
-        x = x @ M.T + np.float32(np.sqrt(noise(t) * steps.dt)) * rng.standard_normal(x.shape, dtype=np.float32)
+        x = x @ M.T + np.float32(np.sqrt(noise(t) * steps.dt)) * rng.standard_normal(
+            x.shape, dtype=np.float32
+        )
         if step % steps.per_layer == 0:
             out.append(x)
     return np.stack(out, axis=1).reshape(N, n_samples, len(out), D)
 
 
-def moments(mean: np.ndarray, cov: np.ndarray, steps: Steps, noise: NoiseRate) -> tuple[np.ndarray, np.ndarray]:
+def moments(
+    mean: np.ndarray, cov: np.ndarray, steps: Steps, noise: NoiseRate
+) -> tuple[np.ndarray, np.ndarray]:
     """The Fokker-Planck view (Eq. 4) through its first two moments: the ensemble mean `(D,)` and
     covariance `(D, D)` carried by the same scheme, in expectation: m <- M m, C <- M C M^T + B^2 dt I.
     Returns means `(n_layers + 1, D)` and covariances `(n_layers + 1, D, D)` at the integer layers."""
@@ -269,8 +303,12 @@ def propagators(steps: Steps) -> np.ndarray:
     return np.stack(out)
 
 
-def covariance_distance(T: np.ndarray, weights: np.ndarray, Z: np.ndarray | None = None,
-                        fixed: np.ndarray | None = None) -> np.ndarray:
+def covariance_distance(
+    T: np.ndarray,
+    weights: np.ndarray,
+    Z: np.ndarray | None = None,
+    fixed: np.ndarray | None = None,
+) -> np.ndarray:
     """Relative Frobenius distance || Cov(Z) + fixed - Cov(T) || / || Cov(T) || between the covariances of the
     distributions behind the paired rows of T `(n, D)` and Z `(n, D)`, for each row of `weights` `(B, n)` (a
     bootstrap of the pilots: row b counts how many times each pilot is drawn): `(B,)`.
@@ -278,16 +316,16 @@ def covariance_distance(T: np.ndarray, weights: np.ndarray, Z: np.ndarray | None
     Every product of two covariances is estimated from pairs of distinct pilots, tr(t_n t_n^T z_m z_m^T) =
     (t_n . z_m)^2 with n != m, so the squared distance carries no sampling floor: two samples of one distribution
     give about 0 (a negative estimate reads as 0), and a resample estimates the same thing as the sample. Rows
-    are centred on the whole sample's means (held fixed: an approximation of relative order 1/n). No D x D
+    are centered on the whole sample's means (held fixed: an approximation of relative order 1/n). No D x D
     matrix is formed per resample. Z or `fixed` `(D, D)` (e.g. the accumulated noise) may be left out."""
     c = np.asarray(weights, dtype=np.float64)
     n = c.sum(1)
-    distinct = n ** 2 - np.sum(c ** 2, 1)
+    distinct = n**2 - np.sum(c**2, 1)
     Tc = T.astype(np.float64) - T.mean(0, dtype=np.float64)
 
     def inner(P, Q):  # <Cov_b(P), Cov_b(Q)> from distinct pilots
         A = (P @ Q.T) ** 2
-        return (np.einsum("bn,nm,bm->b", c, A, c) - (c ** 2) @ np.diagonal(A)) / distinct
+        return (np.einsum("bn,nm,bm->b", c, A, c) - (c**2) @ np.diagonal(A)) / distinct
 
     along = lambda P: c @ np.einsum("nd,de,ne->n", P, fixed, P) / n  # <Cov_b(P), fixed>
     target = inner(Tc, Tc)
@@ -296,22 +334,39 @@ def covariance_distance(T: np.ndarray, weights: np.ndarray, Z: np.ndarray | None
         Zc = Z.astype(np.float64) - Z.mean(0, dtype=np.float64)
         squared += inner(Zc, Zc) - 2 * inner(Zc, Tc)
     if fixed is not None:
-        squared += np.sum(fixed ** 2) - 2 * along(Tc) + (2 * along(Zc) if Z is not None else 0.0)
+        squared += (
+            np.sum(fixed**2) - 2 * along(Tc) + (2 * along(Zc) if Z is not None else 0.0)
+        )
     return np.sqrt(np.clip(squared, 0.0, None) / target)
 
 
-def energy_distance(A: np.ndarray, B: np.ndarray, n: int = 1000, seed: int = 0) -> float:
+def energy_distance(
+    A: np.ndarray, B: np.ndarray, n: int = 1000, seed: int = 0
+) -> float:
     """Energy distance between the samples A `(n_a, D)` and B `(n_b, D)`, each subsampled to at most n
     rows (seeded): 2 E|a - b| - E|a - a'| - E|b - b'| (within-sample means exclude the diagonal).
     Zero when the two distributions are equal; same units as the states."""
     rng = np.random.default_rng(seed)
-    A, B = (Z[rng.choice(len(Z), size=min(n, len(Z)), replace=False)].astype(np.float64) for Z in (A, B))
+    A, B = (
+        Z[rng.choice(len(Z), size=min(n, len(Z)), replace=False)].astype(np.float64)
+        for Z in (A, B)
+    )
 
     def mean_distance(P, Q, same):
-        d = np.sqrt(np.clip(np.sum(P ** 2, 1)[:, None] + np.sum(Q ** 2, 1)[None, :] - 2 * P @ Q.T, 0, None))
+        d = np.sqrt(
+            np.clip(
+                np.sum(P**2, 1)[:, None] + np.sum(Q**2, 1)[None, :] - 2 * P @ Q.T,
+                0,
+                None,
+            )
+        )
         if not same:
             return d.mean()
         np.fill_diagonal(d, 0.0)
         return d.sum() / (d.size - len(P))
 
-    return float(2 * mean_distance(A, B, False) - mean_distance(A, A, True) - mean_distance(B, B, True))
+    return float(
+        2 * mean_distance(A, B, False)
+        - mean_distance(A, A, True)
+        - mean_distance(B, B, True)
+    )

@@ -17,6 +17,7 @@ a resample raises (the norm of a mean, a mean absolute kurtosis, a maximum), whi
 interval away from the value; the spread of the resamples is unaffected. The singular bases are computed
 once on all pilots and are not resampled.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,13 @@ CLASSIFIERS = ("perceptron", "logistic")
 # language vs gibberish
 
 
-def separability(A: np.ndarray, B: np.ndarray, train_fraction: float = 0.7, seed: int = 0,
-                 classifier: str = "perceptron") -> float:
+def separability(
+    A: np.ndarray,
+    B: np.ndarray,
+    train_fraction: float = 0.7,
+    seed: int = 0,
+    classifier: str = "perceptron",
+) -> float:
     """Test accuracy of a linear classifier telling samples A `(n_a, f)` from B `(n_b, f)`.
 
     One seeded, stratified split (`train_fraction` to train, the rest to test); features standardized on
@@ -54,19 +60,42 @@ def separability(A: np.ndarray, B: np.ndarray, train_fraction: float = 0.7, seed
         raise ValueError(f"classifier must be one of {CLASSIFIERS}, got {classifier!r}")
     features = np.concatenate([A, B]).astype(np.float64)
     labels = np.repeat([0, 1], [len(A), len(B)])
-    train_x, test_x, train_y, test_y = train_test_split(features, labels, train_size=train_fraction,
-                                                        stratify=labels, random_state=seed)
-    model = (Perceptron(random_state=seed) if classifier == "perceptron"
-             else LogisticRegression(C=1.0, max_iter=2000))
-    return float(make_pipeline(StandardScaler(), model).fit(train_x, train_y).score(test_x, test_y))
+    train_x, test_x, train_y, test_y = train_test_split(
+        features, labels, train_size=train_fraction, stratify=labels, random_state=seed
+    )
+    model = (
+        Perceptron(random_state=seed)
+        if classifier == "perceptron"
+        else LogisticRegression(C=1.0, max_iter=2000)
+    )
+    return float(
+        make_pipeline(StandardScaler(), model)
+        .fit(train_x, train_y)
+        .score(test_x, test_y)
+    )
 
 
-def layer_separability(XA: np.ndarray, XB: np.ndarray, train_fraction: float = 0.7, seed: int = 0,
-                       classifier: str = "perceptron", progress: bool = True) -> np.ndarray:
+def layer_separability(
+    XA: np.ndarray,
+    XB: np.ndarray,
+    train_fraction: float = 0.7,
+    seed: int = 0,
+    classifier: str = "perceptron",
+    progress: bool = True,
+) -> np.ndarray:
     """`separability` of two ensembles of trajectories `(n_a, T, D)`, `(n_b, T, D)` at every layer: `(T,)`.
     The same split at every layer."""
-    return np.array([separability(XA[:, t], XB[:, t], train_fraction, seed, classifier)
-                     for t in tqdm(range(XA.shape[1]), desc="separability", unit="layer", disable=not progress)])
+    return np.array(
+        [
+            separability(XA[:, t], XB[:, t], train_fraction, seed, classifier)
+            for t in tqdm(
+                range(XA.shape[1]),
+                desc="separability",
+                unit="layer",
+                disable=not progress,
+            )
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -76,7 +105,9 @@ def layer_separability(XA: np.ndarray, XB: np.ndarray, train_fraction: float = 0
 def relative_steps(X: np.ndarray) -> np.ndarray:
     """Step length relative to the state, ||x(t+1) - x(t)|| / ||x(t)||, `(N, T-1)` (index t: step t -> t+1)."""
     X = X.astype(np.float64)
-    return np.linalg.norm(np.diff(X, axis=1), axis=-1) / np.linalg.norm(X[:, :-1], axis=-1)
+    return np.linalg.norm(np.diff(X, axis=1), axis=-1) / np.linalg.norm(
+        X[:, :-1], axis=-1
+    )
 
 
 def step_cosines(X: np.ndarray) -> np.ndarray:
@@ -91,10 +122,14 @@ def straightness(X: np.ndarray) -> np.ndarray:
     """End-to-end distance over path length, ||x(T-1) - x(0)|| / sum_t ||x(t+1) - x(t)||, per path `(N,)`:
     1 for a straight path, about 1/sqrt(T-1) for a random walk of T-1 independent steps."""
     X = X.astype(np.float64)
-    return np.linalg.norm(X[:, -1] - X[:, 0], axis=-1) / np.linalg.norm(np.diff(X, axis=1), axis=-1).sum(1)
+    return np.linalg.norm(X[:, -1] - X[:, 0], axis=-1) / np.linalg.norm(
+        np.diff(X, axis=1), axis=-1
+    ).sum(1)
 
 
-def step_coherence(X: np.ndarray, weights: np.ndarray | None = None, chunk: int = 128) -> np.ndarray:
+def step_coherence(
+    X: np.ndarray, weights: np.ndarray | None = None, chunk: int = 128
+) -> np.ndarray:
     """How parallel the pilots' steps are at each layer: norm of the mean unit step over pilots, `(T-1,)`.
     1 when every pilot steps in the same direction, about 1/sqrt(N) for independent random directions.
 
@@ -103,9 +138,15 @@ def step_coherence(X: np.ndarray, weights: np.ndarray | None = None, chunk: int 
     steps = np.diff(X.astype(np.float32), axis=1)
     unit = (steps / np.linalg.norm(steps, axis=-1, keepdims=True)).reshape(len(X), -1)
     rows = np.ones((1, len(X))) if weights is None else weights
-    means = np.concatenate([(rows[i:i + chunk].astype(np.float32) @ unit) / len(X)
-                            for i in range(0, len(rows), chunk)])
-    coherence = np.linalg.norm(means.reshape(len(rows), X.shape[1] - 1, -1), axis=-1).astype(np.float64)
+    means = np.concatenate(
+        [
+            (rows[i : i + chunk].astype(np.float32) @ unit) / len(X)
+            for i in range(0, len(rows), chunk)
+        ]
+    )
+    coherence = np.linalg.norm(
+        means.reshape(len(rows), X.shape[1] - 1, -1), axis=-1
+    ).astype(np.float64)
     return coherence[0] if weights is None else coherence
 
 
@@ -114,12 +155,22 @@ def stalling(X: np.ndarray, split: int, first: int = 1) -> dict:
     t >= split "after" (cosines: both steps on the same side). Returns the median relative step length before
     and after and their ratio (`step_ratio`, 1 = no change, near 0 = stalled), and the mean cosine between
     consecutive steps before and after (NaN for a side with a single step)."""
-    steps, cosines = relative_steps(X), step_cosines(X)  # cosines[:, t - 1] pairs steps t-1 and t
+    steps, cosines = (
+        relative_steps(X),
+        step_cosines(X),
+    )  # cosines[:, t - 1] pairs steps t-1 and t
     before, after = np.median(steps[:, first:split]), np.median(steps[:, split:])
-    cos_before, cos_after = cosines[:, first:split - 1], cosines[:, split:]  # empty when a side has one step
-    return {"step_before": float(before), "step_after": float(after), "step_ratio": float(after / before),
-            "cos_before": float(cos_before.mean()) if cos_before.size else np.nan,
-            "cos_after": float(cos_after.mean()) if cos_after.size else np.nan}
+    cos_before, cos_after = (
+        cosines[:, first : split - 1],
+        cosines[:, split:],
+    )  # empty when a side has one step
+    return {
+        "step_before": float(before),
+        "step_after": float(after),
+        "step_ratio": float(after / before),
+        "cos_before": float(cos_before.mean()) if cos_before.size else np.nan,
+        "cos_after": float(cos_after.mean()) if cos_after.size else np.nan,
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -131,11 +182,15 @@ def resampling_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
     drawn in each bootstrap resample (the same resamples as `lotlib.intervals.bootstrap` for `seed`). A
     statistic written with weighted means over units is evaluated on every row at once."""
     rng = np.random.default_rng(seed)
-    draws = [np.bincount(rng.integers(0, n, size=n), minlength=n) for _ in range(n_boot)]
+    draws = [
+        np.bincount(rng.integers(0, n, size=n), minlength=n) for _ in range(n_boot)
+    ]
     return np.vstack([np.ones(n), *draws]).astype(np.float64)
 
 
-def resampled_estimate(values: np.ndarray, n: int, *, unit: str, level: float = LEVEL) -> Estimate:
+def resampled_estimate(
+    values: np.ndarray, n: int, *, unit: str, level: float = LEVEL
+) -> Estimate:
     """The `Estimate` of a statistic evaluated on the rows of `resampling_weights`: `values` `(1 + n_boot,)`,
     the sample's value first. Interval: the value plus or minus z times the standard deviation of the
     resamples (non-finite ones dropped), over `n` units."""
@@ -195,8 +250,9 @@ class PilotResiduals:
         return np.log(energy / spread[..., None, :])
 
 
-def pilot_residuals(X: np.ndarray, U: np.ndarray, S: np.ndarray, first: int = 1,
-                    progress: bool = True) -> PilotResiduals:
+def pilot_residuals(
+    X: np.ndarray, U: np.ndarray, S: np.ndarray, first: int = 1, progress: bool = True
+) -> PilotResiduals:
     """`PilotResiduals` of trajectories X `(N, L+1, D)` for every pair first <= t < t + tau <= L, with U
     `(L+1, D, k)`, S `(L+1, k)` from `ensemble_svd` (sorted, not aligned: aligned here from layer 0, as in
     B4)."""
@@ -204,7 +260,9 @@ def pilot_residuals(X: np.ndarray, U: np.ndarray, S: np.ndarray, first: int = 1,
     Y = singular_coordinates(X, U)
     N, T, k = Y.shape
     energy = np.full((N, T, T), np.nan)
-    for tau in tqdm(range(1, T - first), desc="pilot residuals", unit="tau", disable=not progress):
+    for tau in tqdm(
+        range(1, T - first), desc="pilot residuals", unit="tau", disable=not progress
+    ):
         t = np.arange(first, T - tau)
         W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
         energy[:, t, t + tau] = ((W - W.mean(0)) ** 2).sum(-1)
@@ -227,7 +285,11 @@ def loo_log_ratios(log_var: np.ndarray, first: int = 1) -> np.ndarray:
         without = pairs.copy()
         without[s, :] = without[:, s] = False
         law = fit_laws(log_var, without)
-        out[..., s] = np.nanmean(log_var[..., first:s, s], axis=-1) - np.log(law["alpha"]) - law["lambda"] * s
+        out[..., s] = (
+            np.nanmean(log_var[..., first:s, s], axis=-1)
+            - np.log(law["alpha"])
+            - law["lambda"] * s
+        )
     return out
 
 
@@ -241,7 +303,9 @@ def last_layer_excess(log_ratios: np.ndarray, compared_from: int) -> np.ndarray:
 def structureless_cloud(X: np.ndarray, seed: int = 0) -> np.ndarray:
     """Gaussian points with the trajectories' per-layer mean and per-coordinate variance, independent across
     layers and pilots: the same norm growth and nothing else. X `(N, T, D)` -> `(N, T, D)` float32, seeded."""
-    return np.stack([gaussian_cloud(X[:, t], seed=seed + t) for t in range(X.shape[1])], axis=1).astype(np.float32)
+    return np.stack(
+        [gaussian_cloud(X[:, t], seed=seed + t) for t in range(X.shape[1])], axis=1
+    ).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,28 +313,39 @@ def structureless_cloud(X: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 @torch.inference_mode()
-def last_layer_normalized(view: ModelView, X: np.ndarray, U: np.ndarray, S: np.ndarray, batch_size: int = 4096):
+def last_layer_normalized(
+    view: ModelView, X: np.ndarray, U: np.ndarray, S: np.ndarray, batch_size: int = 4096
+):
     """X, U, S with the last layer's states replaced by final_norm(x(L)) and its basis recomputed: the
     trajectory as `output_hidden_states` reports it in Hugging Face models (the last one after the final norm).
     X `(N, L+1, D)`, U `(L+1, D, k)`, S `(L+1, k)` from `ensemble_svd`; returns copies."""
     X, U, S = X.copy(), U.copy(), S.copy()
     for start in range(0, len(X), batch_size):
-        rows = torch.as_tensor(X[start:start + batch_size, -1], device=view.device)
-        X[start:start + batch_size, -1] = view.final_norm(rows).cpu().numpy()
+        rows = torch.as_tensor(X[start : start + batch_size, -1], device=view.device)
+        X[start : start + batch_size, -1] = view.final_norm(rows).cpu().numpy()
     U[-1:], S[-1:] = ensemble_svd(X[:, -1:])
     return X, U, S
 
 
 @torch.inference_mode()
-def next_token_nll(view: ModelView, x: np.ndarray, next_ids: np.ndarray, batch_size: int = 64) -> np.ndarray:
+def next_token_nll(
+    view: ModelView, x: np.ndarray, next_ids: np.ndarray, batch_size: int = 64
+) -> np.ndarray:
     """-log p(next_ids) from last-layer states before the final norm, `(n, D)` -> `(n,)` nats. Batched: the
     logits of a 262k-token vocabulary are `batch_size` x V floats at a time."""
     from .truncation import next_token_logprobs
 
     out = np.empty(len(x))
     for start in range(0, len(x), batch_size):
-        rows = torch.as_tensor(x[start:start + batch_size], dtype=torch.float32, device=view.device)
+        rows = torch.as_tensor(
+            x[start : start + batch_size], dtype=torch.float32, device=view.device
+        )
         logp = next_token_logprobs(view, rows)
-        ids = torch.as_tensor(np.asarray(next_ids[start:start + batch_size], dtype=np.int64), device=logp.device)
-        out[start:start + len(logp)] = -logp.gather(1, ids[:, None])[:, 0].cpu().numpy()
+        ids = torch.as_tensor(
+            np.asarray(next_ids[start : start + batch_size], dtype=np.int64),
+            device=logp.device,
+        )
+        out[start : start + len(logp)] = (
+            -logp.gather(1, ids[:, None])[:, 0].cpu().numpy()
+        )
     return out

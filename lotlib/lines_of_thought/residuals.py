@@ -17,6 +17,7 @@ resampling (duplicated pilots add sampling noise) and are kept for the figures o
 The norm growth of the ensemble alone makes any residual variance grow with the arrival layer (a cloud of
 independent points whose spread grows gives a perfect "law"): `log_relative_var` divides it out.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,7 +30,9 @@ from ..intervals import LEVEL, Estimate
 
 def singular_coordinates(X: np.ndarray, U: np.ndarray) -> np.ndarray:
     """y(t) = U(t)^T x(t) for every pilot and layer: X `(N, T, D)`, U `(T, D, k)` -> `(N, T, k)` float32."""
-    Y = np.matmul(X.astype(np.float32).transpose(1, 0, 2), U.astype(np.float32))  # (T, N, k), batched BLAS
+    Y = np.matmul(
+        X.astype(np.float32).transpose(1, 0, 2), U.astype(np.float32)
+    )  # (T, N, k), batched BLAS
     return Y.transpose(1, 0, 2)
 
 
@@ -47,7 +50,7 @@ def coordinate_moments(W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     squares = (W - mean) ** 2
     var = squares.mean(axis=0).astype(np.float64)
     m4 = np.einsum("n...,n...->...", squares, squares).astype(np.float64) / len(W)
-    return mean / np.sqrt(var), var, m4 / var ** 2 - 3.0
+    return mean / np.sqrt(var), var, m4 / var**2 - 3.0
 
 
 @dataclass
@@ -73,8 +76,13 @@ class PairStatistics:
         return np.mean(np.abs(self.kurtosis), axis=-1)
 
 
-def pair_statistics(Y: np.ndarray, S: np.ndarray, layers, U: np.ndarray | None = None,
-                    progress: bool = True) -> PairStatistics:
+def pair_statistics(
+    Y: np.ndarray,
+    S: np.ndarray,
+    layers,
+    U: np.ndarray | None = None,
+    progress: bool = True,
+) -> PairStatistics:
     """Residual statistics for every pair t < t + tau of `layers` (consecutive integers), vectorized over
     the ensemble and over t for each tau. Y `(N, T, k)` from `singular_coordinates`, S `(T, k)` aligned.
     Without U: statistics of the coordinates in the aligned basis U(t+tau) (`basis='singular'`); with
@@ -84,11 +92,18 @@ def pair_statistics(Y: np.ndarray, S: np.ndarray, layers, U: np.ndarray | None =
     T = Y.shape[1]
     k = Y.shape[2] if U is None else U.shape[1]
     out = {name: np.full((T, T, k), np.nan) for name in ("z", "var", "kurtosis")}
-    for tau in tqdm(range(1, len(layers)), desc="residual statistics", unit="tau", disable=not progress):
+    for tau in tqdm(
+        range(1, len(layers)),
+        desc="residual statistics",
+        unit="tau",
+        disable=not progress,
+    ):
         t = layers[:-tau]
         W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
         if U is not None:
-            W = np.matmul(W.transpose(1, 0, 2), U[t + tau].transpose(0, 2, 1).astype(np.float32)).transpose(1, 0, 2)
+            W = np.matmul(
+                W.transpose(1, 0, 2), U[t + tau].transpose(0, 2, 1).astype(np.float32)
+            ).transpose(1, 0, 2)
         for name, value in zip(("z", "var", "kurtosis"), coordinate_moments(W)):
             out[name][t, t + tau] = value
     return PairStatistics(**out, basis="singular" if U is None else "raw")
@@ -108,7 +123,10 @@ def fit_variance(log_var: np.ndarray, mask: np.ndarray) -> dict:
     any function of it: 1 means "depends on t + tau only") and the number of pairs.
     """
     fits = fit_laws(log_var, mask)
-    return {**{name: float(value) for name, value in fits.items()}, "n_pairs": int(mask.sum())}
+    return {
+        **{name: float(value) for name, value in fits.items()},
+        "n_pairs": int(mask.sum()),
+    }
 
 
 def fit_laws(log_var: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -119,13 +137,20 @@ def fit_laws(log_var: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
     x = arrival - arrival.mean()
     slope = (y @ x) / (x @ x)
     intercept = y.mean(-1) - slope * arrival.mean()
-    centred = y - y.mean(-1, keepdims=True)
-    total = np.sum(centred ** 2, -1)
-    r2 = 1.0 - np.sum((centred - slope[..., None] * x) ** 2, -1) / total
-    groups = (arrival[:, None] == np.unique(arrival)[None]).astype(np.float64)  # (P, G) one-hot
+    centered = y - y.mean(-1, keepdims=True)
+    total = np.sum(centered**2, -1)
+    r2 = 1.0 - np.sum((centered - slope[..., None] * x) ** 2, -1) / total
+    groups = (arrival[:, None] == np.unique(arrival)[None]).astype(
+        np.float64
+    )  # (P, G) one-hot
     group_mean = (y @ groups) / groups.sum(0)
     arrival_r2 = 1.0 - np.sum((y - group_mean @ groups.T) ** 2, -1) / total
-    return {"alpha": np.exp(intercept), "lambda": slope, "r2": r2, "arrival_r2": arrival_r2}
+    return {
+        "alpha": np.exp(intercept),
+        "lambda": slope,
+        "r2": r2,
+        "arrival_r2": arrival_r2,
+    }
 
 
 def fit_accumulated(log_var: np.ndarray, mask: np.ndarray) -> dict:
@@ -139,8 +164,11 @@ def fit_accumulated(log_var: np.ndarray, mask: np.ndarray) -> dict:
     y, tau = log_var[t, arrival], arrival - t
     start = fit_variance(log_var, mask)
     misfit = lambda p: p[0] + p[1] * arrival + np.log(-np.expm1(-p[1] * tau)) - y
-    p = least_squares(misfit, [np.log(start["alpha"]), max(start["lambda"], 1e-3)],
-                      bounds=([-np.inf, 1e-6], [np.inf, np.inf])).x
+    p = least_squares(
+        misfit,
+        [np.log(start["alpha"]), max(start["lambda"], 1e-3)],
+        bounds=([-np.inf, 1e-6], [np.inf, np.inf]),
+    ).x
     r2 = 1.0 - np.sum(misfit(p) ** 2) / np.sum((y - y.mean()) ** 2)
     return {"alpha": float(np.exp(p[0])), "lambda": float(p[1]), "r2": float(r2)}
 
@@ -177,43 +205,62 @@ class ResampledPairs:
         return np.log(self.trace / self.spread[:, None, :])
 
 
-def resampled_pairs(Y: np.ndarray, S: np.ndarray, layers, weights: np.ndarray,
-                    progress: bool = True) -> ResampledPairs:
+def resampled_pairs(
+    Y: np.ndarray, S: np.ndarray, layers, weights: np.ndarray, progress: bool = True
+) -> ResampledPairs:
     """`ResampledPairs` for every pair t < t + tau of `layers` (consecutive integers) from Y `(N, T, k)`
     (`singular_coordinates`) and aligned S `(T, k)`, for each row of `weights` `(B, N)` (how many times each
     pilot is drawn; row 0 all ones for the sample itself). The bases are held fixed; each resample's moments
     are weighted sums over pilots, one `(B, N) x (N, len(t) k)` product per power and tau, of coordinates
-    centred on the whole sample's mean (numerically stable in float32)."""
+    centered on the whole sample's mean (numerically stable in float32)."""
     layers = np.asarray(layers)
     N, T, k = Y.shape
     rows = weights.astype(np.float32)
     n = weights.sum(1)  # (B,)
-    distinct = n ** 2 - np.sum(weights ** 2, 1)  # ordered pairs of distinct draws
-    out = {name: np.full((len(rows), T, T), np.nan) for name in ("trace", "mean_log_var", "offset", "kurtosis")}
-    for tau in tqdm(range(1, len(layers)), desc="resampled residuals", unit="tau", disable=not progress):
+    distinct = n**2 - np.sum(weights**2, 1)  # ordered pairs of distinct draws
+    out = {
+        name: np.full((len(rows), T, T), np.nan)
+        for name in ("trace", "mean_log_var", "offset", "kurtosis")
+    }
+    for tau in tqdm(
+        range(1, len(layers)),
+        desc="resampled residuals",
+        unit="tau",
+        disable=not progress,
+    ):
         t = layers[:-tau]
         W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
-        centre = W.mean(0)
-        Wc = (W - centre).reshape(N, -1)
-        s1, s2, s3, s4 = ((rows @ Wc ** p).astype(np.float64) / n[:, None] for p in (1, 2, 3, 4))
-        var = s2 - s1 ** 2
-        m4 = s4 - 4 * s1 * s3 + 6 * s1 ** 2 * s2 - 3 * s1 ** 4
+        center = W.mean(0)
+        Wc = (W - center).reshape(N, -1)
+        s1, s2, s3, s4 = (
+            (rows @ Wc**p).astype(np.float64) / n[:, None] for p in (1, 2, 3, 4)
+        )
+        var = s2 - s1**2
+        m4 = s4 - 4 * s1 * s3 + 6 * s1**2 * s2 - 3 * s1**4
         var, m4, s1 = (a.reshape(len(rows), len(t), k) for a in (var, m4, s1))
         trace = var.sum(-1)
-        mean = centre.astype(np.float64)[None] + s1  # (B, len(t), k)
-        self_pairs = (rows ** 2) @ np.einsum("ntk,ntk->nt", W, W)  # sum of c_n^2 |w_n|^2, (B, len(t))
-        mean_sq = (n[:, None] ** 2 * np.sum(mean ** 2, -1) - self_pairs) / distinct[:, None]
+        mean = center.astype(np.float64)[None] + s1  # (B, len(t), k)
+        self_pairs = (rows**2) @ np.einsum(
+            "ntk,ntk->nt", W, W
+        )  # sum of c_n^2 |w_n|^2, (B, len(t))
+        mean_sq = (n[:, None] ** 2 * np.sum(mean**2, -1) - self_pairs) / distinct[
+            :, None
+        ]
         out["trace"][:, t, t + tau] = trace
         out["mean_log_var"][:, t, t + tau] = np.log(var).mean(-1)
         out["offset"][:, t, t + tau] = mean_sq / trace
         out["kurtosis"][:, t, t + tau] = np.sum(m4 / var, -1) / trace - 3.0
     Yc = Y - Y.mean(0)
-    s1 = (rows @ Yc.reshape(N, -1)).astype(np.float64).reshape(len(rows), T, k) / n[:, None, None]
+    s1 = (rows @ Yc.reshape(N, -1)).astype(np.float64).reshape(len(rows), T, k) / n[
+        :, None, None
+    ]
     s2 = (rows @ np.einsum("ntk,ntk->nt", Yc, Yc)).astype(np.float64) / n[:, None]
-    return ResampledPairs(**out, spread=s2 - np.sum(s1 ** 2, -1), k=k)
+    return ResampledPairs(**out, spread=s2 - np.sum(s1**2, -1), k=k)
 
 
-def percentile_estimate(values: np.ndarray, n: int, *, unit: str, level: float = LEVEL) -> Estimate:
+def percentile_estimate(
+    values: np.ndarray, n: int, *, unit: str, level: float = LEVEL
+) -> Estimate:
     """The `Estimate` of a statistic evaluated on the whole sample (`values[0]`) and on bootstrap resamples
     (`values[1:]`, e.g. the rows after the first of `ResampledPairs`): percentile interval of the resamples, as
     `lotlib.intervals.bootstrap` gives (non-finite resamples dropped), over `n` units of `unit`."""
@@ -239,10 +286,12 @@ def offdiagonal_correlation(W: np.ndarray, weights: np.ndarray) -> np.ndarray:
     its diagonal terms estimates sum_{i != j} rho_ij^2), so independent coordinates give about 0 at any sample
     size (a negative estimate reads as 0). Coordinates are standardized by the whole sample (held fixed)."""
     Z = (W - W.mean(0)) / W.std(0)
-    squares = Z ** 2
+    squares = Z**2
     A = (Z @ Z.T) ** 2 - squares @ squares.T  # (N, N)
-    pairs = np.einsum("bn,nm,bm->b", weights, A, weights) - (weights ** 2) @ np.diagonal(A)
-    count = weights.sum(1) ** 2 - np.sum(weights ** 2, 1)
+    pairs = np.einsum("bn,nm,bm->b", weights, A, weights) - (weights**2) @ np.diagonal(
+        A
+    )
+    count = weights.sum(1) ** 2 - np.sum(weights**2, 1)
     d = W.shape[1]
     return np.sqrt(np.clip(pairs / count / (d * (d - 1)), 0.0, None))
 

@@ -12,6 +12,7 @@ Both score each pilot twice: KL(p_K || p) in nats, and how many of the `top` mos
 are among those of p (the authors' downstream reading, top-5 at K = D/4 against K = D). Everything runs on
 the model's device; the scores come back as numpy arrays on the CPU.
 """
+
 from __future__ import annotations
 
 import copy
@@ -57,8 +58,15 @@ def top_overlap(logp: Tensor, logq: Tensor, top: int = 5) -> Tensor:
 
 
 @torch.inference_mode()
-def truncation_scores(view: ModelView, x: np.ndarray, basis: np.ndarray, ks: list[int], top: int = 5,
-                      batch_size: int = 256, progress: bool = True) -> Truncation:
+def truncation_scores(
+    view: ModelView,
+    x: np.ndarray,
+    basis: np.ndarray,
+    ks: list[int],
+    top: int = 5,
+    batch_size: int = 256,
+    progress: bool = True,
+) -> Truncation:
     """KL(p_K || p) and top-`top` overlap for each K in `ks` (last-layer protocol).
 
     x: last-layer states before the final norm `(n, D)`; basis: `(D, k)` orthonormal columns sorted by
@@ -66,41 +74,68 @@ def truncation_scores(view: ModelView, x: np.ndarray, basis: np.ndarray, ks: lis
     """
     B = torch.as_tensor(basis, dtype=torch.float32, device=view.device)
     divergence, overlap = np.empty((len(ks), len(x))), np.empty((len(ks), len(x)))
-    for start in tqdm(range(0, len(x), batch_size), desc="truncated KL", disable=not progress):
-        rows = torch.as_tensor(x[start:start + batch_size], dtype=torch.float32, device=view.device)
+    for start in tqdm(
+        range(0, len(x), batch_size), desc="truncated KL", disable=not progress
+    ):
+        rows = torch.as_tensor(
+            x[start : start + batch_size], dtype=torch.float32, device=view.device
+        )
         logp = next_token_logprobs(view, rows)
         coords = rows @ B
         for j, K in enumerate(ks):
             truncated = next_token_logprobs(view, coords[:, :K] @ B[:, :K].T)
-            divergence[j, start:start + len(rows)] = kl(truncated, logp).cpu().numpy()
-            overlap[j, start:start + len(rows)] = top_overlap(truncated, logp, top).cpu().numpy()
+            divergence[j, start : start + len(rows)] = kl(truncated, logp).cpu().numpy()
+            overlap[j, start : start + len(rows)] = (
+                top_overlap(truncated, logp, top).cpu().numpy()
+            )
     return Truncation(list(ks), divergence, overlap, top)
 
 
-def truncated_kl(view: ModelView, x: np.ndarray, basis: np.ndarray, ks: list[int], batch_size: int = 256,
-                 progress: bool = True) -> np.ndarray:
+def truncated_kl(
+    view: ModelView,
+    x: np.ndarray,
+    basis: np.ndarray,
+    ks: list[int],
+    batch_size: int = 256,
+    progress: bool = True,
+) -> np.ndarray:
     """KL(p_K || p) for each K in `ks`, `(len(ks), n)` (the `kl` of `truncation_scores`).
 
     x: last-layer states before the final norm `(n, D)`; basis: `(D, k)` singular vectors sorted by
     decreasing singular value. p_K is the distribution of x projected on the first K columns.
     """
-    return truncation_scores(view, x, basis, ks, batch_size=batch_size, progress=progress).kl
+    return truncation_scores(
+        view, x, basis, ks, batch_size=batch_size, progress=progress
+    ).kl
 
 
 @torch.inference_mode()
-def consecutive_kl(view: ModelView, x: np.ndarray, batch_size: int = 256, progress: bool = True) -> np.ndarray:
+def consecutive_kl(
+    view: ModelView, x: np.ndarray, batch_size: int = 256, progress: bool = True
+) -> np.ndarray:
     """KL(p_{i+1} || p_i) between the true distributions of consecutive pseudo-sentences, `(n - 1,)`."""
     out = np.empty(len(x) - 1)
-    for start in tqdm(range(0, len(x) - 1, batch_size), desc="consecutive KL", disable=not progress):
-        rows = torch.as_tensor(x[start:start + batch_size + 1], dtype=torch.float32, device=view.device)
+    for start in tqdm(
+        range(0, len(x) - 1, batch_size), desc="consecutive KL", disable=not progress
+    ):
+        rows = torch.as_tensor(
+            x[start : start + batch_size + 1], dtype=torch.float32, device=view.device
+        )
         logp = next_token_logprobs(view, rows)
-        out[start:start + len(logp) - 1] = kl(logp[1:], logp[:-1]).cpu().numpy()
+        out[start : start + len(logp) - 1] = kl(logp[1:], logp[:-1]).cpu().numpy()
     return out
 
 
 @torch.inference_mode()
-def propagated_truncation(model: Model, ids: np.ndarray, bases: np.ndarray, ks: list[int], top: int = 5,
-                          batch_size: int = 32, progress: bool = True) -> Truncation:
+def propagated_truncation(
+    model: Model,
+    ids: np.ndarray,
+    bases: np.ndarray,
+    ks: list[int],
+    top: int = 5,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> Truncation:
     """KL(p_K || p) and top-`top` overlap, `(len(ks), n)`, when the pilot is truncated after every block
     and propagated.
 
@@ -115,26 +150,49 @@ def propagated_truncation(model: Model, ids: np.ndarray, bases: np.ndarray, ks: 
     bases = torch.as_tensor(bases, dtype=torch.float32, device=view.device)
     ids = np.asarray(ids, dtype=np.int64)
     divergence, overlap = np.empty((len(ks), len(ids))), np.empty((len(ks), len(ids)))
-    for start in tqdm(range(0, len(ids), batch_size), desc="propagated truncation", disable=not progress):
-        batch = ids[start:start + batch_size]
+    for start in tqdm(
+        range(0, len(ids), batch_size),
+        desc="propagated truncation",
+        disable=not progress,
+    ):
+        batch = ids[start : start + batch_size]
         prefix = view.prefix_cache(batch[:, :-1])
         pilot = batch[:, -1:]
-        logp = next_token_logprobs(view, _pilot_last_state(view, pilot, copy.deepcopy(prefix), None))
+        logp = next_token_logprobs(
+            view, _pilot_last_state(view, pilot, copy.deepcopy(prefix), None)
+        )
         for j, K in enumerate(ks):
-            truncated = next_token_logprobs(view, _pilot_last_state(view, pilot, copy.deepcopy(prefix), bases[:, :, :K]))
-            divergence[j, start:start + len(batch)] = kl(truncated, logp).cpu().numpy()
-            overlap[j, start:start + len(batch)] = top_overlap(truncated, logp, top).cpu().numpy()
+            truncated = next_token_logprobs(
+                view,
+                _pilot_last_state(view, pilot, copy.deepcopy(prefix), bases[:, :, :K]),
+            )
+            divergence[j, start : start + len(batch)] = (
+                kl(truncated, logp).cpu().numpy()
+            )
+            overlap[j, start : start + len(batch)] = (
+                top_overlap(truncated, logp, top).cpu().numpy()
+            )
     return Truncation(list(ks), divergence, overlap, top)
 
 
-def propagated_truncated_kl(model: Model, ids: np.ndarray, bases: np.ndarray, ks: list[int],
-                            batch_size: int = 32, progress: bool = True) -> np.ndarray:
+def propagated_truncated_kl(
+    model: Model,
+    ids: np.ndarray,
+    bases: np.ndarray,
+    ks: list[int],
+    batch_size: int = 32,
+    progress: bool = True,
+) -> np.ndarray:
     """KL(p_K || p), `(len(ks), n)`, when the pilot is truncated after every block and propagated (the `kl`
     of `propagated_truncation`, which documents the protocol)."""
-    return propagated_truncation(model, ids, bases, ks, batch_size=batch_size, progress=progress).kl
+    return propagated_truncation(
+        model, ids, bases, ks, batch_size=batch_size, progress=progress
+    ).kl
 
 
-def _pilot_last_state(view: ModelView, pilot: np.ndarray, cache, bases: Tensor | None) -> Tensor:
+def _pilot_last_state(
+    view: ModelView, pilot: np.ndarray, cache, bases: Tensor | None
+) -> Tensor:
     """The pilot's x(L) `(n, D)` after one cached step; with `bases` `(L+1, D, K)` (float32, on the model's
     device), block t's output is replaced by its projection onto the columns of `bases[t]`, for t = 1..L,
     computed in float32 and handed back in the model's dtype."""

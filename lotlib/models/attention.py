@@ -1,4 +1,5 @@
 """Attention rebuilt head by head from a view's per-head matrices."""
+
 from __future__ import annotations
 
 import torch
@@ -7,8 +8,12 @@ from torch import Tensor
 from .view import ModelView
 
 
-def head_outputs(view: ModelView, layer: int, x: Tensor,
-                 position_embeddings: tuple[Tensor, Tensor] | None = None) -> Tensor:
+def head_outputs(
+    view: ModelView,
+    layer: int,
+    x: Tensor,
+    position_embeddings: tuple[Tensor, Tensor] | None = None,
+) -> Tensor:
     """Each head's write to the residual stream, `(B, H, T, d)`, from normalized input `x` `(B, T, d)`.
 
     `heads.b_O + head_outputs(...).sum(1)` equals the attention module's output (causal mask,
@@ -25,7 +30,10 @@ def head_outputs(view: ModelView, layer: int, x: Tensor,
     q, k = view.rotate(q, k, position_embeddings)
     scores = q @ k.transpose(-1, -2) * w.scaling
     T = x.shape[1]
-    i, j = torch.arange(T, device=x.device)[:, None], torch.arange(T, device=x.device)[None, :]
+    i, j = (
+        torch.arange(T, device=x.device)[:, None],
+        torch.arange(T, device=x.device)[None, :],
+    )
     allowed = j <= i
     if w.sliding_window is not None:
         allowed &= i - j < w.sliding_window

@@ -14,6 +14,7 @@ read from its configuration (no weights loaded), before any slow work. A chapter
 with the loaded model through `block_indices`, `layer_index`, `pilot_count` and `check_context`, which
 raise the same messages: the parameter, the model's L or D, and the valid range.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,7 +49,9 @@ def model_shape(name: str) -> Shape:
     config = load_config(name)
     layers = config.get("num_hidden_layers") or config.get("n_layer")
     width = config.get("hidden_size") or config.get("n_embd")
-    return Shape(name, int(layers), int(width), context_length(config), int(config["vocab_size"]))
+    return Shape(
+        name, int(layers), int(width), context_length(config), int(config["vocab_size"])
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -60,38 +63,57 @@ def _index(value, count: int, param: str, what: str, middle: int, model: str) ->
     valid = f"{what}s 0..{count - 1}, -{count}..-1 from the end, or {'/'.join(NAMES)}"
     if isinstance(value, str):
         if value not in named:
-            raise ParameterError(f"parameter {param} = {value!r} is not a {what}; valid: {valid}")
+            raise ParameterError(
+                f"parameter {param} = {value!r} is not a {what}; valid: {valid}"
+            )
         return named[value]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ParameterError(f"parameter {param} = {value!r} is not a {what} index; valid: {valid}")
+        raise ParameterError(
+            f"parameter {param} = {value!r} is not a {what} index; valid: {valid}"
+        )
     if not -count <= value < count:
-        raise ParameterError(f"parameter {param} = {value} is out of range: {model} has {count} {what}s; "
-                             f"valid: {valid}")
+        raise ParameterError(
+            f"parameter {param} = {value} is out of range: {model} has {count} {what}s; "
+            f"valid: {valid}"
+        )
     return value % count
 
 
-def layer_index(value, n_layers: int, param: str = "layer", model: str = "the model") -> int:
+def layer_index(
+    value, n_layers: int, param: str = "layer", model: str = "the model"
+) -> int:
     """Index t of the states x(0..L), L = `n_layers` ("middle" = L // 2, "last" = L)."""
     return _index(value, n_layers + 1, param, "layer", n_layers // 2, model)
 
 
-def block_index(value, n_layers: int, param: str = "block", model: str = "the model") -> int:
+def block_index(
+    value, n_layers: int, param: str = "block", model: str = "the model"
+) -> int:
     """Index of a block 0..L-1 ("middle" = (L - 1) // 2, "last" = L - 1)."""
     return _index(value, n_layers, param, "block", (n_layers - 1) // 2, model)
 
 
-def block_indices(values, n_layers: int, param: str = "blocks", model: str = "the model") -> list[int]:
+def block_indices(
+    values, n_layers: int, param: str = "blocks", model: str = "the model"
+) -> list[int]:
     """Block indices resolved with `block_index`."""
     return [block_index(v, n_layers, param, model) for v in values]
 
 
-def layer_indices(values, n_layers: int, param: str = "layers", model: str = "the model") -> list[int]:
+def layer_indices(
+    values, n_layers: int, param: str = "layers", model: str = "the model"
+) -> list[int]:
     """Layer indices resolved with `layer_index`."""
     return [layer_index(v, n_layers, param, model) for v in values]
 
 
-def pilot_count(value, d_model: int, param: str = "n_s", at_least_width: bool = False,
-                model: str = "the model") -> int | None:
+def pilot_count(
+    value,
+    d_model: int,
+    param: str = "n_s",
+    at_least_width: bool = False,
+    model: str = "the model",
+) -> int | None:
     """A count of pseudo-sentences: a positive int, or "D" / "kD" (k times the width D, rounded up). None
     stays None (all of the corpus). With `at_least_width` a number below D is refused."""
     if value is None:
@@ -99,30 +121,51 @@ def pilot_count(value, d_model: int, param: str = "n_s", at_least_width: bool = 
     if isinstance(value, str):
         match = WIDTH.match(value.replace(" ", ""))
         if not match:
-            raise ParameterError(f"parameter {param} = {value!r}: expected a number of pseudo-sentences or a "
-                                 f"multiple of the width D such as 'D' or '1.5D'")
+            raise ParameterError(
+                f"parameter {param} = {value!r}: expected a number of pseudo-sentences or a "
+                f"multiple of the width D such as 'D' or '1.5D'"
+            )
         value = math.ceil(float(match.group(1) or 1) * d_model)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ParameterError(f"parameter {param} = {value!r}: expected a positive number of pseudo-sentences")
+        raise ParameterError(
+            f"parameter {param} = {value!r}: expected a positive number of pseudo-sentences"
+        )
     if at_least_width and value < d_model:
-        raise ParameterError(f"parameter {param} = {value} is below D = {d_model}: this chapter needs at least "
-                             f"as many pilots as {model}'s width (a full basis); use {param} >= {d_model}, "
-                             f"'D', or None (all of the corpus)")
+        raise ParameterError(
+            f"parameter {param} = {value} is below D = {d_model}: this chapter needs at least "
+            f"as many pilots as {model}'s width (a full basis); use {param} >= {d_model}, "
+            f"'D', or None (all of the corpus)"
+        )
     return value
 
 
-def check_context(n_k: int, max_positions: int | None, bos: bool | None = False, param: str = "n_k",
-                  model: str = "the model") -> int:
+def check_context(
+    n_k: int,
+    max_positions: int | None,
+    bos: bool | None = False,
+    param: str = "n_k",
+    model: str = "the model",
+) -> int:
     """`n_k` tokens per pseudo-sentence (plus BOS) must fit the context length of `model`; `bos=None` (as the
     tokenizer does, not known before it loads) counts a BOS."""
     if isinstance(n_k, bool) or not isinstance(n_k, int) or n_k < 2:
-        raise ParameterError(f"parameter {param} = {n_k!r}: expected at least 2 tokens per pseudo-sentence "
-                             f"(a pilot and one token of context)")
+        raise ParameterError(
+            f"parameter {param} = {n_k!r}: expected at least 2 tokens per pseudo-sentence "
+            f"(a pilot and one token of context)"
+        )
     counted = int(bos is not False)
-    extra = "" if not counted else " plus BOS" if bos else " plus a BOS if the tokenizer adds one"
+    extra = (
+        ""
+        if not counted
+        else " plus BOS"
+        if bos
+        else " plus a BOS if the tokenizer adds one"
+    )
     if max_positions is not None and n_k + counted > max_positions:
-        raise ParameterError(f"parameter {param} = {n_k}{extra}: {model}'s context holds {max_positions} positions; "
-                             f"use {param} <= {max_positions - counted}")
+        raise ParameterError(
+            f"parameter {param} = {n_k}{extra}: {model}'s context holds {max_positions} positions; "
+            f"use {param} <= {max_positions - counted}"
+        )
     return n_k
 
 
@@ -173,12 +216,15 @@ class Block(Bounded):
 class Pilots(Bounded):
     """A number of pseudo-sentences, or a multiple of the width: "D", "1.5D"."""
 
-    description = "a number of pseudo-sentences or a multiple of the width ('D', '1.5D')"
+    description = (
+        "a number of pseudo-sentences or a multiple of the width ('D', '1.5D')"
+    )
 
     @staticmethod
     def accepts(value) -> bool:
         return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, str) and bool(WIDTH.match(value.replace(" ", ""))))
+            isinstance(value, str) and bool(WIDTH.match(value.replace(" ", "")))
+        )
 
     @staticmethod
     def check(value, shape, param, values):

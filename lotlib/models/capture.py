@@ -1,4 +1,5 @@
 """Per-layer trajectories taken during the forward pass (the final norm is never included)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +10,15 @@ from .loading import Model
 
 
 @torch.inference_mode()
-def capture(model: Model, ids: np.ndarray, *, all_positions: bool = False, batch_size: int = 32,
-            dtype: str = "float32", progress: bool = True) -> np.ndarray:
+def capture(
+    model: Model,
+    ids: np.ndarray,
+    *,
+    all_positions: bool = False,
+    batch_size: int = 32,
+    dtype: str = "float32",
+    progress: bool = True,
+) -> np.ndarray:
     """Residual-stream states of every sequence in `ids` `(N, T)`.
 
     x(0) is the input of block 0 (embeddings, plus positions where the model adds them); x(t) is
@@ -21,13 +29,19 @@ def capture(model: Model, ids: np.ndarray, *, all_positions: bool = False, batch
     view = model.view
     ids = np.asarray(ids, dtype=np.int64)
     if ids.ndim != 2 or ids.shape[1] < 1:
-        raise ValueError(f"ids must be a (N, T) array of token ids, got shape {ids.shape}")
+        raise ValueError(
+            f"ids must be a (N, T) array of token ids, got shape {ids.shape}"
+        )
     if batch_size < 1:
-        raise ValueError(f"batch_size must be a positive number of sequences, got {batch_size}")
+        raise ValueError(
+            f"batch_size must be a positive number of sequences, got {batch_size}"
+        )
     N, T = ids.shape
     L, d = view.n_layers, view.d_model
     if view.max_positions is not None and T > view.max_positions:
-        raise ValueError(f"sequences of {T} tokens exceed {model.name}'s context of {view.max_positions} positions")
+        raise ValueError(
+            f"sequences of {T} tokens exceed {model.name}'s context of {view.max_positions} positions"
+        )
     shape = (N, T, L + 1, d) if all_positions else (N, L + 1, d)
     out = np.empty(shape, dtype=np.dtype(dtype))
     where = slice(None) if all_positions else -1
@@ -37,7 +51,12 @@ def capture(model: Model, ids: np.ndarray, *, all_positions: bool = False, batch
         out[rows, ..., t, :] = hidden[:, where].to(torch.float32).cpu().numpy()
 
     with view.trace(store):
-        for start in tqdm(range(0, N, batch_size), desc=f"capture {model.name}", unit="batch", disable=not progress):
+        for start in tqdm(
+            range(0, N, batch_size),
+            desc=f"capture {model.name}",
+            unit="batch",
+            disable=not progress,
+        ):
             rows = slice(start, min(start + batch_size, N))
             view.run(ids[rows])
     return out

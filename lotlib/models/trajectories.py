@@ -16,6 +16,7 @@ Reading a finished entry takes no lock and writes nothing, so a cache on a read-
 every entry it holds. Filling an entry takes a lock beside it (parallel runs wait, then reuse the shards);
 a cache that cannot be written fails with one line naming the entry and LOTLIB_CACHE_DIR.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +40,9 @@ from .corpus import Corpus
 from .loading import Model
 
 CAPTURE_VERSION = 1  # bump when capture() changes what it returns
-SHARD = re.compile(r"^shard-(\d{5})(?:-([0-9a-f]{64}))?\.npy$")  # index, and the sha256 of the file's bytes
+SHARD = re.compile(
+    r"^shard-(\d{5})(?:-([0-9a-f]{64}))?\.npy$"
+)  # index, and the sha256 of the file's bytes
 
 
 class Shard(NamedTuple):
@@ -50,46 +53,95 @@ class Shard(NamedTuple):
     array: np.ndarray
 
 
-def cache_key(model: Model, corpus: Corpus, all_positions: bool, dtype: str, shard_size: int) -> dict:
+def cache_key(
+    model: Model, corpus: Corpus, all_positions: bool, dtype: str, shard_size: int
+) -> dict:
     """Everything an entry's content depends on."""
-    return {"model": model.name, "model_identity": model.identity, "model_dtype": model.dtype, "corpus": corpus.name,
-            "corpus_identity": corpus.identity, "n_s": corpus.n_s, "n_k": corpus.n_k,
-            "all_positions": all_positions, "dtype": dtype, "shard_size": shard_size,
-            "capture_version": CAPTURE_VERSION}
+    return {
+        "model": model.name,
+        "model_identity": model.identity,
+        "model_dtype": model.dtype,
+        "corpus": corpus.name,
+        "corpus_identity": corpus.identity,
+        "n_s": corpus.n_s,
+        "n_k": corpus.n_k,
+        "all_positions": all_positions,
+        "dtype": dtype,
+        "shard_size": shard_size,
+        "capture_version": CAPTURE_VERSION,
+    }
 
 
 def cache_folder(key: dict) -> Path:
     """The entry's folder: a readable model and corpus name, and a hash of `key`."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(key['model']).name}-{key['corpus'].split('(')[0]}")
+    readable = re.sub(
+        r"[^A-Za-z0-9_.-]+",
+        "_",
+        f"{Path(key['model']).name}-{key['corpus'].split('(')[0]}",
+    )
     return cache_dir() / "trajectories" / f"{readable}-{digest}"
 
 
-def trajectories(model: Model, corpus: Corpus, *, all_positions: bool = False, dtype: str = "float32",
-                 shard_size: int = 256, batch_size: int = 32, progress: bool = True) -> np.ndarray:
+def trajectories(
+    model: Model,
+    corpus: Corpus,
+    *,
+    all_positions: bool = False,
+    dtype: str = "float32",
+    shard_size: int = 256,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> np.ndarray:
     """Trajectories of `corpus` through `model`, `(N_s, L+1, d)`, from the disk cache when possible."""
     if corpus.n_s == 0:
-        raise ValueError(f"{corpus!r} is empty: there are no pseudo-sentences to extract (give a longer text "
-                         f"or n_s >= 1)")
+        raise ValueError(
+            f"{corpus!r} is empty: there are no pseudo-sentences to extract (give a longer text "
+            f"or n_s >= 1)"
+        )
     if batch_size < 1 or shard_size < 1:
-        raise ValueError(f"batch_size and shard_size must be at least 1 pseudo-sentence, got batch_size = "
-                         f"{batch_size}, shard_size = {shard_size}")
-    check_context(corpus.n_k, model.view.max_positions, param="the corpus's n_k", model=model.name)
+        raise ValueError(
+            f"batch_size and shard_size must be at least 1 pseudo-sentence, got batch_size = "
+            f"{batch_size}, shard_size = {shard_size}"
+        )
+    check_context(
+        corpus.n_k, model.view.max_positions, param="the corpus's n_k", model=model.name
+    )
     key = cache_key(model, corpus, all_positions, dtype, shard_size)
     folder = cache_folder(key)
     n_shards = -(-corpus.n_s // shard_size)
     shards, _ = _scan(folder, n_shards)
-    if len(shards) == n_shards:  # a finished entry: no lock, and nothing written unless the manifest is gone
+    if (
+        len(shards) == n_shards
+    ):  # a finished entry: no lock, and nothing written unless the manifest is gone
         with suppress(NotWritableError):
             _write_manifest(folder, shards)
     else:
         with file_lock(folder.with_name(folder.name + ".lock")):
-            shards = _fill(model, corpus, folder, key, all_positions, dtype, shard_size, batch_size, progress)
+            shards = _fill(
+                model,
+                corpus,
+                folder,
+                key,
+                all_positions,
+                dtype,
+                shard_size,
+                batch_size,
+                progress,
+            )
     return np.concatenate([shards[i].array for i in range(n_shards)])
 
 
-def walden_trajectories(model: str, n_k: int = 50, n_s: int | str | None = None, bos: bool | None = None, *,
-                        device: str = "auto", dtype: str = "float32", **options) -> tuple[Model, Corpus, np.ndarray]:
+def walden_trajectories(
+    model: str,
+    n_k: int = 50,
+    n_s: int | str | None = None,
+    bos: bool | None = None,
+    *,
+    device: str = "auto",
+    dtype: str = "float32",
+    **options,
+) -> tuple[Model, Corpus, np.ndarray]:
     """The chapters' usual start: load `model` on `device` in `dtype`, cut Walden into `(N_s, n_k)`
     pseudo-sentences (with BOS as the tokenizer does, unless `bos` says), and get their trajectories
     `(N_s, L+1, d)` from the cache (`options` go to `trajectories`). `n_s` is a count, a multiple of the width
@@ -100,13 +152,22 @@ def walden_trajectories(model: str, n_k: int = 50, n_s: int | str | None = None,
     lm = load_model(model, device=device, dtype=dtype)
     bos = bool(bos_prefix(lm.tokenizer, bos))
     check_context(n_k, lm.view.max_positions, bos, model=lm.name)
-    corpus = walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, lm.view.d_model, model=lm.name), bos=bos)
+    corpus = walden(
+        lm.tokenizer,
+        n_k=n_k,
+        n_s=pilot_count(n_s, lm.view.d_model, model=lm.name),
+        bos=bos,
+    )
     return lm, corpus, trajectories(lm, corpus, **options)
 
 
-def _scan(folder: Path, n_shards: int) -> tuple[dict[int, Shard], list[tuple[Path, str]]]:
+def _scan(
+    folder: Path, n_shards: int
+) -> tuple[dict[int, Shard], list[tuple[Path, str]]]:
     """The entry's shards that verify, by index, and the files that do not (with the reason). Writes nothing."""
-    recorded = _read_manifest(folder)  # only entries from before shards named their sha256 need it
+    recorded = _read_manifest(
+        folder
+    )  # only entries from before shards named their sha256 need it
     good, bad = {}, []
     for path in sorted(folder.glob("shard-*.npy")):
         match = SHARD.match(path.name)
@@ -114,8 +175,13 @@ def _scan(folder: Path, n_shards: int) -> tuple[dict[int, Shard], list[tuple[Pat
             continue
         expected = match[2] or recorded.get(path.name)
         if expected is None:
-            bad.append((path, "has no recorded sha256 (an entry from before shards named their sha256, "
-                              "whose manifest.json is gone)"))
+            bad.append(
+                (
+                    path,
+                    "has no recorded sha256 (an entry from before shards named their sha256, "
+                    "whose manifest.json is gone)",
+                )
+            )
             continue
         try:
             payload = path.read_bytes()
@@ -128,25 +194,58 @@ def _scan(folder: Path, n_shards: int) -> tuple[dict[int, Shard], list[tuple[Pat
     return good, bad
 
 
-def _fill(model: Model, corpus: Corpus, folder: Path, key: dict, all_positions: bool, dtype: str,
-          shard_size: int, batch_size: int, progress: bool) -> dict[int, Shard]:
+def _fill(
+    model: Model,
+    corpus: Corpus,
+    folder: Path,
+    key: dict,
+    all_positions: bool,
+    dtype: str,
+    shard_size: int,
+    batch_size: int,
+    progress: bool,
+) -> dict[int, Shard]:
     """Compute the entry's missing shards (called under the entry's lock)."""
     n_shards = -(-corpus.n_s // shard_size)
-    shards, bad = _scan(folder, n_shards)  # another process may have filled it while we waited
+    shards, bad = _scan(
+        folder, n_shards
+    )  # another process may have filled it while we waited
     for path, reason in bad:
-        warnings.warn(f"trajectory cache shard {path} {reason}; recomputing it", stacklevel=3)
+        warnings.warn(
+            f"trajectory cache shard {path} {reason}; recomputing it", stacklevel=3
+        )
         path.unlink(missing_ok=True)
-    if not (folder / "key.json").exists():  # what the entry holds, for people browsing the cache
-        write_text_atomic(folder / "key.json", json.dumps(key, indent=1, sort_keys=True))
+    if not (
+        folder / "key.json"
+    ).exists():  # what the entry holds, for people browsing the cache
+        write_text_atomic(
+            folder / "key.json", json.dumps(key, indent=1, sort_keys=True)
+        )
     missing = [i for i in range(n_shards) if i not in shards]
-    for index in tqdm(missing, desc=f"trajectories {model.name} / {corpus.name}", unit="shard", disable=not progress):
-        array = capture(model, corpus.ids[index * shard_size:(index + 1) * shard_size], all_positions=all_positions,
-                        batch_size=batch_size, dtype=dtype, progress=False)
+    for index in tqdm(
+        missing,
+        desc=f"trajectories {model.name} / {corpus.name}",
+        unit="shard",
+        disable=not progress,
+    ):
+        array = capture(
+            model,
+            corpus.ids[index * shard_size : (index + 1) * shard_size],
+            all_positions=all_positions,
+            batch_size=batch_size,
+            dtype=dtype,
+            progress=False,
+        )
         payload = _npy_bytes(array)
         sha = hashlib.sha256(payload).hexdigest()
-        path = write_atomic(folder / f"shard-{index:05d}-{sha}.npy", lambda tmp: tmp.write_bytes(payload))
+        path = write_atomic(
+            folder / f"shard-{index:05d}-{sha}.npy",
+            lambda tmp: tmp.write_bytes(payload),
+        )
         shards[index] = Shard(path, sha, array)
-        _write_manifest(folder, shards)  # after each shard: an interrupted extraction lists what it finished
+        _write_manifest(
+            folder, shards
+        )  # after each shard: an interrupted extraction lists what it finished
     _write_manifest(folder, shards)
     return shards
 
@@ -162,7 +261,9 @@ def _write_manifest(folder: Path, shards: dict[int, Shard]) -> None:
     """`manifest.json`: shard file name -> sha256 of the shards in `shards`, written when it differs."""
     manifest = {s.path.name: s.sha256 for s in shards.values()}
     if _read_manifest(folder) != manifest:
-        write_text_atomic(folder / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
+        write_text_atomic(
+            folder / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True)
+        )
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

@@ -10,6 +10,7 @@ on the model's device. Weight matrices follow one convention, `x @ W`:
 
 Grouped-query attention is expanded: query head h uses key/value head h // (H / H_kv).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -37,7 +38,7 @@ KINDS = ("layer", "rms")
 
 @dataclass(frozen=True)
 class Norm:
-    """LayerNorm (`kind="layer"`: centre, scale, gamma, beta) or RMSNorm (`kind="rms"`: scale, gamma).
+    """LayerNorm (`kind="layer"`: center, scale, gamma, beta) or RMSNorm (`kind="rms"`: scale, gamma).
 
     `gamma` is the effective scale (Gemma stores gamma - 1); `beta` is None for RMSNorm. Every operation
     runs on the device of its input, in float32 (float64 for `second_moment` and `predicted_norm`).
@@ -51,7 +52,7 @@ class Norm:
 
     @classmethod
     def unit(cls, kind: str, d: int, eps: float) -> Norm:
-        """A norm without gamma and beta (gamma = 1): only the centring (LayerNorm) and the scaling."""
+        """A norm without gamma and beta (gamma = 1): only the centering (LayerNorm) and the scaling."""
         if kind not in KINDS:
             raise ValueError(f"norm kind must be one of {KINDS}, got {kind!r}")
         return cls(kind, torch.ones(d), None, eps)
@@ -65,16 +66,21 @@ class Norm:
     def restrict(self, coords) -> Norm:
         """The same norm acting on a few coordinates only (gamma and beta restricted to `coords`)."""
         coords = list(coords)
-        return Norm(self.kind, self.gamma[coords], None if self.beta is None else self.beta[coords], self.eps)
+        return Norm(
+            self.kind,
+            self.gamma[coords],
+            None if self.beta is None else self.beta[coords],
+            self.eps,
+        )
 
     @property
-    def centres(self) -> bool:
+    def centers(self) -> bool:
         """True when the norm projects on the hyperplane x . 1 = 0 before scaling (LayerNorm)."""
         return self.kind == "layer"
 
     def center(self, x: Tensor) -> Tensor:
         """The projection on the hyperplane x . 1 = 0 for LayerNorm, the identity for RMSNorm: `(..., d)`."""
-        return x - x.mean(-1, keepdim=True) if self.centres else x
+        return x - x.mean(-1, keepdim=True) if self.centers else x
 
     def second_moment(self, x: Tensor) -> Tensor:
         """What the norm divides by before eps: variance (LayerNorm) or mean square (RMSNorm), float64 `(...)`."""
@@ -154,7 +160,11 @@ class ModelView:
             self.W_E = self.base.embed_tokens.weight
             self.W_P = None
             self._final_norm_module = self.base.norm
-        scale = getattr(self.base.embed_tokens, "scalar_embed_scale", 1.0) if self.family == "gemma" else 1.0
+        scale = (
+            getattr(self.base.embed_tokens, "scalar_embed_scale", 1.0)
+            if self.family == "gemma"
+            else 1.0
+        )
         self.embed_scale = float(scale)
         self._softcap = getattr(hf.config, "final_logit_softcapping", None)
         unembed = hf.get_output_embeddings()
@@ -194,7 +204,9 @@ class ModelView:
 
     # the residual stream's input and the readout -------------------------------------------------
     @torch.no_grad()
-    def embed(self, ids: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+    def embed(
+        self, ids: Tensor | None = None, positions: Tensor | None = None
+    ) -> Tensor:
         """The residual stream's input for token `ids` `(...)` (all tokens when None): the embedding row times
         the model's embedding scale (Gemma: sqrt(d)), plus the learned position embedding at `positions`
         `(...)` where the model has one (GPT-2) and positions are given. `(..., d)` float32 on the model's device.
@@ -203,14 +215,22 @@ class ModelView:
         rows = E if ids is None else E[torch.as_tensor(ids, device=self.device)]
         x = rows.float() * self.embed_scale
         if positions is not None and self.W_P is not None:
-            x = x + self.W_P.detach()[torch.as_tensor(positions, device=self.device)].float()
+            x = (
+                x
+                + self.W_P.detach()[
+                    torch.as_tensor(positions, device=self.device)
+                ].float()
+            )
         return x
 
     @torch.no_grad()
     def unembedding(self) -> tuple[Tensor, Tensor | None]:
         """The rows logits are read against, `(V, d)` (W_U^T: W_E itself when tied), and the bias b_U `(V,)`
         or None; float32 on the model's device."""
-        return self.W_U.detach().float().T, None if self.b_U is None else self.b_U.detach().float()
+        return (
+            self.W_U.detach().float().T,
+            None if self.b_U is None else self.b_U.detach().float(),
+        )
 
     @torch.no_grad()
     def logits(self, states: Tensor) -> Tensor:
@@ -224,7 +244,11 @@ class ModelView:
     def finish_logits(self, raw: Tensor) -> Tensor:
         """What the model does to y @ W_U + b_U before it calls them logits: the soft cap
         cap * tanh(raw / cap) of models that have one (Gemma 2), the identity otherwise. Monotone."""
-        return raw if self._softcap is None else torch.tanh(raw / self._softcap) * self._softcap
+        return (
+            raw
+            if self._softcap is None
+            else torch.tanh(raw / self._softcap) * self._softcap
+        )
 
     # the forward pass --------------------------------------------------------------------------
     @torch.no_grad()
@@ -232,24 +256,33 @@ class ModelView:
         """The base model (no LM head) on token ids `(N, T)` placed on the model's device. With `cache` (from
         `prefix_cache`) the ids continue the cached positions; `use_cache` is off unless given."""
         ids = torch.as_tensor(ids, dtype=torch.long).to(self.device)
-        if cache is not None:  # transformers names it `cache` from 5.2x on, `past_key_values` before
+        if (
+            cache is not None
+        ):  # transformers names it `cache` from 5.2x on, `past_key_values` before
             kwargs = {"use_cache": True, **kwargs, self._cache_keyword: cache}
         return self.base(input_ids=ids, **{"use_cache": False, **kwargs})
 
     def prefix_cache(self, ids):
         """The key-value cache of a forward pass over token ids `(N, T)`, for `run(more_ids, cache=...)`."""
         out = self.run(ids, use_cache=True)
-        return out["cache"] if self._cache_keyword == "cache" else out["past_key_values"]
+        return (
+            out["cache"] if self._cache_keyword == "cache" else out["past_key_values"]
+        )
 
     @property
     def _cache_keyword(self) -> str:
-        return "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"
+        return (
+            "cache"
+            if "cache" in inspect.signature(self.base.forward).parameters
+            else "past_key_values"
+        )
 
     @contextmanager
     def trace(self, visit: Callable[[int, Tensor], Tensor | None]) -> Iterator[None]:
         """Inside the `with` block, every forward pass calls `visit(t, x)` with x(0), block 0's input, and x(t),
         block t's output, t = 1..L, each `(B, T, d)` (the block's own output, whatever container the block
         returns it in). When `visit` returns a tensor for t >= 1, it replaces block t's output."""
+
         def input_hook(module, args, kwargs):
             visit(0, args[0] if args else kwargs["hidden_states"])
 
@@ -261,8 +294,10 @@ class ModelView:
             return (new, *output[1:]) if isinstance(output, tuple) else new
 
         hooks = [self.blocks[0].register_forward_pre_hook(input_hook, with_kwargs=True)]
-        hooks += [block.register_forward_hook(lambda m, a, o, t=t: output_hook(m, a, o, t))
-                  for t, block in enumerate(self.blocks, start=1)]
+        hooks += [
+            block.register_forward_hook(lambda m, a, o, t=t: output_hook(m, a, o, t))
+            for t, block in enumerate(self.blocks, start=1)
+        ]
         try:
             yield
         finally:
@@ -277,7 +312,9 @@ class ModelView:
     def block_norm(self, layer: int) -> Norm:
         """The norm that block `layer` applies to its input before attention."""
         block = self.blocks[layer]
-        return self._norm(block.ln_1 if self.family == "gpt2" else block.input_layernorm)
+        return self._norm(
+            block.ln_1 if self.family == "gpt2" else block.input_layernorm
+        )
 
     def reading_norms(self) -> list[Norm]:
         """The norm that reads x(t), t = 0..L: block t's input norm for t < L, the final norm at t = L."""
@@ -285,10 +322,14 @@ class ModelView:
 
     def _norm(self, module: nn.Module) -> Norm:
         if isinstance(module, nn.LayerNorm):
-            return Norm("layer", module.weight.detach(), module.bias.detach(), module.eps)
+            return Norm(
+                "layer", module.weight.detach(), module.bias.detach(), module.eps
+            )
         gamma = module.weight.detach()
         eps = getattr(module, "variance_epsilon", None) or getattr(module, "eps")
-        return Norm("rms", gamma + 1.0 if self.family == "gemma" else gamma, None, float(eps))
+        return Norm(
+            "rms", gamma + 1.0 if self.family == "gemma" else gamma, None, float(eps)
+        )
 
     # attention ---------------------------------------------------------------------------------
     def attention(self, layer: int) -> nn.Module:
@@ -302,24 +343,48 @@ class ModelView:
         if self.family == "gpt2":
             W = attn.c_attn.weight  # Conv1D: (d, 3d), x @ W + b
             b = attn.c_attn.bias
-            W_Q, W_K, W_V = (W[:, i * d:(i + 1) * d].reshape(d, H, dh).permute(1, 0, 2) for i in range(3))
-            b_Q, b_K, b_V = (b[i * d:(i + 1) * d].reshape(H, dh) for i in range(3))
+            W_Q, W_K, W_V = (
+                W[:, i * d : (i + 1) * d].reshape(d, H, dh).permute(1, 0, 2)
+                for i in range(3)
+            )
+            b_Q, b_K, b_V = (b[i * d : (i + 1) * d].reshape(H, dh) for i in range(3))
             W_O = attn.c_proj.weight.reshape(H, dh, d)
             b_O, n_kv = attn.c_proj.bias, H
         else:
             n_kv = self.hf.config.num_key_value_heads or H
             W_Q, b_Q = _linear_heads(attn.q_proj, H, dh)
-            W_K, b_K = (_repeat_kv(t, H // n_kv) for t in _linear_heads(attn.k_proj, n_kv, dh))
-            W_V, b_V = (_repeat_kv(t, H // n_kv) for t in _linear_heads(attn.v_proj, n_kv, dh))
+            W_K, b_K = (
+                _repeat_kv(t, H // n_kv) for t in _linear_heads(attn.k_proj, n_kv, dh)
+            )
+            W_V, b_V = (
+                _repeat_kv(t, H // n_kv) for t in _linear_heads(attn.v_proj, n_kv, dh)
+            )
             W_O = attn.o_proj.weight.T.reshape(H, dh, d)
             b_O = attn.o_proj.bias if attn.o_proj.bias is not None else W_O.new_zeros(d)
-        q_norm, k_norm = (self._norm(getattr(attn, n)) if hasattr(attn, n) else None for n in ("q_norm", "k_norm"))
-        return Heads(W_Q.detach(), W_K.detach(), W_V.detach(), W_O.detach(), b_Q.detach(), b_K.detach(),
-                     b_V.detach(), b_O.detach(), float(attn.scaling), n_kv, q_norm, k_norm,
-                     getattr(attn, "sliding_window", None))
+        q_norm, k_norm = (
+            self._norm(getattr(attn, n)) if hasattr(attn, n) else None
+            for n in ("q_norm", "k_norm")
+        )
+        return Heads(
+            W_Q.detach(),
+            W_K.detach(),
+            W_V.detach(),
+            W_O.detach(),
+            b_Q.detach(),
+            b_K.detach(),
+            b_V.detach(),
+            b_O.detach(),
+            float(attn.scaling),
+            n_kv,
+            q_norm,
+            k_norm,
+            getattr(attn, "sliding_window", None),
+        )
 
     @staticmethod
-    def rotate(q: Tensor, k: Tensor, position_embeddings: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor]:
+    def rotate(
+        q: Tensor, k: Tensor, position_embeddings: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor]:
         """Apply rotary position embeddings `(cos, sin)`, each `(B, T, d_head)`, to `(B, H, T, d_head)`."""
         if position_embeddings is None:
             return q, k

@@ -3,6 +3,7 @@
 Files are created with the permissions the umask allows (as `open` would), so a cache shared by a lab is
 readable by the others; a write that cannot start (read-only file system) raises `NotWritableError`.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,9 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode 0o666 minus the umask
+        os.close(
+            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        )  # mode 0o666 minus the umask
     except OSError as err:
         raise not_writable(path, err) from None
     try:
@@ -33,4 +36,3 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """`write_atomic` of a text."""
     return write_atomic(path, lambda tmp: tmp.write_text(text))
-

@@ -1,4 +1,5 @@
 """SHA-256 of files and bytes: how caches and data files prove their content."""
+
 from __future__ import annotations
 
 import hashlib

@@ -3,6 +3,7 @@
 Only writers lock: a reader of a finished cache entry takes no lock, so a cache on a read-only file system
 (or one owned by another user) can be read. A lock that cannot be created raises `NotWritableError`.
 """
+
 from __future__ import annotations
 
 import fcntl

@@ -1,5 +1,6 @@
 """Where lotlib keeps its data and caches (each overridable by an environment variable), and the one-line
 error a write into a read-only cache ends in."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -41,7 +42,8 @@ def not_writable(path: str | Path, err: OSError) -> NotWritableError:
     if path == root or root in path.parents:
         return NotWritableError(
             f"cannot write {path} ({reason}): the lotlib cache {root} is not writable here and lacks this entry; "
-            f"set {CACHE_ENV} to a writable folder, or fill the entry once where the cache is writable")
+            f"set {CACHE_ENV} to a writable folder, or fill the entry once where the cache is writable"
+        )
     return NotWritableError(f"cannot write {path} ({reason})")
 
 

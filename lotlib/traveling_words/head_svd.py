@@ -1,6 +1,7 @@
 """The heads' matrices taken apart (Traveling Words, A6): exact SVD of W_QK^h and W_VO^h, each singular
 direction read against the vocabulary, and the cumulative singular-value coverage.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -86,8 +87,14 @@ def fix_signs(U: Tensor, V: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @torch.no_grad()
-def svd_table(view: ModelView, vocab: list[str], layer: int, kind: str, n_dirs: int = 20,
-              k: int = 3) -> pd.DataFrame:
+def svd_table(
+    view: ModelView,
+    vocab: list[str],
+    layer: int,
+    kind: str,
+    n_dirs: int = 20,
+    k: int = 3,
+) -> pd.DataFrame:
     """A6: the top `n_dirs` singular directions of every head, top-k tokens of each side.
 
     Left (input side) against block_norm(W_E); right against block_norm(W_E) for QK (the key side)
@@ -98,21 +105,36 @@ def svd_table(view: ModelView, vocab: list[str], layer: int, kind: str, n_dirs: 
     U, S, V = (x.to(view.device) for x in head_svd(view, layer, kind))
     U, S, V = U[..., :n_dirs], S[:, :n_dirs].cpu(), V[..., :n_dirs]
     normed = view.block_norm(layer)(view.embed())
-    right_scores = torch.einsum("hdr,vd->hrv", V, normed if kind == "qk" else view.unembedding()[0])
+    right_scores = torch.einsum(
+        "hdr,vd->hrv", V, normed if kind == "qk" else view.unembedding()[0]
+    )
     sign = _signs(right_scores)  # (H, r)
     right = topk(right_scores.mul_(sign[..., None]), k)[1].cpu()
     left = topk(torch.einsum("hdr,vd->hrv", U * sign[:, None, :], normed), k)[1].cpu()
     label = lambda ids: ", ".join(token_label(vocab[t]) for t in ids.tolist())  # noqa: E731
     words = lambda ids: {vocab[t].strip().lower() for t in ids.tolist()} - {""}  # noqa: E731
-    return pd.DataFrame([{"block": layer, "matrix": kind.upper(), "head": h, "direction": i, "sigma": float(S[h, i]),
-                          "left": label(left[h, i]), "right": label(right[h, i]),
-                          "shared": bool(words(left[h, i]) & words(right[h, i]))}
-                         for h in range(S.shape[0]) for i in range(S.shape[1])])
+    return pd.DataFrame(
+        [
+            {
+                "block": layer,
+                "matrix": kind.upper(),
+                "head": h,
+                "direction": i,
+                "sigma": float(S[h, i]),
+                "left": label(left[h, i]),
+                "right": label(right[h, i]),
+                "shared": bool(words(left[h, i]) & words(right[h, i])),
+            }
+            for h in range(S.shape[0])
+            for i in range(S.shape[1])
+        ]
+    )
 
 
 def coverage(S: Tensor, d: int) -> np.ndarray:
     """Cumulative singular-value coverage cumsum(s) / sum(s) over ranks 1..d, `(H, d)`; the singular
     values `S` `(H, r)` are padded with the zeros of the null space, so the curve is flat from rank r."""
-    s = torch.cat([S.double(), S.new_zeros(S.shape[0], d - S.shape[1], dtype=torch.float64)], 1)
+    s = torch.cat(
+        [S.double(), S.new_zeros(S.shape[0], d - S.shape[1], dtype=torch.float64)], 1
+    )
     return (s.cumsum(1) / s.sum(1, keepdim=True)).numpy()
-

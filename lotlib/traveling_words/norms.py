@@ -1,10 +1,11 @@
 """The geometry of the norms (Traveling Words, A1-A2): sphere, hyperplane, gamma and beta, on real states.
 
-LayerNorm centres x (projects it on the hyperplane x . 1 = 0), scales it onto the sphere of radius
+LayerNorm centers x (projects it on the hyperplane x . 1 = 0), scales it onto the sphere of radius
 sqrt(d), stretches by gamma and shifts by beta. RMSNorm only scales and stretches. Before gamma the
 normalized norm is sqrt(d * m / (m + eps)), with m the variance (LayerNorm) or the mean square
 (RMSNorm) of x: sqrt(d) up to eps.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from ..models.view import ModelView, Norm
 
 def cos_to_ones(x: Tensor) -> Tensor:
     """cos(x, 1) = mean(x) sqrt(d) / ||x||, float64 `(...)`: the signed distance of x from the hyperplane
-    x . 1 = 0 relative to ||x|| (0 after LayerNorm's centring)."""
+    x . 1 = 0 relative to ||x|| (0 after LayerNorm's centering)."""
     x = x.double()
     return x.sum(-1) / (x.shape[-1] ** 0.5 * x.norm(dim=-1))
 
@@ -47,28 +48,58 @@ def random_cos_to_ones(d: int) -> float:
 
 
 @torch.inference_mode()
-def norm_statistics(model: Model, ids: np.ndarray, first: int = 0, batch_size: int = 8, progress: bool = True) -> dict:
+def norm_statistics(
+    model: Model,
+    ids: np.ndarray,
+    first: int = 0,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> dict:
     """Per state x(t) of every position from `first` on of `ids` `(N, T)` (earlier positions, a BOS, are context
     only), each `(N, T - first, L+1)`, and `d`:
 
     `residual` ||x(t)||; `normalized` ||normalize(x(t))|| computed in float32 as the model does, by the
     norm that reads x(t) (see `reading_norms`); `predicted` the eps formula (float64); `cos_ones`
     cos(x(t), 1) of the state itself and `cos_ones_normalized` cos(x̂(t), 1) of the normalized state x̂ (before
-    gamma), both signed: LayerNorm's centring makes the second 0, RMSNorm leaves it equal to the first.
+    gamma), both signed: LayerNorm's centering makes the second 0, RMSNorm leaves it equal to the first.
     Captured `batch_size` sequences at a time (states come back on the CPU), so memory stays small.
     """
-    norms = model.view.reading_norms()  # normalize uses neither gamma nor beta: it runs on the CPU states
+    norms = (
+        model.view.reading_norms()
+    )  # normalize uses neither gamma nor beta: it runs on the CPU states
     parts = []
-    for start in tqdm(range(0, len(ids), batch_size), desc="norm statistics", unit="batch", disable=not progress):
-        X = torch.from_numpy(capture(model, ids[start:start + batch_size], all_positions=True, progress=False)[:, first:])
+    for start in tqdm(
+        range(0, len(ids), batch_size),
+        desc="norm statistics",
+        unit="batch",
+        disable=not progress,
+    ):
+        X = torch.from_numpy(
+            capture(
+                model,
+                ids[start : start + batch_size],
+                all_positions=True,
+                progress=False,
+            )[:, first:]
+        )
         per_layer = []
         for t, norm in enumerate(norms):
             x_hat = norm.normalize(X[..., t, :])
-            per_layer.append((X[..., t, :].norm(dim=-1).double(), x_hat.double().norm(dim=-1),
-                              norm.predicted_norm(X[..., t, :]), cos_to_ones(X[..., t, :]), cos_to_ones(x_hat)))
+            per_layer.append(
+                (
+                    X[..., t, :].norm(dim=-1).double(),
+                    x_hat.double().norm(dim=-1),
+                    norm.predicted_norm(X[..., t, :]),
+                    cos_to_ones(X[..., t, :]),
+                    cos_to_ones(x_hat),
+                )
+            )
         parts.append([torch.stack(column, -1).numpy() for column in zip(*per_layer)])
     names = ("residual", "normalized", "predicted", "cos_ones", "cos_ones_normalized")
-    return {"d": model.view.d_model, **{name: np.concatenate(column) for name, column in zip(names, zip(*parts))}}
+    return {
+        "d": model.view.d_model,
+        **{name: np.concatenate(column) for name, column in zip(names, zip(*parts))},
+    }
 
 
 def norm_table(stats: dict) -> pd.DataFrame:
@@ -76,18 +107,24 @@ def norm_table(stats: dict) -> pd.DataFrame:
     norm, or the final norm at t = L): residual norm, normalized norm and its gap to sqrt(d), measured
     and eps-predicted, and cos(x, 1)."""
     d = stats["d"]
-    residual, normalized, predicted, cos = (stats[k].reshape(-1, stats[k].shape[-1])
-                                            for k in ("residual", "normalized", "predicted", "cos_ones"))
+    residual, normalized, predicted, cos = (
+        stats[k].reshape(-1, stats[k].shape[-1])
+        for k in ("residual", "normalized", "predicted", "cos_ones")
+    )
     L = residual.shape[1] - 1
-    return pd.DataFrame({
-        "reading norm": [f"block {t} input" for t in range(L)] + ["final"],
-        "||x|| median": np.median(residual, 0), "||x|| mean": residual.mean(0),
-        "||x̂|| mean": normalized.mean(0),
-        "sqrt(d) - ||x̂|| measured": d ** 0.5 - normalized.mean(0),
-        "sqrt(d) - ||x̂|| eps-predicted": d ** 0.5 - predicted.mean(0),
-        "max |measured - predicted|": np.abs(normalized - predicted).max(0),
-        "mean |cos(x, 1)|": np.abs(cos).mean(0),
-    }, index=pd.RangeIndex(L + 1, name="t"))
+    return pd.DataFrame(
+        {
+            "reading norm": [f"block {t} input" for t in range(L)] + ["final"],
+            "||x|| median": np.median(residual, 0),
+            "||x|| mean": residual.mean(0),
+            "||x̂|| mean": normalized.mean(0),
+            "sqrt(d) - ||x̂|| measured": d**0.5 - normalized.mean(0),
+            "sqrt(d) - ||x̂|| eps-predicted": d**0.5 - predicted.mean(0),
+            "max |measured - predicted|": np.abs(normalized - predicted).max(0),
+            "mean |cos(x, 1)|": np.abs(cos).mean(0),
+        },
+        index=pd.RangeIndex(L + 1, name="t"),
+    )
 
 
 def random_cos_density(c: np.ndarray, d: int) -> np.ndarray:
@@ -103,13 +140,20 @@ def qk_forms(view: ModelView, layer: int) -> Tensor:
     """Each head's query-key form on the state before gamma, diag(gamma) W_QK^h diag(gamma): `(H, d, d)`.
 
     It is the part of the score that the normalized vectors see (beta left out)."""
-    heads, gamma = view.heads(layer), view.block_norm(layer).gamma.cpu().double()  # float64 work on the CPU
-    W_QK = torch.einsum("hde,hfe->hdf", heads.W_Q.cpu().double(), heads.W_K.cpu().double()) * heads.scaling
+    heads, gamma = (
+        view.heads(layer),
+        view.block_norm(layer).gamma.cpu().double(),
+    )  # float64 work on the CPU
+    W_QK = (
+        torch.einsum("hde,hfe->hdf", heads.W_Q.cpu().double(), heads.W_K.cpu().double())
+        * heads.scaling
+    )
     return gamma[:, None] * W_QK * gamma
 
 
-def strongest_coordinates(form: Tensor, k: int, gamma: Tensor | None = None,
-                          min_ratio: float = 1.0) -> tuple[list[int], float]:
+def strongest_coordinates(
+    form: Tensor, k: int, gamma: Tensor | None = None, min_ratio: float = 1.0
+) -> tuple[list[int], float]:
     """Greedy choice of k coordinates whose k x k block carries the most of `form` `(d, d)`.
 
     Starts from the best pair, among pairs whose abs(gamma) differ at least `min_ratio`-fold when `gamma`
@@ -121,7 +165,9 @@ def strongest_coordinates(form: Tensor, k: int, gamma: Tensor | None = None,
     pair.fill_diagonal_(-1.0)
     if gamma is not None:
         g = gamma.detach().cpu().double().abs()
-        ratio = torch.maximum(g[:, None], g[None, :]) / torch.minimum(g[:, None], g[None, :])
+        ratio = torch.maximum(g[:, None], g[None, :]) / torch.minimum(
+            g[:, None], g[None, :]
+        )
         allowed = ratio >= min_ratio
         if allowed.any():  # otherwise (gamma nearly uniform) every pair is allowed
             pair[~allowed] = -1.0
@@ -144,7 +190,7 @@ def block_share(form: Tensor, coords) -> float:
 def planar_stages(points: Tensor, norm: Norm, W: Tensor) -> dict[str, Tensor]:
     """The schematic of Traveling Words on k-dimensional `points` `(n, k)`, each stage `(n, k)`:
 
-    `normalized` onto the circle (sphere) of radius sqrt(k) (scaling only: in 2-D, centring would leave
+    `normalized` onto the circle (sphere) of radius sqrt(k) (scaling only: in 2-D, centering would leave
     two points), `stretched` by gamma, `shifted` by beta (unchanged without beta), `mapped` by `W`
     `(k, k)` (a query x goes to x W, the key direction it seeks). `norm` is already restricted.
     """
@@ -152,7 +198,12 @@ def planar_stages(points: Tensor, norm: Norm, W: Tensor) -> dict[str, Tensor]:
     normalized = Norm.unit("rms", points.shape[-1], norm.eps).normalize(points).double()
     stretched = normalized * norm.gamma.cpu().double()
     shifted = stretched if norm.beta is None else stretched + norm.beta.cpu().double()
-    return {"normalized": normalized, "stretched": stretched, "shifted": shifted, "mapped": shifted @ W}
+    return {
+        "normalized": normalized,
+        "stretched": stretched,
+        "shifted": shifted,
+        "mapped": shifted @ W,
+    }
 
 
 def circle(k_points: int = 200) -> Tensor:
@@ -203,14 +254,21 @@ def row_distances(E: Tensor, reference: Norm) -> dict[str, tuple[Tensor, Tensor]
 
 def distance_table(distances: dict[str, tuple[Tensor, Tensor]]) -> pd.DataFrame:
     """mean and std of the L2 and cosine distances, one row per variant."""
-    rows = {name: {"L2 mean": float(l2.mean()), "L2 std": float(l2.std()),
-                   "cosine mean": float(cd.mean()), "cosine std": float(cd.std())}
-            for name, (l2, cd) in distances.items()}
+    rows = {
+        name: {
+            "L2 mean": float(l2.mean()),
+            "L2 std": float(l2.std()),
+            "cosine mean": float(cd.mean()),
+            "cosine std": float(cd.std()),
+        }
+        for name, (l2, cd) in distances.items()
+    }
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def table_identities(E: Tensor, reference: Norm,
-                     distances: dict[str, tuple[Tensor, Tensor]]) -> dict[str, float]:
+def table_identities(
+    E: Tensor, reference: Norm, distances: dict[str, tuple[Tensor, Tensor]]
+) -> dict[str, float]:
     """Largest violation of each exact identity of the table over the rows that are not `degenerate_rows`
     (0 up to float64 rounding, or up to eps):
 
@@ -221,7 +279,13 @@ def table_identities(E: Tensor, reference: Norm,
     E = E.detach().cpu()
     E = E[~degenerate_rows(E, reference)]
     norms = reference.normalize(E.double()).double().norm(dim=1)
-    return {"cos_original_vs_scaled": float((cd[VARIANTS[0]] - cd[VARIANTS[2]]).abs().max()),
-            "cos_centered_vs_centered_scaled": float((cd[VARIANTS[1]] - cd[VARIANTS[3]]).abs().max()),
-            "norm_vs_eps_formula": float((norms - reference.predicted_norm(E)).abs().max()),
-            "norm_vs_sqrt_d": float((norms - E.shape[1] ** 0.5).abs().max())}
+    return {
+        "cos_original_vs_scaled": float(
+            (cd[VARIANTS[0]] - cd[VARIANTS[2]]).abs().max()
+        ),
+        "cos_centered_vs_centered_scaled": float(
+            (cd[VARIANTS[1]] - cd[VARIANTS[3]]).abs().max()
+        ),
+        "norm_vs_eps_formula": float((norms - reference.predicted_norm(E)).abs().max()),
+        "norm_vs_sqrt_d": float((norms - E.shape[1] ** 0.5).abs().max()),
+    }

@@ -13,6 +13,7 @@ that saves work (a head is a rank-d_head map); results come back on the CPU:
 - key specificity: whether a query's top keys are closer to it than the other queries' keys are
 - estimates: a rate or specificity per head and query summed up with a bootstrap interval over queries
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,18 @@ from tqdm.auto import tqdm
 from ..intervals import Estimate, bootstrap, bootstrap_mean
 from ..models.view import ModelView
 
-IRREGULAR_PLURALS = {"man": "men", "woman": "women", "child": "children", "person": "people", "life": "lives",
-                     "foot": "feet", "tooth": "teeth", "mouse": "mice", "wife": "wives", "knife": "knives"}
+IRREGULAR_PLURALS = {
+    "man": "men",
+    "woman": "women",
+    "child": "children",
+    "person": "people",
+    "life": "lives",
+    "foot": "feet",
+    "tooth": "teeth",
+    "mouse": "mice",
+    "wife": "wives",
+    "knife": "knives",
+}
 WORD = re.compile(r"[a-z]{3,}")
 
 
@@ -55,7 +66,9 @@ class Vocabulary(list):
 def vocab_strings(tokenizer, size: int) -> Vocabulary:
     """Each token id's text, `size` entries (ids the tokenizer does not know decode to "")."""
     known = min(size, len(tokenizer))
-    return Vocabulary(tokenizer.batch_decode([[i] for i in range(known)]) + [""] * (size - known))
+    return Vocabulary(
+        tokenizer.batch_decode([[i] for i in range(known)]) + [""] * (size - known)
+    )
 
 
 def token_label(text: str) -> str:
@@ -75,10 +88,20 @@ class Queries:
 
 def single_tokens(tokenizer, words: list[str], leading_space: bool) -> Queries:
     """The words that encode to exactly one token, as `word` or as `" " + word`."""
-    encoded = [tokenizer((" " if leading_space else "") + w, add_special_tokens=False)["input_ids"] for w in words]
+    encoded = [
+        tokenizer((" " if leading_space else "") + w, add_special_tokens=False)[
+            "input_ids"
+        ]
+        for w in words
+    ]
     kept = [(w, ids[0]) for w, ids in zip(words, encoded) if len(ids) == 1]
     dropped = [w for w, ids in zip(words, encoded) if len(ids) != 1]
-    return Queries([w for w, _ in kept], torch.tensor([i for _, i in kept], dtype=torch.long), dropped, leading_space)
+    return Queries(
+        [w for w, _ in kept],
+        torch.tensor([i for _, i in kept], dtype=torch.long),
+        dropped,
+        leading_space,
+    )
 
 
 def plural(word: str) -> str:
@@ -117,11 +140,20 @@ def variant_mask(vocab: list[str], words: list[str]) -> Tensor:
 def variant_counts(vocab: list[str], words: list[str]) -> np.ndarray:
     """How many vocabulary tokens are in each word's variant set, `(n,)`: the most matches a probe can find."""
     index = _text_index(vocab)
-    return np.array([sum(len(index.get(form, [])) for form in variants(word)) for word in words], dtype=int)
+    return np.array(
+        [sum(len(index.get(form, [])) for form in variants(word)) for word in words],
+        dtype=int,
+    )
 
 
-def random_words(vocab: list[str], n: int, leading_space: bool, exclude: list[str], seed: int,
-                 like: np.ndarray | None = None) -> Queries:
+def random_words(
+    vocab: list[str],
+    n: int,
+    leading_space: bool,
+    exclude: list[str],
+    seed: int,
+    like: np.ndarray | None = None,
+) -> Queries:
     """`n` seeded random "words": lower-case alphabetic texts of 3+ letters that are single tokens both
     with and without a leading space (this rules out most word pieces), none in `exclude`'s variants.
 
@@ -131,21 +163,29 @@ def random_words(vocab: list[str], n: int, leading_space: bool, exclude: list[st
     """
     ids = _text_index(vocab)
     banned = set().union(*(variants(w) for w in exclude)) if exclude else set()
-    pool = sorted(t for t in ids if WORD.fullmatch(t) and " " + t in ids and t not in banned)
+    pool = sorted(
+        t for t in ids if WORD.fullmatch(t) and " " + t in ids and t not in banned
+    )
     if n > len(pool):
         raise ValueError(f"asked for {n} random words, the vocabulary has {len(pool)}")
     rng = np.random.default_rng(seed)
     if like is None:
         picks = rng.choice(len(pool), size=n, replace=False)
     else:
-        targets = np.asarray(like) if n == len(like) else rng.choice(like, size=n, replace=n > len(like))
+        targets = (
+            np.asarray(like)
+            if n == len(like)
+            else rng.choice(like, size=n, replace=n > len(like))
+        )
         picks = _matching(variant_counts(vocab, pool), targets, rng)
     words = [pool[i] for i in np.sort(picks)]
     chosen = [ids[(" " if leading_space else "") + w][-1] for w in words]
     return Queries(words, torch.tensor(chosen, dtype=torch.long), [], leading_space)
 
 
-def _matching(counts: np.ndarray, targets: np.ndarray, rng: np.random.Generator) -> list[int]:
+def _matching(
+    counts: np.ndarray, targets: np.ndarray, rng: np.random.Generator
+) -> list[int]:
     """Distinct indices into `counts`, one per target, each drawn among the unused entries nearest its target
     (largest targets first: large counts are the rare ones)."""
     free, picks = np.ones(len(counts), dtype=bool), []
@@ -175,8 +215,15 @@ def topk(x: Tensor, k: int, block: int = 128) -> Top:
     maxima = x[..., :full].unflatten(-1, (-1, block)).amax(-1)
     if full < V:
         maxima = torch.cat([maxima, x[..., full:].amax(-1, keepdim=True)], -1)
-    idx = (maxima.topk(k, dim=-1).indices[..., None] * block + torch.arange(block, device=x.device)).flatten(-2)  # (..., k*block)
-    top = x.gather(-1, idx.clamp(max=V - 1)).masked_fill(idx >= V, -torch.inf).topk(k, dim=-1)
+    idx = (
+        maxima.topk(k, dim=-1).indices[..., None] * block
+        + torch.arange(block, device=x.device)
+    ).flatten(-2)  # (..., k*block)
+    top = (
+        x.gather(-1, idx.clamp(max=V - 1))
+        .masked_fill(idx >= V, -torch.inf)
+        .topk(k, dim=-1)
+    )
     return top.values, idx.gather(-1, top.indices)
 
 
@@ -194,11 +241,17 @@ class _Buffer:
         return self.data[:size].view(shape)
 
 
-def _topk_in_chunks(score: Callable[[Tensor], tuple[Tensor, ...]], ids: Tensor, k: int, chunk: int) -> list[Top]:
+def _topk_in_chunks(
+    score: Callable[[Tensor], tuple[Tensor, ...]], ids: Tensor, k: int, chunk: int
+) -> list[Top]:
     """Top-k over the vocabulary of each `(R, n, V)` tensor that `score(ids)` returns, `chunk` queries at a time."""
-    parts = [[topk(s, k) for s in score(part)] for part in ids.split(chunk)]  # ids on the model's device
-    return [(torch.cat([p[j][0] for p in parts], 1), torch.cat([p[j][1] for p in parts], 1))
-            for j in range(len(parts[0]))]
+    parts = [
+        [topk(s, k) for s in score(part)] for part in ids.split(chunk)
+    ]  # ids on the model's device
+    return [
+        (torch.cat([p[j][0] for p in parts], 1), torch.cat([p[j][1] for p in parts], 1))
+        for j in range(len(parts[0]))
+    ]
 
 
 def qk_scorer(view: ModelView, layer: int) -> Callable[[Tensor], Tensor]:
@@ -209,7 +262,9 @@ def qk_scorer(view: ModelView, layer: int) -> Callable[[Tensor], Tensor]:
     where the model has them. Keys are projected once per key/value head (grouped-query attention).
     """
     heads = view.heads(layer)
-    X = view.block_norm(layer)(view.embed())  # (V, d): every token on the block's sphere
+    X = view.block_norm(layer)(
+        view.embed()
+    )  # (V, d): every token on the block's sphere
     H, G = view.n_heads, heads.n_kv_heads
     K = torch.einsum("vd,gde->gve", X, heads.W_K[:: H // G].float())  # (G, V, dh)
     if heads.k_norm is not None:
@@ -229,7 +284,9 @@ def qk_scorer(view: ModelView, layer: int) -> Callable[[Tensor], Tensor]:
     return score
 
 
-def vo_scorer(view: ModelView, layer: int, n_queries: int | None = None) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+def vo_scorer(
+    view: ModelView, layer: int, n_queries: int | None = None
+) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
     """ids `(n,)` -> logits of final_norm(e + u_h + b_O) and of the update alone, final_norm(u_h), for every
     head h and for the sum over heads (last row): two `(H+1, n, V)` tensors, whose memory the next call
     reuses.
@@ -246,13 +303,21 @@ def vo_scorer(view: ModelView, layer: int, n_queries: int | None = None) -> Call
     Gm = R * norm.gamma.float()  # (V, d)
     H, dh, d = view.n_heads, view.d_head, view.d_model
     factored = n_queries is None or n_queries * (d - dh) > d * dh
-    M = torch.einsum("hed,vd->hev", heads.W_O.float(), Gm) if factored else None  # (H, dh, V)
-    bias = b_U if norm.beta is None else norm.beta.float() @ R.T + (0 if b_U is None else b_U)
+    M = (
+        torch.einsum("hed,vd->hev", heads.W_O.float(), Gm) if factored else None
+    )  # (H, dh, V)
+    bias = (
+        b_U
+        if norm.beta is None
+        else norm.beta.float() @ R.T + (0 if b_U is None else b_U)
+    )
     block_norm, W_O, V = view.block_norm(layer), heads.W_O.float(), Gm.shape[0]
     buffers = _Buffer(view.device), _Buffer(view.device)
 
-    def finish(lin: Tensor, x: Tensor) -> Tensor:  # logits (H+1, n, V) of states x (H+1, n, d), in place
-        if norm.centres:
+    def finish(
+        lin: Tensor, x: Tensor
+    ) -> Tensor:  # logits (H+1, n, V) of states x (H+1, n, d), in place
+        if norm.centers:
             m = x.mean(-1, keepdim=True)
             x = x - m
             lin.addcmul_(m, Gm.sum(1), value=-1.0)
@@ -261,7 +326,10 @@ def vo_scorer(view: ModelView, layer: int, n_queries: int | None = None) -> Call
 
     def score(ids: Tensor) -> tuple[Tensor, Tensor]:
         e, n = view.embed(ids), len(ids)
-        a = torch.einsum("nd,hde->hne", block_norm(e), heads.W_V.float()) + heads.b_V.float()[:, None]
+        a = (
+            torch.einsum("nd,hde->hne", block_norm(e), heads.W_V.float())
+            + heads.b_V.float()[:, None]
+        )
         u = torch.einsum("hne,hed->hnd", a, W_O)  # (H, n, d): each head's update
         u = torch.cat([u, u.sum(0, keepdim=True)])
         update, residual = (buffer(H + 1, n, V) for buffer in buffers)
@@ -278,43 +346,64 @@ def vo_scorer(view: ModelView, layer: int, n_queries: int | None = None) -> Call
 
 
 @torch.no_grad()
-def qk_top(view: ModelView, layer: int, ids: Tensor, k: int = 5, chunk: int = 64) -> Top:
+def qk_top(
+    view: ModelView, layer: int, ids: Tensor, k: int = 5, chunk: int = 64
+) -> Top:
     """Top-k key tokens of every query token for every head: scores and token ids, each `(H, n, k)`."""
     score = qk_scorer(view, layer)
-    return _topk_in_chunks(lambda part: (score(part),), ids.to(view.device), k, chunk)[0]
+    return _topk_in_chunks(lambda part: (score(part),), ids.to(view.device), k, chunk)[
+        0
+    ]
 
 
 @torch.no_grad()
-def vo_top(view: ModelView, layer: int, ids: Tensor, k: int = 5, chunk: int = 64) -> tuple[Top, Top]:
+def vo_top(
+    view: ModelView, layer: int, ids: Tensor, k: int = 5, chunk: int = 64
+) -> tuple[Top, Top]:
     """Top-k output tokens of every key token for every head and the sum over heads, `(H+1, n, k)`:
     read with the residual, final_norm(e + u_h + b_O), and from the update alone, final_norm(u_h)."""
-    return tuple(_topk_in_chunks(vo_scorer(view, layer, len(ids)), ids.to(view.device), k, chunk))
+    return tuple(
+        _topk_in_chunks(vo_scorer(view, layer, len(ids)), ids.to(view.device), k, chunk)
+    )
 
 
 @torch.no_grad()
 def update_norms(view: ModelView, layer: int, ids: Tensor) -> Tensor:
     """||u_h|| for every head and for the sum over heads, `(H+1, n)`."""
     heads = view.heads(layer)
-    a = torch.einsum("nd,hde->hne", view.block_norm(layer)(view.embed(ids)), heads.W_V.float())
+    a = torch.einsum(
+        "nd,hde->hne", view.block_norm(layer)(view.embed(ids)), heads.W_V.float()
+    )
     u = torch.einsum("hne,hed->hnd", a + heads.b_V.float()[:, None], heads.W_O.float())
     return torch.cat([u, u.sum(0, keepdim=True)]).norm(dim=-1)
 
 
 @torch.no_grad()
-def probe_tops(view: ModelView, layers: list[int], ids: Tensor, k: int = 5, chunk: int = 64) -> dict[str, Tensor]:
+def probe_tops(
+    view: ModelView, layers: list[int], ids: Tensor, k: int = 5, chunk: int = 64
+) -> dict[str, Tensor]:
     """Top-k token ids of the three probes at every block of `layers`, on the CPU: "qk" `(B, H, n, k)`, the
     keys each query seeks; "vo" and "vo_update" `(B, H+1, n, k)`, the readout of final_norm(e + u_h + b_O)
     and of the update alone, final_norm(u_h) (row H: the sum over heads)."""
     out = {"qk": [], "vo": [], "vo_update": []}
     for layer in tqdm(layers, desc="head probes", unit="block"):
-        (_, qk), ((_, vo), (_, update)) = qk_top(view, layer, ids, k, chunk), vo_top(view, layer, ids, k, chunk)
+        (_, qk), ((_, vo), (_, update)) = (
+            qk_top(view, layer, ids, k, chunk),
+            vo_top(view, layer, ids, k, chunk),
+        )
         for name, top in (("qk", qk), ("vo", vo), ("vo_update", update)):
             out[name].append(top.cpu())
     return {name: torch.stack(tops) for name, tops in out.items()}
 
 
-def noun_table(view: ModelView, vocab: list[str], queries: Queries, layers: list[int], k: int = 5,
-               tops: dict[str, Tensor] | None = None) -> pd.DataFrame:
+def noun_table(
+    view: ModelView,
+    vocab: list[str],
+    queries: Queries,
+    layers: list[int],
+    k: int = 5,
+    tops: dict[str, Tensor] | None = None,
+) -> pd.DataFrame:
     """A4/A5 in long form: one row per (block, probe, noun, head), the top-k tokens joined by ' | '.
 
     probe "QK": the keys a noun's query seeks; "VO": final_norm(e + u_h + b_O), what the residual reads
@@ -334,10 +423,18 @@ def noun_table(view: ModelView, vocab: list[str], queries: Queries, layers: list
                 head = "sum" if h == view.n_heads else str(h)
                 for i, word in enumerate(queries.words):
                     texts = [vocab[t] for t in top[h, i].tolist()]
-                    rows.append({"block": layer, "probe": probe, "noun": word, "head": head,
-                                 "tokens": " | ".join(map(token_label, texts)), "top1": token_label(texts[0]),
-                                 "matches": sum(t in forms[i] for t in texts),
-                                 "norm": np.nan if probe == "QK" else float(norms[h, i])})
+                    rows.append(
+                        {
+                            "block": layer,
+                            "probe": probe,
+                            "noun": word,
+                            "head": head,
+                            "tokens": " | ".join(map(token_label, texts)),
+                            "top1": token_label(texts[0]),
+                            "matches": sum(t in forms[i] for t in texts),
+                            "norm": np.nan if probe == "QK" else float(norms[h, i]),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -347,23 +444,36 @@ def noun_table(view: ModelView, vocab: list[str], queries: Queries, layers: list
 
 def variant_rates(mask: Tensor, top: Tensor) -> np.ndarray:
     """Fraction of each query's top-k tokens `(..., n, k)` that are in its variant set (mask `(n, V)`): `(..., n)`."""
-    return mask[torch.arange(mask.shape[0])[:, None], top.cpu()].float().mean(-1).numpy()
+    return (
+        mask[torch.arange(mask.shape[0])[:, None], top.cpu()].float().mean(-1).numpy()
+    )
 
 
 @torch.no_grad()
-def probe_rates(view: ModelView, layers: list[int], ids: Tensor, mask: Tensor, k: int = 5,
-                chunk: int = 64) -> dict[str, np.ndarray]:
+def probe_rates(
+    view: ModelView,
+    layers: list[int],
+    ids: Tensor,
+    mask: Tensor,
+    k: int = 5,
+    chunk: int = 64,
+) -> dict[str, np.ndarray]:
     """Per block, head and query, the fraction of the top-k tokens that are in the query's variant set.
 
     ids `(n,)` query tokens, mask `(n, V)` their variant sets. Returns `qk` `(L, H, n)`, `vo` and
     `vo_update` `(L, H+1, n)` (row H: the sum over heads); `vo` reads final_norm(e + u_h + b_O),
     `vo_update` the head's update alone, final_norm(u_h).
     """
-    return {name: variant_rates(mask, top) for name, top in probe_tops(view, layers, ids, k, chunk).items()}
+    return {
+        name: variant_rates(mask, top)
+        for name, top in probe_tops(view, layers, ids, k, chunk).items()
+    }
 
 
 @torch.no_grad()
-def key_specificity(view: ModelView, layer: int, ids: Tensor, top: Tensor) -> np.ndarray:
+def key_specificity(
+    view: ModelView, layer: int, ids: Tensor, top: Tensor
+) -> np.ndarray:
     """How much each query's top keys belong to it rather than to the other queries, per head: `(H, n)`.
 
     For head h and query i, s_h(i, j) is the mean cosine between the query token and the top-k keys that
@@ -375,29 +485,54 @@ def key_specificity(view: ModelView, layer: int, ids: Tensor, top: Tensor) -> np
     """
     norm, n = view.block_norm(layer), len(ids)
     if n < 2:
-        raise ValueError("key specificity compares a query with the others: it needs at least 2 queries")
+        raise ValueError(
+            "key specificity compares a query with the others: it needs at least 2 queries"
+        )
     queries = torch.nn.functional.normalize(norm(view.embed(ids)), dim=-1)  # (n, d)
     keys = torch.nn.functional.normalize(norm(view.embed(top)), dim=-1)  # (H, n, k, d)
-    s = torch.einsum("id,hjkd->hij", queries, keys).cpu().double() / top.shape[-1]  # (H, n, n)
+    s = (
+        torch.einsum("id,hjkd->hij", queries, keys).cpu().double() / top.shape[-1]
+    )  # (H, n, n)
     own = s.diagonal(dim1=1, dim2=2)[..., None]  # (H, n, 1)
-    wins = (own > s).double().sum(-1) + 0.5 * ((own == s).double().sum(-1) - 1)  # i against itself left out
+    wins = (own > s).double().sum(-1) + 0.5 * (
+        (own == s).double().sum(-1) - 1
+    )  # i against itself left out
     return (wins / (n - 1)).numpy()
 
 
-def query_estimate(per_query: np.ndarray, *, best_head: bool = False, unit: str = "nouns", n_boot: int = 1000,
-                   seed: int = 0) -> Estimate:
+def query_estimate(
+    per_query: np.ndarray,
+    *,
+    best_head: bool = False,
+    unit: str = "nouns",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Estimate:
     """A value per head and query, `(..., n)` (heads, or blocks x heads, in the leading dimensions), summed
     up as the mean over heads and queries, or with `best_head` as the largest per-head mean over queries
     (the best head is chosen again in every resample); 95% bootstrap interval resampling the queries.
     The heads are not resampled: they are the model's."""
     rows = per_query.reshape(-1, per_query.shape[-1])
     if best_head:
-        return bootstrap(lambda i: rows[:, i].mean(1).max(), rows.shape[1], unit=unit, n_boot=n_boot, seed=seed)
+        return bootstrap(
+            lambda i: rows[:, i].mean(1).max(),
+            rows.shape[1],
+            unit=unit,
+            n_boot=n_boot,
+            seed=seed,
+        )
     return bootstrap_mean(rows.mean(0), unit=unit, n_boot=n_boot, seed=seed)
 
 
-def peak_depth(curve: np.ndarray, layers: list[int], n_layers: int, *, unit: str = "nouns", n_boot: int = 1000,
-               seed: int = 0) -> Estimate:
+def peak_depth(
+    curve: np.ndarray,
+    layers: list[int],
+    n_layers: int,
+    *,
+    unit: str = "nouns",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Estimate:
     """Where a rate peaks over depth: curve `(B, n)` per probed block of `layers` and query; the value is
     the depth block / (L - 1) in [0, 1] of the block with the largest mean over queries (the mean depth of
     tied blocks), NaN when that mean is zero everywhere (no peak); 95% bootstrap interval over queries."""
@@ -413,5 +548,14 @@ def peak_depth(curve: np.ndarray, layers: list[int], n_layers: int, *, unit: str
 def count_table(vocab: list[str], groups: dict[str, list[str]]) -> pd.DataFrame:
     """How many words of each group have each number of variant tokens in the vocabulary: one row per count,
     one column per group (the distributions a fair baseline must match)."""
-    columns = {name: pd.Series(variant_counts(vocab, words)).value_counts() for name, words in groups.items()}
-    return pd.DataFrame(columns).fillna(0).astype(int).sort_index().rename_axis("variant tokens")
+    columns = {
+        name: pd.Series(variant_counts(vocab, words)).value_counts()
+        for name, words in groups.items()
+    }
+    return (
+        pd.DataFrame(columns)
+        .fillna(0)
+        .astype(int)
+        .sort_index()
+        .rename_axis("variant tokens")
+    )

@@ -1,6 +1,7 @@
 """Which tokens the final norm lets the unembedding reach (Traveling Words, A3): the paper's four scores
 and the largest logit a token can get from a state on the norm's sphere.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,11 +25,24 @@ def reachability_scores(view: ModelView) -> pd.DataFrame:
     """
     norm = view.final_norm
     U, b_U = (None if t is None else t.cpu().double() for t in view.unembedding())
-    beta = torch.zeros(U.shape[1], dtype=torch.float64) if norm.beta is None else norm.beta.cpu().double()
+    beta = (
+        torch.zeros(U.shape[1], dtype=torch.float64)
+        if norm.beta is None
+        else norm.beta.cpu().double()
+    )
     g_u = U * norm.gamma.cpu().double()
-    best = U.shape[1] ** 0.5 * _reachable_part(norm, U).norm(dim=1) + U @ beta + (0.0 if b_U is None else b_U)
-    columns = (U.norm(dim=1), g_u.norm(dim=1), U.norm(dim=1) + U @ beta, g_u.norm(dim=1) + U @ beta,
-               view.finish_logits(best))
+    best = (
+        U.shape[1] ** 0.5 * _reachable_part(norm, U).norm(dim=1)
+        + U @ beta
+        + (0.0 if b_U is None else b_U)
+    )
+    columns = (
+        U.norm(dim=1),
+        g_u.norm(dim=1),
+        U.norm(dim=1) + U @ beta,
+        g_u.norm(dim=1) + U @ beta,
+        view.finish_logits(best),
+    )
     return pd.DataFrame({name: c.numpy() for name, c in zip(SCORES, columns)})
 
 
@@ -41,7 +55,9 @@ def _reachable_part(norm: Norm, U: Tensor) -> Tensor:
 def has_best_state(view: ModelView) -> np.ndarray:
     """Tokens `(V,)` (bool) whose P(gamma * u) is not zero, so that `best_states` is defined; the others (an
     all-zero unembedding row, such as an untrained model's padding row) get the same logit from every state."""
-    return (_reachable_part(view.final_norm, view.unembedding()[0]).norm(dim=1) > 0).numpy()
+    return (
+        _reachable_part(view.final_norm, view.unembedding()[0]).norm(dim=1) > 0
+    ).numpy()
 
 
 def best_states(norm: Norm, U: Tensor) -> Tensor:
@@ -51,7 +67,9 @@ def best_states(norm: Norm, U: Tensor) -> Tensor:
     return U.shape[1] ** 0.5 * reach / reach.norm(dim=1, keepdim=True)
 
 
-def rank_at_best_state(view: ModelView, token_ids, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+def rank_at_best_state(
+    view: ModelView, token_ids, batch_size: int = 256
+) -> tuple[np.ndarray, np.ndarray]:
     """Each token's rank among all logits (0 = top prediction) and its logit, `(k,)` each, when the residual
     state is its best state (`best_states`), read by the model (`ModelView.logits`), `batch_size` tokens at a
     time."""
@@ -59,15 +77,18 @@ def rank_at_best_state(view: ModelView, token_ids, batch_size: int = 256) -> tup
     rows = view.unembedding()[0]
     ranks, own_logits = [], []
     for batch in token_ids.split(batch_size):
-        logits = view.logits(best_states(view.final_norm, rows[batch.to(rows.device)]).float())
+        logits = view.logits(
+            best_states(view.final_norm, rows[batch.to(rows.device)]).float()
+        )
         own = logits.gather(1, batch.to(logits.device)[:, None])
         ranks.append((logits > own).sum(1).cpu())
         own_logits.append(own[:, 0].cpu())
     return torch.cat(ranks).numpy(), torch.cat(own_logits).numpy()
 
 
-def win_shares(view: ModelView, scores: pd.Series, n_tokens: int, share: float = 0.1,
-               seed: int = 0) -> pd.DataFrame:
+def win_shares(
+    view: ModelView, scores: pd.Series, n_tokens: int, share: float = 0.1, seed: int = 0
+) -> pd.DataFrame:
     """Whether tokens can be the top prediction at their own best state, sampled at both ends of a score.
 
     Draws `n_tokens` tokens (seeded, without replacement) from the least and from the most reachable `share`
@@ -78,19 +99,42 @@ def win_shares(view: ModelView, scores: pd.Series, n_tokens: int, share: float =
     size = max(1, int(round(share * len(eligible))))
     rng = np.random.default_rng(seed)
     rows = []
-    for end, pool in (("bottom", eligible.index[:size]), ("top", eligible.index[-size:])):
-        picked = np.sort(rng.choice(np.asarray(pool), size=min(n_tokens, len(pool)), replace=False))
-        rows.append(pd.DataFrame({"token": picked, "end": end, "score": scores[picked].to_numpy()}))
+    for end, pool in (
+        ("bottom", eligible.index[:size]),
+        ("top", eligible.index[-size:]),
+    ):
+        picked = np.sort(
+            rng.choice(np.asarray(pool), size=min(n_tokens, len(pool)), replace=False)
+        )
+        rows.append(
+            pd.DataFrame(
+                {"token": picked, "end": end, "score": scores[picked].to_numpy()}
+            )
+        )
     table = pd.concat(rows, ignore_index=True)
     table["rank"] = rank_at_best_state(view, table["token"])[0]
     table["wins"] = table["rank"] == 0
     return table
 
 
-def extreme_tokens(scores: pd.DataFrame, tokenizer, k: int = 5) -> dict[str, pd.DataFrame]:
+def extreme_tokens(
+    scores: pd.DataFrame, tokenizer, k: int = 5
+) -> dict[str, pd.DataFrame]:
     """For each score, the top-k and bottom-k tokens as `repr` of the decoded string with the score."""
+
     def table(order) -> pd.DataFrame:
-        return pd.DataFrame({name: [f"{tokenizer.decode([int(i)])!r} ({scores[name][i]:.2f})"
-                                    for i in order(scores[name])] for name in scores},
-                            index=pd.RangeIndex(1, k + 1, name="rank"))
-    return {"top": table(lambda s: s.nlargest(k).index), "bottom": table(lambda s: s.nsmallest(k).index)}
+        return pd.DataFrame(
+            {
+                name: [
+                    f"{tokenizer.decode([int(i)])!r} ({scores[name][i]:.2f})"
+                    for i in order(scores[name])
+                ]
+                for name in scores
+            },
+            index=pd.RangeIndex(1, k + 1, name="rank"),
+        )
+
+    return {
+        "top": table(lambda s: s.nlargest(k).index),
+        "bottom": table(lambda s: s.nsmallest(k).index),
+    }

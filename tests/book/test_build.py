@@ -154,6 +154,6 @@ def test_pages_in_headless_chromium(quick_book, site, browser):
 
 @pytest.mark.slow
 def test_interactive_figures_are_3d_and_offline(quick_book):
-    page = (quick_book / "notebooks" / "lines_of_thought.html").read_text()
+    page = (quick_book / "notebooks" / "b1_lines_of_thought.html").read_text()
     assert "scatter3d" in page and "_static/plotly.min.js" in page
     assert "cdn.plot.ly" not in page and (quick_book / "_static" / "plotly.min.js").stat().st_size > 1_000_000

@@ -31,7 +31,7 @@ def test_declarations_are_read_with_types_and_help(declared):
     assert conforms(3, declared["n_s"].annotation) and conforms(None, declared["n_s"].annotation)
     assert not conforms("abc", declared["n_s"].annotation) and not conforms(True, declared["n_s"].annotation)
     assert conforms([0, "middle", -1], declared["blocks"].annotation)
-    assert not conforms([0, "centre"], declared["blocks"].annotation)
+    assert not conforms([0, "center"], declared["blocks"].annotation)
     assert declared["ratio"].text == "float" and conforms(1, declared["ratio"].annotation)  # from the default
     assert undeclared(declared_parameters("x = None\ny: int = 1\n")) == ["x"]
 

@@ -105,7 +105,7 @@ def test_cli_help(capsys):
 def test_book_lists_real_notebooks_with_valid_parameters():
     root = project_root(ROOT)
     names = book_notebooks(root)
-    assert "lines_of_thought" in names
+    assert "b1_lines_of_thought" in names
     for name in names:
         source = root / "notebooks" / f"{name}.py"
         known = notebook_parameters(source)
@@ -173,7 +173,7 @@ def test_a_summary_missing_or_of_another_run_fails_the_run(tmp_path, caplog):
 
 
 def test_a_bad_value_fails_fast_naming_the_parameter_without_heavy_imports():
-    code = ("import sys; from lotlib.cli import main; code = main(['run', 'lines_of_thought', '-p', 'n_s', 'abc']); "
+    code = ("import sys; from lotlib.cli import main; code = main(['run', 'b1_lines_of_thought', '-p', 'n_s', 'abc']); "
             "print(code, sorted({'torch', 'transformers', 'papermill'} & set(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.stdout.split()[0] == "2" and done.stdout.strip().endswith("[]")  # no torch, no papermill

@@ -55,7 +55,7 @@ def test_the_last_chapters_key_the_summaries_they_read_and_not_each_others():
 def test_a_chapter_re_executes_when_its_claims_change():
     first = {c.name: c for c in plan_book(project_root(ROOT), quick=True, model="smollm2-135m", null=False)[0]}
     assert [p.name for p in first["b4_residuals"].depends_on] == ["b4_residuals.yml"]  # its closing table's tests
-    assert not any(p.suffix == ".yml" for p in first["sweeps"].depends_on)  # no claims of its own
+    assert not any(p.suffix == ".yml" for p in first["c6_sweeps"].depends_on)  # no claims of its own
 
 
 SWEEPER = '''# %% [markdown]
@@ -80,7 +80,7 @@ def project(tmp_path) -> Path:
     (tmp_path / "book" / "claims").mkdir(parents=True)
     (tmp_path / "book" / "_config.yml").write_text("title: test\n")
     (tmp_path / "book" / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/sweeper\n")
-    (tmp_path / "book" / "parameters.yml").write_text("book:\n  sweeper: {}\n")
+    (tmp_path / "book" / "parameters.yml").write_text("quick:\n  sweeper: {}\n")
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "sweeper.py").write_text(SWEEPER)
     (tmp_path / "notebooks" / "swept.py").write_text(SWEPT)

@@ -63,7 +63,7 @@ def test_bad_grids_fail_before_anything_runs(notebook):
         validate_grid(notebook, {"n": [1, "two"]})
     validate_grid(notebook, {"scale": [1, 0.25], "label": ["x"]})  # ints are fine for a float
     with pytest.raises(SweepError, match="parameter n_s expects Pilots"):  # a default of None has a declared type
-        validate_grid(ROOT / "notebooks" / "lines_of_thought.py", {"n_s": ["abc"]})
+        validate_grid(ROOT / "notebooks" / "b1_lines_of_thought.py", {"n_s": ["abc"]})
 
 
 def test_failed_and_killed_runs_are_recorded_and_the_others_go_on(notebook, tmp_path):

@@ -1,7 +1,7 @@
 """Ensemble SVD (uncentered) and alignment of singular vectors across layers."""
 import numpy as np
 
-from lotlib.lines_of_thought.ensemble import (align_bases, centred_spectrum, directions_for, ensemble_svd, gaussian_cloud,
+from lotlib.lines_of_thought.ensemble import (align_bases, centered_spectrum, directions_for, ensemble_svd, gaussian_cloud,
                                               principal_directions, variance_captured)
 
 
@@ -30,12 +30,12 @@ def test_alignment_undoes_permutations_and_sign_flips():
     np.testing.assert_allclose(Sa[1], S[0])
 
 
-def test_centred_spectrum_is_the_variance_around_the_mean_for_tall_and_wide_ensembles():
+def test_centered_spectrum_is_the_variance_around_the_mean_for_tall_and_wide_ensembles():
     rng = np.random.default_rng(2)
     for N, D in [(50, 8), (6, 20)]:
         x = rng.normal(size=(N, D)) * np.linspace(4.0, 0.5, D) + 10.0
         expected = np.linalg.svd(x - x.mean(0), compute_uv=False) ** 2 / N
-        spectrum = centred_spectrum(x)
+        spectrum = centered_spectrum(x)
         assert spectrum.shape == (min(N, D),)
         np.testing.assert_allclose(spectrum[:len(expected)], expected, rtol=1e-9, atol=1e-9)
         assert np.all(np.diff(spectrum) <= 1e-12)
@@ -56,8 +56,8 @@ def test_a_structured_ensemble_needs_fewer_directions_than_its_structureless_clo
     cloud = gaussian_cloud(x, seed=0)
     np.testing.assert_allclose(cloud.mean(0), x.mean(0), atol=0.5)
     np.testing.assert_allclose(cloud.std(0), x.std(0), rtol=0.15)
-    assert directions_for(centred_spectrum(x)) == 2
-    assert directions_for(centred_spectrum(cloud)) > 15
+    assert directions_for(centered_spectrum(x)) == 2
+    assert directions_for(centered_spectrum(cloud)) > 15
     np.testing.assert_array_equal(gaussian_cloud(x, seed=0), cloud)
 
 

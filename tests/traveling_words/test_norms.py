@@ -73,7 +73,7 @@ def test_norm_statistics_match_a_direct_computation(model):
     np.testing.assert_allclose(stats["normalized"][..., L], x_final, rtol=1e-6)  # float32 GEMMs differ by batch
     cos = X.sum(-1) / (X.norm(dim=-1) * X.shape[-1] ** 0.5)
     np.testing.assert_allclose(stats["cos_ones"], cos.numpy(), atol=1e-6)
-    if model.view.final_norm.centres:  # the normalized state is on the hyperplane, the incoming one is not
+    if model.view.final_norm.centers:  # the normalized state is on the hyperplane, the incoming one is not
         assert np.abs(stats["cos_ones_normalized"]).max() < 1e-5 < np.abs(stats["cos_ones"]).max()
     else:  # RMSNorm rescales: x_hat is parallel to x
         np.testing.assert_allclose(stats["cos_ones_normalized"], stats["cos_ones"], atol=1e-5)

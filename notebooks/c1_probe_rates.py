@@ -68,12 +68,18 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 blocks: "list[Block] | None" = None  # blocks probed (None: every block)
 k: int = 5  # top-k tokens per probe
-leading_space: bool = False  # query form: the bare word (as the authors' code encodes it) or " word"
-n_baseline: "int | None" = None  # random words in the baseline (None: as many as the nouns)
+leading_space: bool = (
+    False  # query form: the bare word (as the authors' code encodes it) or " word"
+)
+n_baseline: "int | None" = (
+    None  # random words in the baseline (None: as many as the nouns)
+)
 seed: int = 0  # which random words; the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the queries for every band and interval
 
@@ -103,23 +109,46 @@ words = lotlib.common_nouns()
 nouns = probes.single_tokens(lm.tokenizer, words, leading_space)
 other = probes.single_tokens(lm.tokenizer, words, not leading_space)
 n = len(nouns.words)
-baseline = probes.random_words(vocab, n_baseline or n, leading_space, words, seed,
-                               like=probes.variant_counts(vocab, nouns.words))
+baseline = probes.random_words(
+    vocab,
+    n_baseline or n,
+    leading_space,
+    words,
+    seed,
+    like=probes.variant_counts(vocab, nouns.words),
+)
 unmatched = probes.random_words(vocab, len(baseline.words), leading_space, words, seed)
 ids = torch.cat([nouns.ids, baseline.ids])
 mask = probes.variant_mask(vocab, nouns.words + baseline.words)
-layers = list(range(L)) if blocks is None else block_indices(blocks, L, "blocks", lm.name)
+layers = (
+    list(range(L)) if blocks is None else block_indices(blocks, L, "blocks", lm.name)
+)
 form = "' word' (leading space)" if leading_space else "'word' (no leading space)"
-print(f"{lm!r}: {view.heads(0).n_kv_heads} key/value heads for {H} query heads, "
-      f"embed_scale {view.embed_scale:g}, tied embeddings: {view.tied}")
-print(f"queries in the form {form}: {n} of {len(words)} nouns are single tokens; dropped: {nouns.dropped}")
+print(
+    f"{lm!r}: {view.heads(0).n_kv_heads} key/value heads for {H} query heads, "
+    f"embed_scale {view.embed_scale:g}, tied embeddings: {view.tied}"
+)
+print(
+    f"queries in the form {form}: {n} of {len(words)} nouns are single tokens; dropped: {nouns.dropped}"
+)
 print(f"in the other form {len(other.words)} are; dropped there: {other.dropped}")
-print(f"baseline: {len(baseline.words)} random words (seed {seed}), e.g. {baseline.words[:8]}")
-counts = probes.count_table(vocab, {"nouns": nouns.words, "random words (matched)": baseline.words,
-                                    "random words (unmatched draw)": unmatched.words})
+print(
+    f"baseline: {len(baseline.words)} random words (seed {seed}), e.g. {baseline.words[:8]}"
+)
+counts = probes.count_table(
+    vocab,
+    {
+        "nouns": nouns.words,
+        "random words (matched)": baseline.words,
+        "random words (unmatched draw)": unmatched.words,
+    },
+)
 display(counts.T)
 mean_counts = (counts * counts.index.to_numpy()[:, None]).sum() / counts.sum()
-print("variant tokens per word, mean: " + ", ".join(f"{name} {value:.2f}" for name, value in mean_counts.items()))
+print(
+    "variant tokens per word, mean: "
+    + ", ".join(f"{name} {value:.2f}" for name, value in mean_counts.items())
+)
 
 # %% [markdown]
 # **What to notice.** The matched random words have the nouns' distribution of variant tokens, row
@@ -134,50 +163,105 @@ seconds = time.time() - start
 print(f"{len(layers)} blocks x {H} heads x {len(ids)} queries in {seconds:.0f} s")
 groups = {"nouns": slice(0, n), "random words": slice(n, None)}
 chance = mask[:n].sum(1).float().mean().item() / V
-names = {"qk": "query-key: keys a head seeks", "vo_update": "value: the head's update alone",
-         "vo": "value: residual + update (paper's readout)"}
+names = {
+    "qk": "query-key: keys a head seeks",
+    "vo_update": "value: the head's update alone",
+    "vo": "value: residual + update (paper's readout)",
+}
 frames = []
 for name, title in names.items():
     for group, part in groups.items():
         per_query = rates[name][:, :H, part].mean(1)  # (B, m): mean over heads
         b, q = np.meshgrid(layers, np.arange(per_query.shape[1]), indexing="ij")
-        frames.append(pd.DataFrame({"block": b.ravel(), "query": q.ravel(), "rate": per_query.ravel(),
-                                    "queries": group, "probe": title}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "block": b.ravel(),
+                    "query": q.ravel(),
+                    "rate": per_query.ravel(),
+                    "queries": group,
+                    "probe": title,
+                }
+            )
+        )
 curves = pd.concat(frames, ignore_index=True)
 
 # %% [markdown]
 # ## Rates by block, nouns against random words
 
 # %%
-grid = sns.relplot(curves, kind="line", x="block", y="rate", hue="queries", col="probe", marker="o",
-                   errorbar=("ci", 95), n_boot=n_boot, seed=seed, height=3.6, aspect=1.2,
-                   facet_kws={"sharey": False})
+grid = sns.relplot(
+    curves,
+    kind="line",
+    x="block",
+    y="rate",
+    hue="queries",
+    col="probe",
+    marker="o",
+    errorbar=("ci", 95),
+    n_boot=n_boot,
+    seed=seed,
+    height=3.6,
+    aspect=1.2,
+    facet_kws={"sharey": False},
+)
 for name, ax in zip(names, grid.axes.flat):
-    ax.plot(layers, rates[name][:, :H, :n].mean(2).max(1), ":", color="k", label="nouns, best head")
+    ax.plot(
+        layers,
+        rates[name][:, :H, :n].mean(2).max(1),
+        ":",
+        color="k",
+        label="nouns, best head",
+    )
     ax.axhline(chance, color="grey", lw=0.8, label="chance")
     ax.set(ylabel="rate")
 grid.axes.flat[0].legend(fontsize=8)
 grid.set_titles("{col_name}")
-grid.figure.suptitle(f"Probe rates, {model}: share of the top-{k} that is the query word or a variant, mean over "
-                     f"{H} heads; {n} nouns and {len(baseline.words)} random words (bands: 95% bootstrap over "
-                     f"queries)", y=1.03)
+grid.figure.suptitle(
+    f"Probe rates, {model}: share of the top-{k} that is the query word or a variant, mean over "
+    f"{H} heads; {n} nouns and {len(baseline.words)} random words (bands: 95% bootstrap over "
+    f"queries)",
+    y=1.03,
+)
 plt.show()
 
-curve = {(name, group): rates[name][:, :H, part].mean((1, 2)) for name in names for group, part in groups.items()}
+curve = {
+    (name, group): rates[name][:, :H, part].mean((1, 2))
+    for name in names
+    for group, part in groups.items()
+}
 third = max(1, len(layers) // 3)
 early, late = slice(0, third), slice(len(layers) - third, None)
-for name, label in (("qk", "query-key"), ("vo_update", "update alone"), ("vo", "with residual")):
+for name, label in (
+    ("qk", "query-key"),
+    ("vo_update", "update alone"),
+    ("vo", "with residual"),
+):
     a, b = curve[name, "nouns"], curve[name, "random words"]
     peak = int(np.argmax(a))
-    print(f"{label:>14}: nouns {a[0]:.3f} at block {layers[0]}, peak {a[peak]:.3f} at block {layers[peak]}, "
-          f"first third {a[early].mean():.3f}, last third {a[late].mean():.3f}; random words {b[0]:.3f} at "
-          f"block {layers[0]}, mean {b.mean():.3f}")
+    print(
+        f"{label:>14}: nouns {a[0]:.3f} at block {layers[0]}, peak {a[peak]:.3f} at block {layers[peak]}, "
+        f"first third {a[early].mean():.3f}, last third {a[late].mean():.3f}; random words {b[0]:.3f} at "
+        f"block {layers[0]}, mean {b.mean():.3f}"
+    )
 sum_noun = rates["vo"][:, H, :n].mean(1)
-print(f"chance: {chance:.1e}; sum over heads, with residual: nouns {sum_noun.min():.3f} to {sum_noun.max():.3f}")
+print(
+    f"chance: {chance:.1e}; sum over heads, with residual: nouns {sum_noun.min():.3f} to {sum_noun.max():.3f}"
+)
 e_norm = view.embed(nouns.ids).norm(dim=-1).mean().item()
-write = np.array([probes.update_norms(view, layer, nouns.ids)[:H].mean().item() for layer in layers]) / e_norm
-print(f"a head's write against the noun's embedding, mean ||u_h|| / ||e||: {write[0]:.2f} at block {layers[0]}, "
-      f"{np.median(write):.2f} median over blocks, {write.max():.2f} at most (block {layers[int(np.argmax(write))]})")
+write = (
+    np.array(
+        [
+            probes.update_norms(view, layer, nouns.ids)[:H].mean().item()
+            for layer in layers
+        ]
+    )
+    / e_norm
+)
+print(
+    f"a head's write against the noun's embedding, mean ||u_h|| / ||e||: {write[0]:.2f} at block {layers[0]}, "
+    f"{np.median(write):.2f} median over blocks, {write.max():.2f} at most (block {layers[int(np.argmax(write))]})"
+)
 
 # %% [markdown]
 # **What to notice.** Compare each noun curve with the random-word curve beside it and with the grey
@@ -196,9 +280,15 @@ print(f"a head's write against the noun's embedding, mean ||u_h|| / ||e||: {writ
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(14, 0.35 * H + 1.5))
-for ax, name, title in ((axes[0], "qk", "query-key"), (axes[1], "vo_update", "value, update alone")):
-    per_head = pd.DataFrame(rates[name][:, :H, :n].mean(2).T, index=pd.RangeIndex(H, name="head"),
-                            columns=pd.Index(layers, name="block"))
+for ax, name, title in (
+    (axes[0], "qk", "query-key"),
+    (axes[1], "vo_update", "value, update alone"),
+):
+    per_head = pd.DataFrame(
+        rates[name][:, :H, :n].mean(2).T,
+        index=pd.RangeIndex(H, name="head"),
+        columns=pd.Index(layers, name="block"),
+    )
     sns.heatmap(per_head, ax=ax, cmap="viridis", vmin=0, cbar_kws={"label": "rate"})
     ax.set(title=f"{title}: noun rate per head")
 plt.tight_layout()
@@ -206,7 +296,9 @@ plt.show()
 head_qk = rates["qk"][:, :H, :n].mean(2)
 head_up = rates["vo_update"][:, :H, :n].mean(2)
 for label, table in (("query-key", head_qk), ("update alone", head_up)):
-    print(f"{label}: heads with a noun rate >= 0.2, per block: {(table >= 0.2).sum(1).tolist()}")
+    print(
+        f"{label}: heads with a noun rate >= 0.2, per block: {(table >= 0.2).sum(1).tolist()}"
+    )
 
 # %% [markdown]
 # **What to notice.** A bright column is a block where many heads map nouns to themselves; a
@@ -237,9 +329,12 @@ for label, table in (("query-key", head_qk), ("update alone", head_up)):
 # for any word of the same kind. The random words are not a null of the value claim: a head that
 # copies whatever it reads preserves the key's meaning, which is the claim; their rate is shown.
 
+
 # %%
 def estimate(values: np.ndarray, best_head: bool = False, unit: str = "nouns"):
-    return probes.query_estimate(values, best_head=best_head, unit=unit, n_boot=n_boot, seed=seed)
+    return probes.query_estimate(
+        values, best_head=best_head, unit=unit, n_boot=n_boot, seed=seed
+    )
 
 
 def contrast(qk: np.ndarray, unit: str):
@@ -249,40 +344,76 @@ def contrast(qk: np.ndarray, unit: str):
 
 
 noun_q, base_q = groups["nouns"], groups["random words"]
-peak = probes.peak_depth(rates["qk"][:, :H, noun_q].mean(1), layers, L, n_boot=n_boot, seed=seed)
+peak = probes.peak_depth(
+    rates["qk"][:, :H, noun_q].mean(1), layers, L, n_boot=n_boot, seed=seed
+)
 values = {
-    "model": model, "n_blocks": len(layers), "n_heads": H, "k": k, "leading_space": leading_space,
-    "n_nouns": n, "n_nouns_other_form": len(other.words), "dropped_nouns": ", ".join(nouns.dropped),
-    "dropped_nouns_other_form": ", ".join(other.dropped), "n_baseline": len(baseline.words), "seed": seed,
-    "chance_rate": chance, "seconds": seconds,
-    "variant_tokens_nouns": mean_counts["nouns"], "variant_tokens_baseline": mean_counts["random words (matched)"],
+    "model": model,
+    "n_blocks": len(layers),
+    "n_heads": H,
+    "k": k,
+    "leading_space": leading_space,
+    "n_nouns": n,
+    "n_nouns_other_form": len(other.words),
+    "dropped_nouns": ", ".join(nouns.dropped),
+    "dropped_nouns_other_form": ", ".join(other.dropped),
+    "n_baseline": len(baseline.words),
+    "seed": seed,
+    "chance_rate": chance,
+    "seconds": seconds,
+    "variant_tokens_nouns": mean_counts["nouns"],
+    "variant_tokens_baseline": mean_counts["random words (matched)"],
     "variant_tokens_unmatched": mean_counts["random words (unmatched draw)"],
     "qk_rate_first_block": estimate(rates["qk"][0, :H, noun_q]),
-    "qk_baseline_first_block": estimate(rates["qk"][0, :H, base_q], unit="random words"),
+    "qk_baseline_first_block": estimate(
+        rates["qk"][0, :H, base_q], unit="random words"
+    ),
     "qk_rate_early": estimate(rates["qk"][early, :H, noun_q]),
     "qk_baseline_early": estimate(rates["qk"][early, :H, base_q], unit="random words"),
     "qk_rate_late": estimate(rates["qk"][late, :H, noun_q]),
     "qk_early_minus_late": contrast(rates["qk"][:, :H, noun_q], "nouns"),
-    "qk_early_minus_late_baseline": contrast(rates["qk"][:, :H, base_q], "random words"),
-    "qk_peak_block": layers[int(np.argmax(curve["qk", "nouns"]))], "qk_peak_rate": curve["qk", "nouns"].max(),
-    "qk_peak_depth": peak if np.isfinite(peak.value) else "no peak: the rate is zero at every probed block",
+    "qk_early_minus_late_baseline": contrast(
+        rates["qk"][:, :H, base_q], "random words"
+    ),
+    "qk_peak_block": layers[int(np.argmax(curve["qk", "nouns"]))],
+    "qk_peak_rate": curve["qk", "nouns"].max(),
+    "qk_peak_depth": peak
+    if np.isfinite(peak.value)
+    else "no peak: the rate is zero at every probed block",
     "qk_best_head_rate": estimate(rates["qk"][:, :H, noun_q], best_head=True),
     "vo_update_rate_first_block": estimate(rates["vo_update"][0, :H, noun_q]),
     "vo_update_peak_block": layers[int(np.argmax(curve["vo_update", "nouns"]))],
     "vo_update_peak_rate": curve["vo_update", "nouns"].max(),
-    "vo_update_best_head_rate": estimate(rates["vo_update"][:, :H, noun_q], best_head=True),
-    "vo_update_best_head_rate_baseline": estimate(rates["vo_update"][:, :H, base_q], best_head=True,
-                                                  unit="random words"),
+    "vo_update_best_head_rate": estimate(
+        rates["vo_update"][:, :H, noun_q], best_head=True
+    ),
+    "vo_update_best_head_rate_baseline": estimate(
+        rates["vo_update"][:, :H, base_q], best_head=True, unit="random words"
+    ),
     "vo_residual_rate_mean": estimate(rates["vo"][:, :H, noun_q]),
-    "vo_residual_baseline_mean": estimate(rates["vo"][:, :H, base_q], unit="random words"),
-    "write_over_embedding_first": write[0], "write_over_embedding_median": np.median(write),
+    "vo_residual_baseline_mean": estimate(
+        rates["vo"][:, :H, base_q], unit="random words"
+    ),
+    "write_over_embedding_first": write[0],
+    "write_over_embedding_median": np.median(write),
 }
-print(f"the nouns' query-key rate peaks at block {values['qk_peak_block']} of {L} (depth {peak:.2f})"
-      if np.isfinite(peak.value) else "the nouns' query-key rate is zero at every probed block: no peak")
-outcomes = chapter_outcomes("probe_rates", values)
+print(
+    f"the nouns' query-key rate peaks at block {values['qk_peak_block']} of {L} (depth {peak:.2f})"
+    if np.isfinite(peak.value)
+    else "the nouns' query-key rate is zero at every probed block: no peak"
+)
+outcomes = chapter_outcomes("c1_probe_rates", values)
 display(outcomes)
 record(values)
 
 # %%
-print("\n".join(closing_sentences("probe_rates", values, model,
-                                   "the heads do this for any word of the kind, not for the nouns")))
+print(
+    "\n".join(
+        closing_sentences(
+            "c1_probe_rates",
+            values,
+            model,
+            "the heads do this for any word of the kind, not for the nouns",
+        )
+    )
+)

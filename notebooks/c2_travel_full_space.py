@@ -59,10 +59,14 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
-n_sentences: int = 256  # pseudo-sentences sampled from Walden (all their positions are used)
+n_sentences: int = (
+    256  # pseudo-sentences sampled from Walden (all their positions are used)
+)
 seed: int = 0  # which sentences, the shuffles of next tokens and the bootstrap
 n_boot: int = 2000  # bootstrap resamples of sentences
 batch_size: int = 16  # sentences per forward pass
@@ -78,25 +82,43 @@ import lotlib
 from lotlib import plots
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
-from lotlib.traveling_words.travel import (per_sentence_difference, positive_block_share, shuffled_next,
-                                           travel_cosines, travel_summaries, trip_difference, win_share)
+from lotlib.traveling_words.travel import (
+    per_sentence_difference,
+    positive_block_share,
+    shuffled_next,
+    travel_cosines,
+    travel_summaries,
+    trip_difference,
+    win_share,
+)
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 rng = np.random.default_rng(seed)
-ids = corpus.ids[np.sort(rng.choice(corpus.n_s, size=min(n_sentences, corpus.n_s), replace=False))]
-text = ids[:, corpus.prefix:]  # the words (a BOS, where the model starts texts with one, is context only)
-baselines = {"shuffled": shuffled_next(text[:, 1:], seed),
-             "shuffled within sentence": shuffled_next(text[:, 1:], seed, within_rows=True)}
+ids = corpus.ids[
+    np.sort(rng.choice(corpus.n_s, size=min(n_sentences, corpus.n_s), replace=False))
+]
+text = ids[
+    :, corpus.prefix :
+]  # the words (a BOS, where the model starts texts with one, is context only)
+baselines = {
+    "shuffled": shuffled_next(text[:, 1:], seed),
+    "shuffled within sentence": shuffled_next(text[:, 1:], seed, within_rows=True),
+}
 travel = travel_cosines(lm, ids, baselines, first=corpus.prefix, batch_size=batch_size)
 L, D = lm.view.n_layers, lm.view.d_model
 boot = dict(n_boot=n_boot, seed=seed)
 steps, trips = (travel_summaries(travel, part, **boot) for part in ("steps", "trip"))
-print(f"{lm!r}; tied embeddings: {lm.view.tied}, output bias: {lm.view.b_U is not None}")
-print(f"{len(ids)} of {corpus.n_s} pseudo-sentences of {n_k} tokens{' after BOS' if corpus.prefix else ''}: "
-      f"{text[:, :-1].size} positions; {np.mean(text[:, 1:] == text[:, :-1]):.2%} with next = current; baseline "
-      "next = current (left out): " + ", ".join(f"{k} {np.mean(v == text[:, :-1]):.2%}" for k, v in baselines.items()))
+print(
+    f"{lm!r}; tied embeddings: {lm.view.tied}, output bias: {lm.view.b_U is not None}"
+)
+print(
+    f"{len(ids)} of {corpus.n_s} pseudo-sentences of {n_k} tokens{' after BOS' if corpus.prefix else ''}: "
+    f"{text[:, :-1].size} positions; {np.mean(text[:, 1:] == text[:, :-1]):.2%} with next = current; baseline "
+    "next = current (left out): "
+    + ", ".join(f"{k} {np.mean(v == text[:, :-1]):.2%}" for k, v in baselines.items())
+)
 
 # %% [markdown]
 # ## Each block's update against the next word
@@ -104,36 +126,75 @@ print(f"{len(ids)} of {corpus.n_s} pseudo-sentences of {n_k} tokens{' after BOS'
 # %%
 blocks = np.arange(1, L + 1)
 raw = steps["W_E", "shuffled"]
-curves = {"raw W_E, shuffled": ("W_E", "shuffled"), "final_norm(W_E), shuffled": ("final_norm(W_E)", "shuffled"),
-          "raw W_E, shuffled within sentence": ("W_E", "shuffled within sentence")}
-per_block = pd.concat([
-    pd.DataFrame({"block": np.tile(blocks, len(ids)), "true − baseline": difference.ravel(), "target, baseline": name})
-    for name, (table, kind) in curves.items()
-    for difference in [per_sentence_difference(travel[table].steps["true"], travel[table].steps[kind])]])
+curves = {
+    "raw W_E, shuffled": ("W_E", "shuffled"),
+    "final_norm(W_E), shuffled": ("final_norm(W_E)", "shuffled"),
+    "raw W_E, shuffled within sentence": ("W_E", "shuffled within sentence"),
+}
+per_block = pd.concat(
+    [
+        pd.DataFrame(
+            {
+                "block": np.tile(blocks, len(ids)),
+                "true − baseline": difference.ravel(),
+                "target, baseline": name,
+            }
+        )
+        for name, (table, kind) in curves.items()
+        for difference in [
+            per_sentence_difference(
+                travel[table].steps["true"], travel[table].steps[kind]
+            )
+        ]
+    ]
+)
 fig, (ax_cos, ax_diff) = plt.subplots(1, 2, figsize=(12, 4))
 ax_cos.plot(blocks, raw["true"], marker="o", label="true next token")
 ax_cos.plot(blocks, raw["shuffled"], marker="o", label="shuffled next token")
 ax_cos.set_yscale("symlog", linthresh=0.02)
-ax_cos.set(xlabel="block t+1 (update y(t) → y(t+1))", ylabel="mean cosine",
-           title="cos(update, e(next) − e(current)), raw W_E")
+ax_cos.set(
+    xlabel="block t+1 (update y(t) → y(t+1))",
+    ylabel="mean cosine",
+    title="cos(update, e(next) − e(current)), raw W_E",
+)
 ax_cos.legend()
-sns.lineplot(per_block, x="block", y="true − baseline", hue="target, baseline", errorbar=("ci", 95),
-             n_boot=n_boot, seed=seed, marker="o", markersize=3, ax=ax_diff)
+sns.lineplot(
+    per_block,
+    x="block",
+    y="true − baseline",
+    hue="target, baseline",
+    errorbar=("ci", 95),
+    n_boot=n_boot,
+    seed=seed,
+    marker="o",
+    markersize=3,
+    ax=ax_diff,
+)
 ax_diff.axhline(0, color="black", lw=0.8)
-ax_diff.set(xlabel="block t+1", title="difference, 95% bootstrap band over pseudo-sentences")
+ax_diff.set(
+    xlabel="block t+1", title="difference, 95% bootstrap band over pseudo-sentences"
+)
 ax_diff.legend(fontsize=8)
 plt.tight_layout()
 plt.show()
 above = (raw["ci_lo"] > 0).to_numpy()
 below = (raw["ci_hi"] < 0).to_numpy()
-block_share = positive_block_share(travel["W_E"].steps["true"], travel["W_E"].steps["shuffled"], **boot)
-print(f"raw W_E vs shuffled: difference above zero (95% interval) in {above.sum()} of {L} blocks, below zero in "
-      f"{below.sum()}: blocks {blocks[below].tolist()}; share of blocks with a positive mean difference "
-      f"{block_share:.3g}; mean over blocks {raw['difference'].mean():.4f}; "
-      f"largest {raw['difference'].max():.4f} at block {blocks[raw['difference'].argmax()]}")
-print(f"block 1 alone: true {raw['true'].iloc[0]:.3f}, shuffled {raw['shuffled'].iloc[0]:.3f}")
-print(f"for scale: two random directions in D = {D} dimensions have cosines of typical size "
-      f"1/sqrt(D) = {D ** -0.5:.3f}")
+block_share = positive_block_share(
+    travel["W_E"].steps["true"], travel["W_E"].steps["shuffled"], **boot
+)
+print(
+    f"raw W_E vs shuffled: difference above zero (95% interval) in {above.sum()} of {L} blocks, below zero in "
+    f"{below.sum()}: blocks {blocks[below].tolist()}; share of blocks with a positive mean difference "
+    f"{block_share:.3g}; mean over blocks {raw['difference'].mean():.4f}; "
+    f"largest {raw['difference'].max():.4f} at block {blocks[raw['difference'].argmax()]}"
+)
+print(
+    f"block 1 alone: true {raw['true'].iloc[0]:.3f}, shuffled {raw['shuffled'].iloc[0]:.3f}"
+)
+print(
+    f"for scale: two random directions in D = {D} dimensions have cosines of typical size "
+    f"1/sqrt(D) = {D**-0.5:.3f}"
+)
 
 # %% [markdown]
 # **What to notice.** Where an update has a large cosine with *both* targets (on SmolLM2, the first
@@ -149,18 +210,34 @@ print(f"for scale: two random directions in D = {D} dimensions have cosines of t
 # Small per-block steps add up. The whole path y(L) − y(0) against the same targets:
 
 # %%
-trip_table = pd.DataFrame({key: s.iloc[0] for key, s in trips.items()}).T.rename_axis(["target", "baseline"])
-true, shuffled, within = (travel["W_E"].trip[k] for k in ("true", "shuffled", "shuffled within sentence"))
+trip_table = pd.DataFrame({key: s.iloc[0] for key, s in trips.items()}).T.rename_axis(
+    ["target", "baseline"]
+)
+true, shuffled, within = (
+    travel["W_E"].trip[k] for k in ("true", "shuffled", "shuffled within sentence")
+)
 trip = trip_difference(true, shuffled, **boot)
 trip_within = trip_difference(true, within, **boot)
-trip_normed = trip_difference(travel["final_norm(W_E)"].trip["true"], travel["final_norm(W_E)"].trip["shuffled"],
-                              **boot)
-passage_null = trip_difference(within, shuffled, **boot)  # a word of the passage in the place of the next word
-wins, passage_wins = win_share(true, shuffled, **boot), win_share(within, shuffled, **boot)
-print(f"whole trip, raw W_E target: true − shuffled {trip:.3g}; true − rival from the same passage "
-      f"{trip_within:.3g}; normalized target {trip_normed:.3g}")
-print(f"the true next word beats the whole-sample shuffle at {wins:.3g} of positions; "
-      f"null (a rival word of the same passage in its place): difference {passage_null:.3g}, wins at {passage_wins:.3g}")
+trip_normed = trip_difference(
+    travel["final_norm(W_E)"].trip["true"],
+    travel["final_norm(W_E)"].trip["shuffled"],
+    **boot,
+)
+passage_null = trip_difference(
+    within, shuffled, **boot
+)  # a word of the passage in the place of the next word
+wins, passage_wins = (
+    win_share(true, shuffled, **boot),
+    win_share(within, shuffled, **boot),
+)
+print(
+    f"whole trip, raw W_E target: true − shuffled {trip:.3g}; true − rival from the same passage "
+    f"{trip_within:.3g}; normalized target {trip_normed:.3g}"
+)
+print(
+    f"the true next word beats the whole-sample shuffle at {wins:.3g} of positions; "
+    f"null (a rival word of the same passage in its place): difference {passage_null:.3g}, wins at {passage_wins:.3g}"
+)
 trip_table.round(4)
 
 # %% [markdown]
@@ -191,25 +268,40 @@ trip_table.round(4)
 
 # %%
 values = {
-    "n_sentences": len(ids), "n_positions": text[:, :-1].size, "n_layers": L, "d_model": D, "target": "W_E",
-    "trip_true": trip_table.loc[("W_E", "shuffled"), "true"], "trip_shuffled": trip_table.loc[("W_E", "shuffled"), "shuffled"],
-    "trip_difference": trip, "trip_difference_se": trip_table.loc[("W_E", "shuffled"), "se"],
+    "n_sentences": len(ids),
+    "n_positions": text[:, :-1].size,
+    "n_layers": L,
+    "d_model": D,
+    "target": "W_E",
+    "trip_true": trip_table.loc[("W_E", "shuffled"), "true"],
+    "trip_shuffled": trip_table.loc[("W_E", "shuffled"), "shuffled"],
+    "trip_difference": trip,
+    "trip_difference_se": trip_table.loc[("W_E", "shuffled"), "se"],
     "trip_difference_passage_null": passage_null,
-    "trip_true_wins": wins, "trip_passage_null_wins": passage_wins,
-    "trip_difference_normed_target": trip_normed, "trip_difference_within_sentence": trip_within,
-    "block_difference_mean": raw["difference"].mean(), "block_difference_max": raw["difference"].max(),
-    "blocks_positive": int(above.sum()), "blocks_negative": int(below.sum()), "share_blocks_positive": block_share,
-    "block1_true": raw["true"].iloc[0], "block1_shuffled": raw["shuffled"].iloc[0], "inv_sqrt_d": D ** -0.5,
+    "trip_true_wins": wins,
+    "trip_passage_null_wins": passage_wins,
+    "trip_difference_normed_target": trip_normed,
+    "trip_difference_within_sentence": trip_within,
+    "block_difference_mean": raw["difference"].mean(),
+    "block_difference_max": raw["difference"].max(),
+    "blocks_positive": int(above.sum()),
+    "blocks_negative": int(below.sum()),
+    "share_blocks_positive": block_share,
+    "block1_true": raw["true"].iloc[0],
+    "block1_shuffled": raw["shuffled"].iloc[0],
+    "inv_sqrt_d": D**-0.5,
 }
 record(values)
-outcomes = chapter_outcomes("travel_full_space", values)
+outcomes = chapter_outcomes("c2_travel_full_space", values)
 judged = outcomes.set_index("claim")["outcome"]
-print(f"Paper A (Fig. 4, a projection): words travel toward the next word. In the full space, without "
-      f"projection, on {text[:, :-1].size} positions of {model}: the whole path's cosine with e(next) − e(current) "
-      f"exceeds a shuffled next word's by {trip:.3g} ({judged['A-travel-full-trip']}), "
-      f"{trip.value * D ** 0.5:.2f} times a chance alignment 1/sqrt(D) = {D ** -0.5:.3f}; the true next word wins at "
-      f"{wins:.3g} of positions ({judged['A-travel-full-wins']}). Against a rival word from the same passage the "
-      f"difference is {trip_within:.3g} ({judged['A-travel-full-within']}); the rival itself, in the place of the "
-      f"next word, beats the shuffle by {passage_null:.3g}. Block by block, {block_share:.3g} of the blocks lean "
-      f"toward the next word on average ({judged['A-travel-full-blocks']}).")
+print(
+    f"Paper A (Fig. 4, a projection): words travel toward the next word. In the full space, without "
+    f"projection, on {text[:, :-1].size} positions of {model}: the whole path's cosine with e(next) − e(current) "
+    f"exceeds a shuffled next word's by {trip:.3g} ({judged['A-travel-full-trip']}), "
+    f"{trip.value * D**0.5:.2f} times a chance alignment 1/sqrt(D) = {D**-0.5:.3f}; the true next word wins at "
+    f"{wins:.3g} of positions ({judged['A-travel-full-wins']}). Against a rival word from the same passage the "
+    f"difference is {trip_within:.3g} ({judged['A-travel-full-within']}); the rival itself, in the place of the "
+    f"next word, beats the shuffle by {passage_null:.3g}. Block by block, {block_share:.3g} of the blocks lean "
+    f"toward the next word on average ({judged['A-travel-full-blocks']})."
+)
 outcomes

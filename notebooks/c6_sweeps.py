@@ -23,7 +23,7 @@
 # says how much of a difference between two settings is noise. The same command runs any chapter:
 #
 # ```bash
-# lotlib sweep travel_full_space -p n_k 10,25,50 -p seed 0,1,2 --quick --plot trip_difference
+# lotlib sweep c2_travel_full_space -p n_k 10,25,50 -p seed 0,1,2 --quick --plot trip_difference
 # lotlib sweep b4_residuals --grid my_grid.yml --workers 2          # a YAML file: name -> list of values
 # lotlib sweep b3_extrapolation -p model smollm2-135m,gemma3-270m --scheduler tcp://10.0.0.5:8786  # Dask
 # ```
@@ -34,9 +34,11 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # the model every run uses (the book's model)
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
-chapter: str = "travel_full_space"  # the chapter to sweep (a name in notebooks/)
+chapter: str = "c2_travel_full_space"  # the chapter to sweep (a name in notebooks/)
 grid: dict = {"n_k": [10, 25, 50], "seed": [0, 1, 2]}  # swept parameters
 base: dict = {"n_sentences": 32, "n_boot": 500}  # fixed parameters of every run
 y: str = "trip_difference"  # the summary value to plot
@@ -56,14 +58,25 @@ from lotlib.book.sweep import run_sweep
 
 plots.apply_theme()
 source = project_root() / "notebooks" / f"{chapter}.py"
-table = run_sweep(source, grid, out, base={**base, "model": model, "device": device, "dtype": dtype},
-                  workers=workers)
+table = run_sweep(
+    source,
+    grid,
+    out,
+    base={**base, "model": model, "device": device, "dtype": dtype},
+    workers=workers,
+)
 counts = table["status"].value_counts().to_dict()
-print(f"{len(table)} runs of {chapter} on {model}: {counts}; results in {out}/results.csv")
+print(
+    f"{len(table)} runs of {chapter} on {model}: {counts}; results in {out}/results.csv"
+)
 
 # %%
 values = plots.sweep_values(table[y])
-HTML(table.assign(**{y: values})[["status", *grid, y]].to_html(index=False, float_format=lambda v: f"{v:.4g}"))
+HTML(
+    table.assign(**{y: values})[["status", *grid, y]].to_html(
+        index=False, float_format=lambda v: f"{v:.4g}"
+    )
+)
 
 # %%
 plots.sweep_plot(table, y, x, hue)
@@ -71,8 +84,12 @@ plt.show()
 ok = table[table["status"] == "ok"].assign(**{y: values})
 means = ok.groupby(x)[y].mean()
 spread = ok.groupby(x)[y].std()
-print(f"{y} by {x} (mean ± standard deviation over the other swept parameters): "
-      + ", ".join(f"{k}: {m:.4g} ± {s:.2g}" for k, m, s in zip(means.index, means, spread)))
+print(
+    f"{y} by {x} (mean ± standard deviation over the other swept parameters): "
+    + ", ".join(
+        f"{k}: {m:.4g} ± {s:.2g}" for k, m, s in zip(means.index, means, spread)
+    )
+)
 
 # %% [markdown]
 # **What to notice.** Each point is the mean of the runs that share an x value (one executed notebook each)
@@ -81,5 +98,11 @@ print(f"{y} by {x} (mean ± standard deviation over the other swept parameters):
 # size; the printed means and spreads are the figure's numbers.
 
 # %%
-record({"runs": len(table), "runs_ok": counts.get("ok", 0), "runs_failed": counts.get("failed", 0),
-        **{f"{y}_at_{x}_{k}": v for k, v in means.items()}})
+record(
+    {
+        "runs": len(table),
+        "runs_ok": counts.get("ok", 0),
+        "runs_failed": counts.get("failed", 0),
+        **{f"{y}_at_{x}_{k}": v for k, v in means.items()},
+    }
+)

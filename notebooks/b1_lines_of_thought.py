@@ -33,12 +33,16 @@
 
 # %% tags=["parameters"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+device: str = (
+    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
+)
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
 n_pilots: int = 500  # trajectories drawn
-bos: "bool | None" = None  # start every pseudo-sentence with BOS (None: as the model's tokenizer does)
+bos: "bool | None" = (
+    None  # start every pseudo-sentence with BOS (None: as the model's tokenizer does)
+)
 seed: int = 0  # which pilots are drawn, the fit / held-out split, the structureless cloud and the bootstrap
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the intervals
 
@@ -54,11 +58,19 @@ from lotlib import plots
 from lotlib.book.report import chapter_outcomes
 from lotlib.book.summary import record
 from lotlib.intervals import bootstrap
-from lotlib.lines_of_thought.ensemble import (centred_spectrum, directions_for, ensemble_svd, gaussian_cloud,
-                                              principal_directions, variance_captured)
+from lotlib.lines_of_thought.ensemble import (
+    centered_spectrum,
+    directions_for,
+    ensemble_svd,
+    gaussian_cloud,
+    principal_directions,
+    variance_captured,
+)
 
 plots.apply_theme()
-lm, corpus, X = lotlib.walden_trajectories(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)  # X: (N_s, L+1, D)
+lm, corpus, X = lotlib.walden_trajectories(
+    model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype
+)  # X: (N_s, L+1, D)
 N_s, T, D = X.shape
 L = T - 1
 print(f"{lm!r}\n{corpus!r}: trajectories {X.shape}")
@@ -80,12 +92,14 @@ plots.show(plots.paths_3d(P, layers, title))
 # %%
 plots.paths_static(P, layers, title)
 plt.show()
-print(f"share of the ensemble's squared norm at t = L on u1, u2, u3: "
-      f"{energy[0]:.3f}, {energy[1]:.3f}, {energy[2]:.3f} (top 3: {energy[:3].sum():.3f})")
+print(
+    f"share of the ensemble's squared norm at t = L on u1, u2, u3: "
+    f"{energy[0]:.3f}, {energy[1]:.3f}, {energy[2]:.3f} (top 3: {energy[:3].sum():.3f})"
+)
 
 # %% [markdown]
 # **What to notice.** The lines leave a tight knot at the first layers and fan out as t grows, the
-# layer colours ordered along the bundle. The share of the ensemble's squared norm that the three
+# layer colors ordered along the bundle. The share of the ensemble's squared norm that the three
 # plotted directions carry (printed above) says how much of the last layer the picture shows. An
 # uncentered SVD puts the ensemble's mean direction first: when the states share a large common
 # component, u1 carries most of the norm, and the spread of the bundle lives in u2 and u3.
@@ -95,7 +109,7 @@ print(f"share of the ensemble's squared norm at t = L on u1, u2, u3: "
 # "Low-dimensional" needs a number and a null. Counting the singular directions that carry 90% of the
 # *squared norm* (the uncentered spectrum the pictures use) cannot tell a bundle from a shapeless cloud:
 # when all states share a large mean, the mean's direction alone carries most of the norm, whatever the
-# spread around it. So the count here is taken **around the ensemble's mean** (the centred spectrum, the
+# spread around it. So the count here is taken **around the ensemble's mean** (the centered spectrum, the
 # principal components), and set beside a **structureless cloud**: Gaussian points with the ensemble's
 # mean and the same variance in every coordinate, but no correlation between coordinates. Residual
 # streams have a few coordinates of very large variance; the cloud keeps them, so what separates the
@@ -117,24 +131,54 @@ def cloud_at(t: int) -> np.ndarray:
 
 span = min(N_s - 1, D)
 _, S_all = ensemble_svd(X)
-counts = pd.DataFrame([
-    {"layer t": t, "reading": reading, "directions for 90% / min(N_s - 1, D)": k / span}
-    for t in range(T)
-    for reading, k in (("squared norm (uncentred)", directions_for(S_all[t] ** 2, share)),
-                       ("variance around the mean", directions_for(centred_spectrum(X[:, t]), share)),
-                       ("structureless cloud, variance", directions_for(centred_spectrum(cloud_at(t)), share)))
-])
+counts = pd.DataFrame(
+    [
+        {
+            "layer t": t,
+            "reading": reading,
+            "directions for 90% / min(N_s - 1, D)": k / span,
+        }
+        for t in range(T)
+        for reading, k in (
+            ("squared norm (uncentered)", directions_for(S_all[t] ** 2, share)),
+            (
+                "variance around the mean",
+                directions_for(centered_spectrum(X[:, t]), share),
+            ),
+            (
+                "structureless cloud, variance",
+                directions_for(centered_spectrum(cloud_at(t)), share),
+            ),
+        )
+    ]
+)
 fig, ax = plt.subplots(figsize=(7.5, 3.6))
-sns.lineplot(counts, x="layer t", y="directions for 90% / min(N_s - 1, D)", hue="reading", marker="o", ax=ax)
+sns.lineplot(
+    counts,
+    x="layer t",
+    y="directions for 90% / min(N_s - 1, D)",
+    hue="reading",
+    marker="o",
+    ax=ax,
+)
 ax.set(title=f"Directions for 90%, {model}, D = {D}, N_s = {N_s}", ylim=(0, None))
 plt.show()
-by_reading = counts.pivot(index="layer t", columns="reading", values="directions for 90% / min(N_s - 1, D)") * span
+by_reading = (
+    counts.pivot(
+        index="layer t",
+        columns="reading",
+        values="directions for 90% / min(N_s - 1, D)",
+    )
+    * span
+)
 print("directions for 90% at t = 1, L/2, L:")
 for reading in by_reading:
-    print(f"  {reading}: {by_reading[reading].loc[[1, L // 2, L]].round().astype(int).tolist()} of {span}")
+    print(
+        f"  {reading}: {by_reading[reading].loc[[1, L // 2, L]].round().astype(int).tolist()} of {span}"
+    )
 
 # %% [markdown]
-# **What to notice.** The uncentred count (the squared norm) is the smallest at every layer because the
+# **What to notice.** The uncentered count (the squared norm) is the smallest at every layer because the
 # mean direction takes its share for free. Around the mean the count is larger, and the structureless
 # cloud, which has the same per-coordinate spread, needs more directions still: the gap between the last
 # two curves is what correlations between coordinates buy, layer by layer.
@@ -151,7 +195,7 @@ for reading in by_reading:
 # %%
 K = D // 4
 half = rng.permutation(N_s)
-fit, held = np.sort(half[: N_s // 2]), np.sort(half[N_s // 2:])
+fit, held = np.sort(half[: N_s // 2]), np.sort(half[N_s // 2 :])
 
 
 def held_out_share(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -162,25 +206,44 @@ def held_out_share(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def share_estimate(states: np.ndarray):
     captured, total = held_out_share(states)
-    return bootstrap(lambda i: captured[i].sum() / total[i].sum(), len(held), unit="held-out pilots",
-                     n_boot=n_boot, seed=seed)
+    return bootstrap(
+        lambda i: captured[i].sum() / total[i].sum(),
+        len(held),
+        unit="held-out pilots",
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
-per_layer = {"ensemble": [share_estimate(X[:, t]) for t in range(T)],
-             "structureless cloud": [share_estimate(cloud_at(t)) for t in range(T)]}
+per_layer = {
+    "ensemble": [share_estimate(X[:, t]) for t in range(T)],
+    "structureless cloud": [share_estimate(cloud_at(t)) for t in range(T)],
+}
 fig, ax = plt.subplots(figsize=(7.5, 3.6))
 for name, estimates in per_layer.items():
-    frame = pd.DataFrame({"layer t": np.arange(T), "share": [e.value for e in estimates]})
+    frame = pd.DataFrame(
+        {"layer t": np.arange(T), "share": [e.value for e in estimates]}
+    )
     sns.lineplot(frame, x="layer t", y="share", marker="o", label=name, ax=ax)
-    ax.fill_between(np.arange(T), [e.lo for e in estimates], [e.hi for e in estimates], alpha=0.25)
+    ax.fill_between(
+        np.arange(T), [e.lo for e in estimates], [e.hi for e in estimates], alpha=0.25
+    )
 ax.axhline(share, color="grey", ls=":", label="90%")
-ax.set(ylabel=f"held-out variance in top D/4 = {K} directions", ylim=(0, 1.02),
-       title=f"Out-of-sample share of variance in D/4 principal directions, {model}")
+ax.set(
+    ylabel=f"held-out variance in top D/4 = {K} directions",
+    ylim=(0, 1.02),
+    title=f"Out-of-sample share of variance in D/4 principal directions, {model}",
+)
 ax.legend(fontsize=8)
 plt.show()
-dimension, dimension_cloud = per_layer["ensemble"][L], per_layer["structureless cloud"][L]
-print(f"t = L = {L}: the top D/4 = {K} principal directions of {len(fit)} pilots carry {dimension:.3f} of the "
-      f"variance of the {len(held)} others; structureless cloud {dimension_cloud:.3f}")
+dimension, dimension_cloud = (
+    per_layer["ensemble"][L],
+    per_layer["structureless cloud"][L],
+)
+print(
+    f"t = L = {L}: the top D/4 = {K} principal directions of {len(fit)} pilots carry {dimension:.3f} of the "
+    f"variance of the {len(held)} others; structureless cloud {dimension_cloud:.3f}"
+)
 
 # %% [markdown]
 # **What to notice.** Read the last layer against the dotted 90% line: a bundle that lives in D/4
@@ -204,8 +267,10 @@ plots.show(plots.paths_3d(C, second_half, title_c, axis_names=names))
 plots.paths_static(C, second_half, title_c, axis_names=names)
 plt.show()
 spread = X[:, L, dims].std(axis=0)
-print(f"coordinates {dims.tolist()}: std over pilots at t = L {np.round(spread, 2).tolist()}; "
-      f"median std over all coordinates {np.median(X[:, L, :].std(axis=0)):.2f}")
+print(
+    f"coordinates {dims.tolist()}: std over pilots at t = L {np.round(spread, 2).tolist()}; "
+    f"median std over all coordinates {np.median(X[:, L, :].std(axis=0)):.2f}"
+)
 
 # %% [markdown]
 # **What to notice.** In raw coordinates the bundle still moves coherently, but the picture depends on
@@ -229,22 +294,32 @@ print(f"coordinates {dims.tolist()}: std over pilots at t = L {np.round(spread, 
 
 # %%
 values = {
-    "n_s": N_s, "n_layers": L, "d_model": D, "n_fit": len(fit), "n_held_out": len(held), "k_quarter_d": K,
-    "energy_top3_last_layer": energy[:3].sum(), "energy_u1_last_layer": energy[0],
-    "k90_uncentred_last_layer": by_reading["squared norm (uncentred)"].loc[L],
-    "k90_centred_last_layer": by_reading["variance around the mean"].loc[L],
+    "n_s": N_s,
+    "n_layers": L,
+    "d_model": D,
+    "n_fit": len(fit),
+    "n_held_out": len(held),
+    "k_quarter_d": K,
+    "energy_top3_last_layer": energy[:3].sum(),
+    "energy_u1_last_layer": energy[0],
+    "k90_uncentered_last_layer": by_reading["squared norm (uncentered)"].loc[L],
+    "k90_centered_last_layer": by_reading["variance around the mean"].loc[L],
     "k90_cloud_last_layer": by_reading["structureless cloud, variance"].loc[L],
     "held_out_share_quarter_d_last_layer": dimension,
     "held_out_share_quarter_d_last_layer_cloud": dimension_cloud,
     "held_out_share_quarter_d_by_layer": [e.value for e in per_layer["ensemble"]],
-    "held_out_share_quarter_d_by_layer_cloud": [e.value for e in per_layer["structureless cloud"]],
+    "held_out_share_quarter_d_by_layer_cloud": [
+        e.value for e in per_layer["structureless cloud"]
+    ],
 }
 record(values)
-outcomes = chapter_outcomes("lines_of_thought", values)
+outcomes = chapter_outcomes("b1_lines_of_thought", values)
 judged = outcomes.set_index("claim")["outcome"]
-print(f"Paper (Fig. 1, qualitative): a low-dimensional bundle. Here ({model}, D = {D}): the top D/4 = {K} principal "
-      f"directions carry {dimension:.3f} of the held-out variance at t = L ({judged['B1-dimension']} the 90% bound); "
-      f"the structureless cloud with the same per-coordinate variance: {dimension_cloud:.3f}. In-sample, 90% of the "
-      f"variance needs {values['k90_centred_last_layer']:.0f} of {span} directions (cloud: "
-      f"{values['k90_cloud_last_layer']:.0f}; squared norm, uncentred: {values['k90_uncentred_last_layer']:.0f}).")
+print(
+    f"Paper (Fig. 1, qualitative): a low-dimensional bundle. Here ({model}, D = {D}): the top D/4 = {K} principal "
+    f"directions carry {dimension:.3f} of the held-out variance at t = L ({judged['B1-dimension']} the 90% bound); "
+    f"the structureless cloud with the same per-coordinate variance: {dimension_cloud:.3f}. In-sample, 90% of the "
+    f"variance needs {values['k90_centered_last_layer']:.0f} of {span} directions (cloud: "
+    f"{values['k90_cloud_last_layer']:.0f}; squared norm, uncentered: {values['k90_uncentered_last_layer']:.0f})."
+)
 outcomes
