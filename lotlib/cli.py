@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -44,14 +45,14 @@ def _model_options(command: argparse.ArgumentParser, default_model: str) -> None
 
 def _model_parameters(args, source: Path) -> dict:
     """The --model/--device/--dtype given, as parameters of notebook `source`; one it does not declare fails."""
-    from .book.pipeline import declared_of
+    from .book.spec import read_spec
 
     given = {
         name: getattr(args, name)
         for name in ("model", "device", "dtype")
         if getattr(args, name) is not None
     }
-    missing = sorted(set(given) - set(declared_of(source)))
+    missing = sorted(set(given) - set(read_spec(source).parameters))
     if missing:
         raise ValueError(
             f"{source.name} has no parameter {', '.join(missing)}: drop --{' --'.join(missing)} "
@@ -254,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="skip the null book (the same chapters on untrained:MODEL) that the verdicts compare with",
     )
+    book.add_argument(
+        "--scheduler",
+        default=None,
+        help="run the chapters on a Dask distributed scheduler (tcp://host:8786)",
+    )
 
     for command in (
         commands.choices.values()
@@ -265,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
             help=argparse.SUPPRESS,
         )
     args = parser.parse_args(argv)
+    signal.signal(
+        signal.SIGTERM, _interrupted
+    )  # a SIGTERM stops as a Ctrl-C does: workers ended
     try:
         return {"extract": _extract, "run": _run, "sweep": _sweep, "book": _book}[
             args.command
@@ -274,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"lotlib {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 130 if isinstance(err, KeyboardInterrupt) else 2
+
+
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def one_line(err: BaseException) -> str:
@@ -414,6 +427,7 @@ def _book(args) -> int:
         device=args.device or "auto",
         dtype=args.dtype or "float32",
         null=args.null,
+        scheduler=args.scheduler,
     )  # ends with the line naming the page to open
     return 0
 

@@ -6,13 +6,14 @@ Chapters call `apply_theme()` once, before their first figure.
 
 from __future__ import annotations
 
+import os
+
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import plotly.graph_objects as go
 from matplotlib import cm, colors
 
-from . import run_context
 
 
 THEME = {
@@ -34,8 +35,7 @@ def apply_theme() -> None:
 def show(fig: go.Figure) -> None:
     """Display a plotly figure: inline HTML that uses the book's bundled plotly.js when building
     the book (no CDN, works offline), the notebook's own renderer otherwise."""
-    context = run_context.current()  # set by the pipeline in this run's own kernel
-    if context is not None and context.book:
+    if os.environ.get("LOTLIB_BOOK"):  # set by the pipeline in a book run's kernel
         from IPython.display import HTML, display
 
         display(HTML(fig.to_html(full_html=False, include_plotlyjs=False)))

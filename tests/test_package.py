@@ -18,11 +18,10 @@ PACKAGE = Path(lotlib.__file__).parent
 ROOMS = {  # package -> the lotlib packages (and top-level modules) it may import
     "storage": set(),
     "models": {"storage"},
-    "traveling_words": {"models", "storage", "intervals", "plots", "run_context"},
-    "lines_of_thought": {"models", "storage", "intervals", "plots", "run_context"},
+    "traveling_words": {"models", "storage", "intervals", "plots"},
+    "lines_of_thought": {"models", "storage", "intervals", "plots"},
     "intervals": set(),
-    "run_context": set(),
-    "plots": {"run_context"},
+    "plots": set(),
 }
 
 

@@ -18,9 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass
-from multiprocessing import get_context
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -29,8 +27,10 @@ from ..models.data import DATA_FILES, data_path
 from ..models.sources import DEFAULT_MODEL, UNTRAINED, split_name
 from ..storage.atomic import write_text_atomic
 from ..storage.paths import package_file
-from .parameters import check_parameters, read_declared
-from .pipeline import NotebookFailed, notebook_dependencies, run_notebook
+from .parameters import check_parameters
+from .pipeline import NotebookFailed, summary_path
+from .spec import NotebookSpec, read_spec
+from .workers import DONE, STARTED, Run, run_pool
 from .report import load_claims
 
 
@@ -99,9 +99,14 @@ def model_slug(model: str) -> str:
     ).strip("-")
 
 
-def book_folder(root: Path, model: str, quick: bool) -> Path:
-    """Where one model's book is built: `build/book/<model>/` (quick: `build/book-quick/<model>/`)."""
-    return root / "build" / ("book-quick" if quick else "book") / model_slug(model)
+def book_folder(root: Path, model: str, quick: bool, build: Path | None = None) -> Path:
+    """Where one model's book is built: `<build>/book/<model>/` (quick: `<build>/book-quick/<model>/`);
+    `build` defaults to the project's `build/`."""
+    return (
+        (build or root / "build")
+        / ("book-quick" if quick else "book")
+        / model_slug(model)
+    )
 
 
 def null_model(model: str) -> str | None:
@@ -121,29 +126,44 @@ def chapters_with_findings(root: Path) -> set[str]:
 
 @dataclass(frozen=True)
 class Chapter:
-    """One execution of a chapter: the notebook, the book it belongs to, its parameters and input files."""
+    """One execution of a chapter: its notebook, the model whose book it belongs to, its parameters and the
+    input files that join its execution key."""
 
-    name: str
-    book: str  # the model whose book it belongs to
-    source: Path
+    spec: NotebookSpec
+    model: str
     output: Path
     parameters: dict
     depends_on: tuple[Path, ...] = ()
 
     @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
     def label(self) -> str:
-        return f"{self.book} / {self.name}"
+        return f"{self.model} / {self.name}"
+
+    def run(self, threads: int | None) -> Run:
+        """This chapter as a run of the worker pool."""
+        return Run(
+            self.label,
+            str(self.spec.source),
+            str(self.output),
+            self.parameters,
+            book=True,
+            depends_on=tuple(map(str, self.depends_on)),
+            threads=threads,
+        )
 
 
 def chapter_parameters(
-    root: Path, name: str, quick: bool, model: str, device: str, dtype: str
+    spec: NotebookSpec, root: Path, quick: bool, model: str, device: str, dtype: str
 ) -> dict:
-    """The book's parameters of chapter `name` (`book/parameters.yml`) with the book's model, device and dtype
-    for every chapter that declares them."""
-    declared = read_declared(root / "notebooks" / f"{name}.py")
-    params = book_parameters(root, name, quick)
+    """The book's parameters of chapter `spec` (`book/parameters.yml`) with the book's model, device and
+    dtype for every chapter that declares them."""
+    params = book_parameters(root, spec.name, quick)
     for key, value in (("model", model), ("device", device), ("dtype", dtype)):
-        if key in declared and value != declared[key].default:
+        if key in spec.parameters and value != spec.parameters[key].default:
             params[key] = value
     return params
 
@@ -156,123 +176,90 @@ def plan_book(
     device: str = "auto",
     dtype: str = "float32",
     null: bool = True,
+    build: Path | None = None,
 ) -> tuple[list[Chapter], list[Chapter]]:
-    """The executions of one book: its chapters and, with `null`, the chapters with findings on the null model
-    (first wave), then the `run_last` chapters (the report and the atlas), which read the others' summaries."""
+    """The executions of one book, planned once: its chapters and, with `null`, the chapters with findings on
+    the null model (first wave), then the `run_last` chapters (the report and the atlas), which read the
+    first wave's summaries (they join their keys when those are written). Each notebook is read once."""
     last = _parameters_table(root).get("run_last") or []
     order = execution_order(root)
-    stage = book_folder(root, model, quick)
-    books = [(model, stage, order)]
+    specs = {name: read_spec(chapter_source(root, name)) for name in order}
+    books = [(model, order)]
     nulled = null_model(model) if null else None
     if nulled:
         findings = chapters_with_findings(root)
-        books.append(
-            (
-                nulled,
-                book_folder(root, nulled, quick),
-                [n for n in order if n in findings and n not in last],
-            )
-        )
+        books.append((nulled, [n for n in order if n in findings and n not in last]))
     first, later = [], []
-    for book, folder, names in books:
+    for book, names in books:
+        folder = book_folder(root, book, quick, build) / "notebooks"
         for name in names:
-            params = chapter_parameters(root, name, quick, book, device, dtype)
+            spec = specs[name]
+            params = chapter_parameters(spec, root, quick, book, device, dtype)
             inputs = [
-                *swept_dependencies(root, chapter_source(root, name), params),
+                *swept_dependencies(root, spec, params),
                 *claims_files(root, name, last),
             ]
             chapter = Chapter(
-                name,
-                book,
-                root / "notebooks" / f"{name}.py",
-                folder / "notebooks" / f"{name}.ipynb",
-                params,
-                tuple(inputs),
+                spec, book, folder / f"{name}.ipynb", params, tuple(inputs)
             )
             (later if name in last else first).append(chapter)
-    null_notebooks = book_folder(root, nulled, quick) / "notebooks" if nulled else None
-    later = [_with_inputs(c, stage / "notebooks", null_notebooks, last) for c in later]
-    return first, later
+    return first, [_with_inputs(c, first, nulled, last) for c in later]
 
 
 def claims_files(root: Path, name: str, last: list[str]) -> list[Path]:
-    """The claims a chapter judges its values by (its closing table): `book/claims/<name>.yml`, and every claims
-    file for a `last` chapter (the report and the atlas). They join its execution key: a changed test or bound
-    re-executes the chapters that show it."""
-    return sorted(
-        (root / "book" / "claims").glob("*.yml" if name in last else f"{name}.yml")
-    )
+    """The claims a chapter judges its values by (its closing table): `book/claims/<name>.yml`, and every
+    claims file for a `last` chapter (the report and the atlas). They join its execution key: a changed test
+    or bound re-executes the chapters that show it."""
+    pattern = "*.yml" if name in last else f"{name}.yml"
+    return sorted((root / "book" / "claims").glob(pattern))
 
 
 def chapter_source(root: Path, name: str) -> Path:
     return root / "notebooks" / f"{name}.py"
 
 
-def swept_dependencies(root: Path, source: Path, parameters: dict) -> list[Path]:
+def swept_dependencies(root: Path, spec: NotebookSpec, parameters: dict) -> list[Path]:
     """A chapter that runs another chapter (a `chapter` parameter: the sweeps page) depends on that chapter's
     source and the lotlib files it imports: they join the chapter's execution key."""
-    declared = read_declared(source)
-    if "chapter" not in declared:
+    if "chapter" not in spec.parameters:
         return []
-    return notebook_dependencies(
-        chapter_source(root, parameters.get("chapter", declared["chapter"].default))
-    )
+    swept = parameters.get("chapter", spec.parameters["chapter"].default)
+    return read_spec(chapter_source(root, swept)).dependencies
 
 
 def _with_inputs(
-    chapter: Chapter, notebooks: Path, null_notebooks: Path | None, last: list[str]
+    chapter: Chapter, first: list[Chapter], nulled: str | None, last: list[str]
 ) -> Chapter:
-    """A run_last chapter reads the book's summaries (and the null's, and every built book's for the atlas):
-    they join its parameters (as paths relative to its own folder) and its execution key. The summaries of the
-    `last` chapters themselves are left out: they run at the same time and read none of each other's."""
-    declared = read_declared(chapter.source)
+    """A run_last chapter reads the summaries of the book's first wave (and the null's, and every built book's
+    for the atlas): their folders join its parameters (as paths relative to its own folder) and the summary
+    files its execution key. The `last` chapters read none of each other's summaries."""
+    declared, here = chapter.spec.parameters, chapter.output.parent
     params, inputs = dict(chapter.parameters), []
-    chapters = lambda folder: [
-        p
-        for p in sorted(folder.glob("*.summary.json"))  # noqa: E731
-        if p.name.removesuffix(".summary.json") not in last
-    ]
+
+    def summaries(model: str) -> list[Path]:
+        return [summary_path(c.output) for c in first if c.model == model]
+
     if "summaries_dir" in declared:
         params["summaries_dir"] = "."
-        inputs += chapters(notebooks)
-    if "null_summaries_dir" in declared and null_notebooks is not None:
-        params["null_summaries_dir"] = os.path.relpath(null_notebooks, notebooks)
-        inputs += chapters(null_notebooks)
+        inputs += summaries(chapter.model)
+    if "null_summaries_dir" in declared and nulled is not None:
+        null_folder = summary_path(
+            next(c.output for c in first if c.model == nulled)
+        ).parent
+        params["null_summaries_dir"] = os.path.relpath(null_folder, here)
+        inputs += summaries(nulled)
     if "books_dir" in declared:
-        params["books_dir"] = os.path.relpath(notebooks.parents[1], notebooks)
-        inputs += [
+        books = here.parents[1]
+        params["books_dir"] = os.path.relpath(books, here)
+        built = [
             p
-            for folder in sorted(notebooks.parents[1].glob("*/notebooks"))
-            for p in chapters(folder)
+            for p in sorted(books.glob("*/notebooks/*.summary.json"))
+            if p.name.removesuffix(".summary.json") not in last
         ]
-    return Chapter(
-        chapter.name,
-        chapter.book,
-        chapter.source,
-        chapter.output,
-        params,
-        (*chapter.depends_on, *inputs),
+        inputs += sorted({*built, *(summary_path(c.output) for c in first)})
+    return replace(
+        chapter, parameters=params, depends_on=(*chapter.depends_on, *inputs)
     )
-
-
-def _execute_chapter(chapter: Chapter, threads: int) -> tuple[float, bool]:
-    """Run one chapter in a worker process; returns its time and whether the cached execution was reused."""
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = str(
-            threads
-        )  # the kernel inherits them: parallel chapters share the cores
-    before = chapter.output.stat().st_mtime_ns if chapter.output.exists() else None
-    start = time.perf_counter()
-    run_notebook(
-        chapter.source,
-        chapter.output,
-        chapter.parameters,
-        book=True,
-        progress=False,
-        depends_on=list(chapter.depends_on),
-    )
-    reused = before is not None and chapter.output.stat().st_mtime_ns == before
-    return time.perf_counter() - start, reused
 
 
 def _cells_done(chapter: Chapter) -> str:
@@ -283,12 +270,7 @@ def _cells_done(chapter: Chapter) -> str:
         nb = nbformat.read(chapter.output.with_suffix(".partial.ipynb"), 4)
     except (OSError, ValueError):
         return ""
-    code = [
-        c
-        for c in nb.cells
-        if c.cell_type == "code"
-        and "lotlib-run-context" not in c.metadata.get("tags", [])
-    ]
+    code = [c for c in nb.cells if c.cell_type == "code"]
     done = sum(1 for c in code if c.get("execution_count"))
     return f" (cell {done} of {len(code)})"
 
@@ -301,41 +283,46 @@ def _duration(seconds: float) -> str:
     )
 
 
+def say_now(line: str) -> None:
+    """Print a progress line at once, also when stdout is a file or a pipe."""
+    print(line, flush=True)
+
+
 def execute_chapters(
-    chapters: list[Chapter], jobs: int, say=print, heartbeat: float = 60.0
+    chapters: list[Chapter],
+    jobs: int,
+    say=say_now,
+    heartbeat: float = 60.0,
+    scheduler: str | None = None,
 ) -> None:
-    """Execute (or reuse) the chapters, `jobs` at a time. One line when a chapter starts and one when it ends,
-    with its time; every `heartbeat` seconds a line naming the chapters still running, for how long and at
-    which cell. A failed chapter does not stop the others; all failures are raised together."""
+    """Execute (or reuse) the chapters on the worker pool, `jobs` at a time (or on the Dask cluster at
+    `scheduler`). One line when a chapter starts and one when it ends, with its time; every `heartbeat`
+    seconds a line naming the chapters still running, for how long and at which cell. A failed chapter does
+    not stop the others; all failures are raised together."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    waiting, pending, started, failures = list(chapters), {}, {}, []
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        while waiting or pending:
-            while (
-                waiting and len(pending) < jobs
-            ):  # submitted only when a worker is free: "started" is true
-                chapter = waiting.pop(0)
-                future = pool.submit(_execute_chapter, chapter, threads)
-                pending[future], started[future] = chapter, time.perf_counter()
-                say(f"[lotlib book] {chapter.label}: started")
-            done, _ = wait(pending, timeout=heartbeat, return_when=FIRST_COMPLETED)
-            for future in done:
-                chapter = pending.pop(future)
-                try:
-                    seconds, reused = future.result()
-                    say(
-                        f"[lotlib book] {chapter.label}: done in {_duration(seconds)}"
-                        + (" (cached)" if reused else "")
-                    )
-                except Exception as err:  # noqa: BLE001 - every failure is reported at the end
-                    failures.append(f"{chapter.label}: {err}")
-                    say(f"[lotlib book] {chapter.label}: FAILED: {err}")
-            if not done:
-                running = [
-                    f"{c.label} {_duration(time.perf_counter() - started[f])}{_cells_done(c)}"
-                    for f, c in pending.items()
-                ]
-                say("[lotlib book] still running: " + ", ".join(running))
+    runs = {c.label: c for c in chapters}
+    started, failures = {}, []
+    pool = run_pool([c.run(threads) for c in chapters], jobs, scheduler, heartbeat)
+    for event, run, status in pool:
+        if event == STARTED:
+            started[run.label] = time.perf_counter()
+            say(f"[lotlib book] {run.label}: started")
+        elif event == DONE:
+            started.pop(run.label, None)
+            if status["status"] == "ok":
+                cached = " (cached)" if status.get("reused") else ""
+                say(
+                    f"[lotlib book] {run.label}: done in {_duration(status['seconds'])}{cached}"
+                )
+            else:
+                failures.append(f"{run.label}: {status['error']}")
+                say(f"[lotlib book] {run.label}: FAILED: {status['error']}")
+        else:
+            running = [
+                f"{label} {_duration(time.perf_counter() - t)}{_cells_done(runs[label])}"
+                for label, t in started.items()
+            ]
+            say("[lotlib book] still running: " + ", ".join(running))
     if failures:
         raise NotebookFailed(
             f"{len(failures)} chapter(s) failed:\n  " + "\n  ".join(failures)
@@ -351,25 +338,33 @@ def build_book(
     device: str = "auto",
     dtype: str = "float32",
     null: bool = True,
-    say=print,
+    say=say_now,
+    build: Path | None = None,
+    scheduler: str | None = None,
 ) -> Path:
     """Execute every chapter on `model` (default: the embedded default model) and, with `null`, the chapters
     with findings on its untrained variant (cached, `jobs` in parallel), then build that model's HTML book
-    strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`). Returns the HTML folder.
-    Parameters that do not fit the model and data files that cannot be found fail before any chapter runs."""
+    strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`; `build` replaces the project's
+    `build/`). Chapters run on `jobs` local workers, or on the Dask cluster at `scheduler`. Returns the HTML
+    folder. Parameters that do not fit the model and data files that cannot be found fail before any chapter
+    runs."""
     model = model or DEFAULT_MODEL
     first, later = plan_book(
-        root, quick=quick, model=model, device=device, dtype=dtype, null=null
+        root,
+        quick=quick,
+        model=model,
+        device=device,
+        dtype=dtype,
+        null=null,
+        build=build,
     )
     for chapter in (
         first + later
-    ):  # every chapter's parameters fit the model before anything runs
-        check_parameters(
-            read_declared(chapter.source), chapter.parameters, f"{chapter.label}"
-        )
+    ):  # every chapter's parameters fit the model before any run
+        check_parameters(chapter.spec.parameters, chapter.parameters, chapter.label)
     for name in DATA_FILES:  # the chapters read both texts: present, or downloaded and checked, before any runs
         data_path(name)
-    stage = book_folder(root, model, quick)
+    stage = book_folder(root, model, quick, build)
     sync_tree(root / "book", stage)
     # the site works offline: plotly.js and MathJax are bundled with it, not loaded from a CDN
     copy_if_changed(
@@ -383,18 +378,15 @@ def build_book(
     say(
         f"[lotlib book] {model}: {len(first) + len(later)} chapter runs"
         + (
-            f", {sum(c.book != model for c in first)} of them on the null {null_model(model)}"
+            f", {sum(c.model != model for c in first)} of them on the null {null_model(model)}"
             if null
             else ""
         )
     )
-    execute_chapters(first, jobs, say)
-    later = plan_book(
-        root, quick=quick, model=model, device=device, dtype=dtype, null=null
-    )[1]  # the summaries
+    execute_chapters(first, jobs, say, scheduler=scheduler)
     execute_chapters(
-        later, jobs, say
-    )  # the report and the atlas read exist now: they join their keys
+        later, jobs, say, scheduler=scheduler
+    )  # they read first's summaries
     say(f"[lotlib book] {model}: building the HTML pages")
     jb = Path(sys.executable).parent / "jupyter-book"
     stamp, config = (

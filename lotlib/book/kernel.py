@@ -25,9 +25,21 @@ class LocalKernelManager(AsyncKernelManager):
             kwargs.setdefault("ip", str(runtime / f"lotlib-{uuid.uuid4().hex[:12]}"))
         super().__init__(**kwargs)
 
+    run_env: dict[str, str] = {}  # variables this kernel gets on top of os.environ
+
+    async def _async_pre_start_kernel(self, **kw):
+        kw["env"] = {**kw.get("env", os.environ), **self.run_env}
+        return await super()._async_pre_start_kernel(**kw)
+
     async def _async_interrupt_kernel(self) -> None:
         if (
             self.shutting_down
         ):  # a finished run's kernel is asked to shut down; nothing runs to interrupt
             return
         await super()._async_interrupt_kernel()
+
+
+def kernel_manager(env: dict[str, str]) -> type[LocalKernelManager]:
+    """A kernel manager class whose kernels get `env` on top of this process's environment (papermill takes
+    a class, so each run gets a class of its own)."""
+    return type("RunKernelManager", (LocalKernelManager,), {"run_env": dict(env)})

@@ -20,7 +20,6 @@ import ast
 import types
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from ..models.bounds import TYPES, Bounded, ParameterError, model_shape
@@ -39,20 +38,12 @@ class Parameter:
     help: str
 
 
-def parameters_cell(nb) -> str:
-    """The source of the cell tagged `parameters` of a notebook read by jupytext."""
-    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    if not cells:
-        raise ParameterError("the notebook has no cell tagged 'parameters'")
-    return cells[0].source
-
-
 def declared_parameters(
     code: str, where: str = "the parameters cell"
 ) -> dict[str, Parameter]:
     """Every assignment of `code` (a parameters cell), with its annotation and the comment on its line. An
-    undeclared parameter takes its default's type; one whose default is None has no type (None), which
-    `undeclared` reports. Defaults must be literals."""
+    undeclared parameter takes its default's type; one whose default is None has no type (None). Defaults
+    must be literals."""
     lines = code.splitlines()
     out = {}
     for node in ast.parse(code).body:
@@ -177,19 +168,3 @@ def check_parameters(declared: dict[str, Parameter], values: dict, where: str) -
                 kind.check(value, shape, name, merged)
             except ParameterError as err:
                 raise ParameterError(f"{where}: {err}") from None
-
-
-def undeclared(declared: dict[str, Parameter]) -> list[str]:
-    """Parameters without a type: no annotation and a default of None, which says nothing of the type."""
-    return [name for name, p in declared.items() if p.annotation is None]
-
-
-def read_declared(source: Path, nb=None) -> dict[str, Parameter]:
-    """`declared_parameters` of a Jupytext notebook file (`nb`: already read)."""
-    import jupytext
-
-    nb = nb or jupytext.read(source)
-    try:
-        return declared_parameters(parameters_cell(nb), source.name)
-    except ParameterError as err:
-        raise ParameterError(f"{source.name}: {err}") from None

@@ -2,13 +2,12 @@
 
 Each run executes in its own folder `OUT/runs/<run id>/` (executed notebook, summary JSON, status.json).
 A run whose status is `ok` (and whose notebook, parameters and lotlib code are unchanged, and whose summary
-is its own) is skipped when the sweep starts again; every other run (failed, missing, interrupted) is run
-again. A run that fails for any reason, its worker process killed included, is recorded as failed with its
-reason, its temporary files are removed, and the others go on. Runs go to `workers` local worker processes
-(a worker that dies takes only the run it was executing with it; a fresh worker takes the next), or to a
-Dask cluster (`scheduler`; a task whose workers keep dying ends in `KilledWorker`, recorded as that run's
-failure). The sweep always ends with `OUT/results.csv` (also when interrupted): every run's parameters,
-status and summary values.
+was written from its notebook) is skipped when the sweep starts again; every other run (failed, missing,
+interrupted) is run again. Runs go to the worker pool (`lotlib.book.workers`, shared with the book): `workers`
+local worker processes, or a Dask cluster (`scheduler`); a run that fails for any reason, its worker killed
+included, is recorded as failed with its reason, its temporary files are removed, and the others go on. The
+sweep always ends with `OUT/results.csv` (also when interrupted): every run's parameters, status and the
+values read from its executed notebook.
 """
 
 from __future__ import annotations
@@ -17,13 +16,7 @@ import hashlib
 import itertools
 import json
 import os
-import queue
 import re
-import signal
-import subprocess
-import sys
-import threading
-import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -34,18 +27,11 @@ from ..intervals import is_estimate
 from ..models.bounds import ParameterError
 from ..storage.atomic import write_text_atomic
 from .parameters import check_parameters
-from .pipeline import (
-    code_of,
-    declared_of,
-    execution_key,
-    is_current,
-    own_summary,
-    records_summary,
-    run_notebook,
-)
+from .pipeline import execution_key, is_current, recorded_values
+from .spec import NotebookSpec, read_spec
+from .workers import DONE, Run, run_pool
 
 STATUS = "status.json"
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class SweepError(ValueError):
@@ -74,11 +60,11 @@ def load_grid(
 
 
 def validate_grid(
-    notebook: Path, grid: dict[str, list], base: dict | None = None
+    spec: NotebookSpec, grid: dict[str, list], base: dict | None = None
 ) -> None:
     """Refuse an empty grid, unknown names (listing the notebook's parameters), and any run whose values do
     not fit their declared types or the model (`lotlib.book.parameters`): before the first run starts."""
-    declared = declared_of(notebook)
+    declared, notebook = spec.parameters, spec.source
     if not grid or any(len(v) == 0 for v in grid.values()):
         raise SweepError(
             f"empty grid: give at least one value for at least one parameter "
@@ -113,42 +99,6 @@ def run_id(parameters: dict) -> str:
     return f"{slug}__{hashlib.sha256(json.dumps(parameters, sort_keys=True).encode()).hexdigest()[:8]}"
 
 
-def execute_run(
-    source: str,
-    folder: str,
-    parameters: dict,
-    threads: int | None = None,
-    environment: dict | None = None,
-) -> dict:
-    """Run one notebook into `folder`; never raises: the status (also written to `folder/status.json`) says
-    ok or failed, with the error. `environment` (the sweep's LOTLIB_* variables) fills what a remote worker
-    lacks; `threads` caps the kernel's BLAS threads. The run's context reaches its kernel through the
-    notebook itself (`lotlib.book.pipeline`), so runs may share a process (the threads of a Dask worker)."""
-    for key, value in (environment or {}).items():
-        os.environ.setdefault(key, value)
-    if (
-        threads
-    ):  # the kernel inherits them: parallel runs must not oversubscribe the cores
-        os.environ.update({name: str(threads) for name in THREAD_VARIABLES})
-    folder = Path(folder)
-    try:
-        run_notebook(
-            Path(source),
-            folder / f"{Path(source).stem}.ipynb",
-            parameters,
-            progress=False,
-            keep_partial=False,
-        )
-    except Exception as err:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
-        details = getattr(err, "details", "") or traceback.format_exc(limit=3)
-        return record_failure(
-            folder, parameters, f"{type(err).__name__}: {err}", details
-        )
-    return _write_status(
-        folder, {"run": folder.name, "parameters": parameters, "status": "ok"}
-    )
-
-
 def record_failure(
     folder: Path, parameters: dict, error: str, details: str = ""
 ) -> dict:
@@ -181,12 +131,12 @@ def _read_status(folder: Path) -> dict | None:
         return None
 
 
-def _finished(folder: Path, source: Path, parameters: dict, records: bool) -> bool:
-    """A run is finished when its status is ok, its notebook was executed from the current code, and its
-    summary (when the notebook records one) is its own."""
+def _finished(folder: Path, spec: NotebookSpec, parameters: dict) -> bool:
+    """A run is finished when its status is ok and its notebook was executed from the current code (with the
+    summary written from it, when the notebook records one)."""
     status = _read_status(folder) or {}
     return status.get("status") == "ok" and is_current(
-        folder / f"{source.stem}.ipynb", execution_key(source, parameters), records
+        folder / f"{spec.name}.ipynb", execution_key(spec, parameters), spec.records
     )
 
 
@@ -202,139 +152,63 @@ def run_sweep(
 ) -> pd.DataFrame:
     """Run notebook `source` over `grid` (on top of `base` parameters) into `out`; return the results table
     (also written to `out/results.csv`, whatever happens)."""
-    import jupytext
-
-    source, out = Path(source).resolve(), Path(out).resolve()
-    validate_grid(source, grid, base)
-    records = records_summary(code_of(jupytext.read(source)))
+    spec, out = read_spec(source), Path(out).resolve()
+    validate_grid(spec, grid, base)
     runs = [{**(base or {}), **combo} for combo in expand(grid)]
     folders = {run_id(p): p for p in runs}
     todo = {
-        name: p
-        for name, p in folders.items()
-        if not _finished(out / "runs" / name, source, p, records)
+        n: p for n, p in folders.items() if not _finished(out / "runs" / n, spec, p)
     }
     for name in todo:  # an interrupted sweep must not leave a stale status behind
         (out / "runs" / name / STATUS).unlink(missing_ok=True)
     workers = workers or min(4, os.cpu_count() or 1)
     environment = {k: v for k, v in os.environ.items() if k.startswith("LOTLIB_")}
     threads = max(1, (os.cpu_count() or 1) // workers)
+    pool_runs = [
+        Run(
+            name,
+            str(spec.source),
+            str(out / "runs" / name / f"{spec.name}.ipynb"),
+            parameters,
+            keep_partial=False,
+            threads=threads,
+            environment=environment,
+        )
+        for name, parameters in todo.items()
+    ]
     bar = tqdm(
         total=len(runs),
         initial=len(runs) - len(todo),
-        desc=f"sweep {source.stem}",
+        desc=f"sweep {spec.name}",
         unit="run",
         disable=not progress,
     )
     counts = {"ok": len(runs) - len(todo), "failed": 0}
-    args = [
-        (str(source), str(out / "runs" / name), p, threads, environment)
-        for name, p in todo.items()
-    ]
     try:
-        for status in _execute(args, workers, scheduler):
+        for event, run, status in run_pool(pool_runs, workers, scheduler):
+            if event != DONE:
+                continue
+            folder = out / "runs" / run.label
+            if status["status"] == "ok":
+                _write_status(
+                    folder,
+                    {"run": run.label, "parameters": run.parameters, "status": "ok"},
+                )
+            else:
+                error, details = status["error"], status.get("details", "")
+                record_failure(folder, run.parameters, error, details)
             counts[status["status"]] += 1
             bar.update()
             bar.set_postfix(counts)
             bar.write(
-                f"{status['status']:6s} {status['run']}"
+                f"{status['status']:6s} {run.label}"
                 + (f": {status['error']}" if "error" in status else "")
             )
     finally:
         bar.close()
-        table = results_table(out, folders)
+        table = results_table(out, folders, spec.name)
         write_text_atomic(out / "results.csv", table.to_csv(index=False))
     return table
-
-
-def _execute(args: list[tuple], workers: int, scheduler: str | None):
-    if not args:
-        return
-    yield from (_on_dask(args, scheduler) if scheduler else _locally(args, workers))
-
-
-def _locally(args: list[tuple], workers: int):
-    """The runs on `workers` local worker processes, one run at a time each; statuses as they finish."""
-    tasks, done = queue.SimpleQueue(), queue.SimpleQueue()
-    for task in args:
-        tasks.put(task)
-    for _ in range(min(workers, len(args))):
-        threading.Thread(target=_drive, args=(tasks, done), daemon=True).start()
-    for _ in args:
-        yield done.get()
-
-
-def _drive(tasks: queue.SimpleQueue, done: queue.SimpleQueue) -> None:
-    """Feed runs to one worker process; when it dies, its run is recorded as failed and a fresh worker
-    takes the next run."""
-    worker = None
-    while True:
-        try:
-            task = tasks.get_nowait()
-        except queue.Empty:
-            break
-        if worker is None or worker.poll() is not None:
-            worker = subprocess.Popen(
-                [sys.executable, "-m", __name__],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-        done.put(_ask(worker, task))
-    if worker is not None:
-        worker.stdin.close()
-        worker.wait()
-
-
-def _ask(worker: subprocess.Popen, task: tuple) -> dict:
-    """Send one run to `worker` and read its status; a worker that dies meanwhile fails the run."""
-    try:
-        worker.stdin.write(json.dumps(task) + "\n")
-        worker.stdin.flush()
-        reply = worker.stdout.readline()
-    except BrokenPipeError:
-        reply = ""
-    if reply:
-        return json.loads(reply)
-    code = worker.wait()
-    how = (
-        f"was killed by {signal.Signals(-code).name}"
-        if code < 0
-        else f"exited with code {code}"
-    )
-    _, folder, parameters, *_ = task
-    return record_failure(
-        Path(folder),
-        parameters,
-        f"WorkerDied: the worker process running this run {how}",
-    )
-
-
-def _serve() -> None:
-    """A local worker process: each line of stdin is one run's `execute_run` arguments (JSON); each run's
-    status goes back as one line on the original stdout (anything else printed goes to stderr)."""
-    replies = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    for line in sys.stdin:
-        replies.write(json.dumps(execute_run(*json.loads(line)), default=str) + "\n")
-        replies.flush()
-
-
-def _on_dask(args: list[tuple], scheduler: str):
-    """Each run as a task of the Dask cluster at `scheduler`; a task that errs (KilledWorker: its workers
-    kept dying) is recorded as its run's failure."""
-    from distributed import Client, as_completed as dask_completed
-
-    with Client(scheduler) as client:
-        futures = {client.submit(execute_run, *a, pure=False): a for a in args}
-        for future in dask_completed(futures):
-            try:
-                yield future.result()
-            except Exception as err:  # noqa: BLE001 - the run failed, the sweep goes on
-                _, folder, parameters, *_ = futures[future]
-                yield record_failure(
-                    Path(folder), parameters, f"{type(err).__name__}: {err}"
-                )
 
 
 def _flat(values: dict) -> dict:
@@ -354,29 +228,17 @@ def _flat(values: dict) -> dict:
     return out
 
 
-def results_table(out: Path, folders: dict[str, dict]) -> pd.DataFrame:
-    """One row per run: its parameters, status (and error), and, for a run that is ok, every value of its
-    own summary (a summary another execution wrote is never read; an Estimate gives three columns: the
-    value, `<key>_lo` and `<key>_hi`)."""
+def results_table(out: Path, folders: dict[str, dict], notebook: str) -> pd.DataFrame:
+    """One row per run: its parameters, status (and error), and, for a run that is ok, every value its
+    executed notebook recorded, read from the notebook itself (an Estimate gives three columns: the value,
+    `<key>_lo` and `<key>_hi`)."""
     rows = []
     for name, parameters in folders.items():
         folder = out / "runs" / name
         status = _read_status(folder) or {"status": "not run"}
-        row = {
-            "run": name,
-            **parameters,
-            "status": status["status"],
-            "error": status.get("error", ""),
-        }
+        row = {"run": name, **parameters, "status": status["status"]}
+        row["error"] = status.get("error", "")
         if status["status"] == "ok":
-            for summary in folder.glob("*.summary.json"):
-                own = own_summary(
-                    folder / summary.name.replace(".summary.json", ".ipynb")
-                )
-                row.update(_flat((own or {}).get("values", {})))
+            row.update(_flat(recorded_values(folder / f"{notebook}.ipynb") or {}))
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-if __name__ == "__main__":  # a local worker process (see _drive)
-    _serve()

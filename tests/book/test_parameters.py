@@ -3,7 +3,8 @@ shape, before anything runs; every chapter of the book declares a type for each 
 import pytest
 
 from lotlib.book.build import book_notebooks
-from lotlib.book.parameters import check_parameters, conforms, declared_parameters, read_declared, undeclared
+from lotlib.book.parameters import check_parameters, conforms, declared_parameters
+from lotlib.book.spec import read_spec
 from lotlib.book.pipeline import project_root
 from lotlib.models.bounds import (Block, ParameterError, block_indices, check_context, layer_index, model_shape,
                                   pilot_count)
@@ -33,7 +34,8 @@ def test_declarations_are_read_with_types_and_help(declared):
     assert conforms([0, "middle", -1], declared["blocks"].annotation)
     assert not conforms([0, "center"], declared["blocks"].annotation)
     assert declared["ratio"].text == "float" and conforms(1, declared["ratio"].annotation)  # from the default
-    assert undeclared(declared_parameters("x = None\ny: int = 1\n")) == ["x"]
+    untyped = declared_parameters("x = None\ny: int = 1\n")
+    assert untyped["x"].annotation is None and untyped["y"].annotation is int
 
 
 def test_wrong_types_name_the_parameter_type_and_value(declared):
@@ -80,8 +82,9 @@ def test_every_chapter_declares_its_parameter_types():
     from IPython.core.interactiveshell import InteractiveShell
 
     root = project_root(ROOT)
-    declared = {name: read_declared(root / "notebooks" / f"{name}.py") for name in book_notebooks(root)}
-    missing = {name: undeclared(d) for name, d in declared.items() if undeclared(d)}
+    declared = {name: read_spec(root / "notebooks" / f"{name}.py").parameters for name in book_notebooks(root)}
+    missing = {name: [p for p, d in ps.items() if d.annotation is None] for name, ps in declared.items()}
+    missing = {name: ps for name, ps in missing.items() if ps}
     assert not missing, f"parameters without a type: {missing}"
     # an annotated line that starts with a magic's name runs the magic (IPython's automagic): `notebook: str = ...`
     magics = set(InteractiveShell.instance().magics_manager.magics["line"])

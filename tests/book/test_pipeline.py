@@ -1,6 +1,8 @@
-"""Notebook pipeline and CLI: parameters, papermill execution, reuse, loud failures, each run's own context."""
+"""Notebook pipeline and CLI: parameters, papermill execution, reuse, loud failures, values read from the
+executed notebook, each run's own kernel environment."""
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -12,7 +14,8 @@ import pytest
 from lotlib.cli import main
 from lotlib.models.bounds import ParameterError
 from lotlib.book.build import book_notebooks, book_parameters
-from lotlib.book.pipeline import CONTEXT_TAG, NotebookFailed, notebook_parameters, project_root, run_notebook
+from lotlib.book.pipeline import NotebookFailed, project_root, run_notebook
+from lotlib.book.spec import read_spec
 
 from ..conftest import ROOT
 
@@ -41,7 +44,13 @@ def _printed(nb) -> str:
 
 
 def test_parameters_cell_is_read(notebook):
-    assert notebook_parameters(notebook) == {"n": 2, "label": "x"}
+    assert read_spec(notebook).defaults == {"n": 2, "label": "x"}
+
+
+def test_a_wrapped_parameter_keeps_its_help_comment(tmp_path):
+    path = tmp_path / "wrapped.py"
+    path.write_text('# %% tags=["parameters"]\ndevice: str = (\n    "auto"  # where the model runs\n)\n')
+    assert read_spec(path).parameters["device"].help == "where the model runs"
 
 
 def test_run_with_overrides_then_reuse(notebook, tmp_path):
@@ -108,14 +117,14 @@ def test_book_lists_real_notebooks_with_valid_parameters():
     assert "b1_lines_of_thought" in names
     for name in names:
         source = root / "notebooks" / f"{name}.py"
-        known = notebook_parameters(source)
+        known = read_spec(source).defaults
         for quick in (False, True):
             assert set(book_parameters(root, name, quick)) <= set(known)
 
 
 def test_execution_key_follows_only_imported_lotlib_modules():
     import lotlib
-    from lotlib.book.pipeline import lotlib_dependencies
+    from lotlib.book.spec import lotlib_dependencies
 
     def files(code):
         return {p.relative_to(Path(lotlib.__file__).parent).as_posix() for p in lotlib_dependencies(code)}
@@ -134,42 +143,65 @@ def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     run_notebook(source, "runs/chapter.ipynb", {"n": 1}, progress=False)
     summary = json.loads((tmp_path / "runs" / "chapter.summary.json").read_text())
-    run = nbformat.read(tmp_path / "runs" / "chapter.ipynb", 4).metadata["lotlib"]["run"]
+    key = nbformat.read(tmp_path / "runs" / "chapter.ipynb", 4).metadata["lotlib"]["key"]
     assert summary == {"notebook": "chapter", "parameters": {"n": 1, "label": "x"}, "values": {"result": 21},
-                       "run": run}
+                       "key": key}
 
 
 RECORDING = '''# %% tags=["parameters"]
-impostor: bool = False  # write the summary under another run's name (with context = another one)
 skip: bool = False  # never call record
+value: int = 1  # the value recorded
 
 # %%
-import lotlib.run_context as context
+import os
 from lotlib.book.summary import record
 
-print("in book:", context.current().book)
-if impostor:
-    context.enter("another-run", context.current().summary)
+print("in book:", os.environ.get("LOTLIB_BOOK"), "threads:", os.environ.get("OMP_NUM_THREADS"))
 if not skip:
-    record({"impostor": impostor})
+    record({"value": value})
+    record({"second": value + 1})
 '''
 
 
-def test_a_summary_missing_or_of_another_run_fails_the_run(tmp_path, caplog):
+def test_values_are_read_from_the_executed_notebook(tmp_path, caplog, monkeypatch):
     source = tmp_path / "recording.py"
     source.write_text(RECORDING)
     out = tmp_path / "recording.ipynb"
+    monkeypatch.delenv("LOTLIB_BOOK", raising=False)
     with caplog.at_level(logging.INFO):
-        run_notebook(source, out, {"impostor": False}, book=True, progress=False)
-    assert "in book: True" in _printed(nbformat.read(out, 4))
-    assert not any(CONTEXT_TAG in c.metadata.get("tags", []) for c in nbformat.read(out, 4).cells)
-    # papermill cannot parse the line of impostor (two "="), and warns about it twice; both are silenced
+        run_notebook(source, out, {"value": 5}, book=True, progress=False, threads=1)
+    assert "in book: 1 threads: 1" in _printed(nbformat.read(out, 4))  # through the kernel's environment
+    assert "LOTLIB_BOOK" not in os.environ  # never this process's
+    assert json.loads(out.with_suffix(".summary.json").read_text())["values"] == {"value": 5, "second": 6}
+    # papermill cannot parse annotated parameters lines, and warns about them; both warnings are silenced
     assert "Unable to parse line" not in caplog.text and "Passed unknown parameter" not in caplog.text
-    with pytest.raises(NotebookFailed, match="written by another run .'another-run'"):
-        run_notebook(source, out, {"impostor": True}, progress=False, keep_partial=False)
+    with pytest.raises(NotebookFailed, match="recorded no values"):
+        run_notebook(source, out, {"skip": True}, progress=False, keep_partial=False)
     assert not out.with_suffix(".summary.json").exists() and not out.with_suffix(".partial.ipynb").exists()
-    with pytest.raises(NotebookFailed, match="ended without writing its summary"):
-        run_notebook(source, out, {"skip": True}, progress=False)
+
+
+def test_a_summary_written_by_hand_is_not_taken_for_the_run(tmp_path):
+    source = tmp_path / "recording.py"
+    source.write_text(RECORDING)
+    out = tmp_path / "recording.ipynb"
+    run_notebook(source, out, {"value": 2}, progress=False)
+    summary = out.with_suffix(".summary.json")
+    summary.write_text(json.dumps({"values": {"value": 99}, "key": "another execution"}))
+    stamp = out.stat().st_mtime_ns
+    run_notebook(source, out, {"value": 2}, progress=False)  # not current: the summary is not its own
+    assert out.stat().st_mtime_ns != stamp
+    assert json.loads(summary.read_text())["values"]["value"] == 2
+
+
+def test_two_chapters_in_threads_of_one_process_get_their_own_summaries(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    source = tmp_path / "recording.py"
+    source.write_text(RECORDING)
+    outs = [tmp_path / f"run{i}" / "recording.ipynb" for i in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda i: run_notebook(source, outs[i], {"value": 10 * i}, progress=False), range(2)))
+    assert [json.loads(o.with_suffix(".summary.json").read_text())["values"]["value"] for o in outs] == [0, 10]
 
 
 def test_a_bad_value_fails_fast_naming_the_parameter_without_heavy_imports():

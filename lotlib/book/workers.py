@@ -1,0 +1,218 @@
+"""One crash-tolerant pool that runs notebooks for both the book (its chapters) and sweeps (their runs).
+
+A `Run` is one notebook execution (`lotlib.book.pipeline.run_notebook`). `run_pool` hands runs to `workers`
+local worker processes, one run at a time each, or to the Dask cluster at `scheduler`, and yields what happens
+as it happens: a run started, a run done (its status: ok, or failed with the error), or nothing finished for
+`heartbeat` seconds. A worker process that dies (killed, out of memory) fails only the run it was executing; a
+fresh worker takes the next. Stopping the pool (the caller's loop ends, raises, or is interrupted) terminates
+its worker processes: none is left behind. A run's kernel gets its thread limits and folders through its own
+environment (`Run.threads`, `Run.environment`), so runs may share a process (a Dask worker's threads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+STARTED, DONE, WAITING = "started", "done", "waiting"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One notebook execution: `label` names it in progress lines and statuses."""
+
+    label: str
+    source: str
+    output: str
+    parameters: dict
+    book: bool = False
+    depends_on: tuple[str, ...] = ()
+    keep_partial: bool = True
+    threads: int | None = None
+    environment: dict = field(default_factory=dict)
+
+
+def execute(run: Run) -> dict:
+    """Execute `run`; never raises. Returns its status: `{"label", "status": "ok" | "failed", "seconds",
+    "reused"}`, with `"error"` and `"details"` (the traceback) when it failed."""
+    from .pipeline import run_notebook
+
+    output = Path(run.output)
+    before = output.stat().st_mtime_ns if output.exists() else None
+    start = time.perf_counter()
+    status = {"label": run.label, "status": "ok"}
+    try:
+        run_notebook(
+            run.source,
+            output,
+            run.parameters,
+            book=run.book,
+            progress=False,
+            depends_on=[Path(p) for p in run.depends_on],
+            keep_partial=run.keep_partial,
+            threads=run.threads,
+            environment=run.environment,
+        )
+    except Exception as err:  # noqa: BLE001 - a failed run is reported, the others go on
+        details = getattr(err, "details", "") or traceback.format_exc(limit=3)
+        status.update(
+            status="failed", error=f"{type(err).__name__}: {err}", details=details
+        )
+    reused = (
+        before is not None and output.exists() and output.stat().st_mtime_ns == before
+    )
+    return {**status, "seconds": time.perf_counter() - start, "reused": reused}
+
+
+def died(run: Run, how: str) -> dict:
+    """The status of a run whose worker died: failed, with how."""
+    error = f"WorkerDied: the worker process running this run {how}"
+    return {"label": run.label, "status": "failed", "error": error, "seconds": 0.0}
+
+
+def run_pool(
+    runs: list[Run],
+    workers: int,
+    scheduler: str | None = None,
+    heartbeat: float | None = None,
+) -> Iterator[tuple[str, Run | None, dict | None]]:
+    """Execute `runs` on `workers` local processes (or the Dask cluster at `scheduler`); yield
+    `(STARTED, run, None)`, `(DONE, run, status)` and, when nothing finished for `heartbeat` seconds,
+    `(WAITING, None, None)`."""
+    if not runs:
+        return
+    if scheduler:
+        yield from _on_dask(runs, scheduler)
+    else:
+        yield from _locally(runs, workers, heartbeat)
+
+
+def _locally(runs: list[Run], workers: int, heartbeat: float | None):
+    tasks, events = queue.SimpleQueue(), queue.SimpleQueue()
+    for run in runs:
+        tasks.put(run)
+    processes: list[subprocess.Popen] = []
+    stop = threading.Event()
+    for _ in range(min(workers, len(runs))):
+        threading.Thread(
+            target=_drive, args=(tasks, events, processes, stop), daemon=True
+        ).start()
+    try:
+        finished = 0
+        while finished < len(runs):
+            try:
+                event = events.get(timeout=heartbeat)
+            except queue.Empty:
+                yield WAITING, None, None
+                continue
+            finished += event[0] == DONE
+            yield event
+    finally:
+        stop.set()
+        for process in list(processes):
+            _terminate(process)
+
+
+def _drive(tasks, events, processes: list, stop: threading.Event) -> None:
+    """Feed runs to one worker process; when it dies, its run fails and a fresh worker takes the next."""
+    worker = None
+    while not stop.is_set():
+        try:
+            run = tasks.get_nowait()
+        except queue.Empty:
+            break
+        if worker is None or worker.poll() is not None:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                start_new_session=True,  # a Ctrl-C reaches the parent, which stops the pool
+            )
+            processes.append(worker)
+        events.put((STARTED, run, None))
+        events.put((DONE, run, _ask(worker, run)))
+    if worker is not None:
+        worker.stdin.close()
+        worker.wait()
+
+
+def _ask(worker: subprocess.Popen, run: Run) -> dict:
+    """Send `run` to `worker` and read its status; a worker that dies meanwhile fails the run."""
+    try:
+        worker.stdin.write(json.dumps(asdict(run)) + "\n")
+        worker.stdin.flush()
+        reply = worker.stdout.readline()
+    except (BrokenPipeError, ValueError):  # ValueError: the pool closed its pipes
+        reply = ""
+    if reply:
+        return json.loads(reply)
+    code = worker.wait()
+    how = (
+        f"was killed by {signal.Signals(-code).name}"
+        if code < 0
+        else f"exited with code {code}"
+    )
+    return died(run, how)
+
+
+def _terminate(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """Stop a worker process and what runs in its session (its kernel), waiting `grace` seconds before
+    killing it."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        pass
+
+
+def _serve() -> None:
+    """A local worker process: each line of stdin is one `Run` (JSON); each status goes back as one line on
+    the original stdout (anything else printed goes to stderr). SIGTERM ends it, and its kernel with it."""
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    for line in sys.stdin:
+        run = json.loads(line)
+        run["depends_on"] = tuple(run["depends_on"])
+        replies.write(json.dumps(execute(Run(**run)), default=str) + "\n")
+        replies.flush()
+
+
+def _on_dask(runs: list[Run], scheduler: str):
+    """Each run as a task of the Dask cluster at `scheduler`; a task that errs (KilledWorker: its workers
+    kept dying) is its run's failure."""
+    from distributed import Client
+    from distributed import as_completed as dask_completed
+
+    with Client(scheduler) as client:
+        futures = {}
+        for run in runs:
+            futures[client.submit(execute, run, pure=False)] = run
+            yield STARTED, run, None
+        for future in dask_completed(futures):
+            run = futures[future]
+            try:
+                yield DONE, run, future.result()
+            except Exception as err:  # noqa: BLE001 - the run failed, the others go on
+                status = {"label": run.label, "status": "failed", "seconds": 0.0}
+                yield DONE, run, {**status, "error": f"{type(err).__name__}: {err}"}
+
+
+if __name__ == "__main__":  # a local worker process (see _drive)
+    _serve()
