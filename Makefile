@@ -34,8 +34,9 @@ book: venv      ## the full book on the default model (MODEL=name for another), 
 book-quick: venv  ## the same pages with small parameters
 	@$(BIN)/lotlib book --quick $(BOOK_ARGS)
 
-test: venv      ## the test suite (what CI runs)
-	@$(BIN)/python -m pytest -q
+test: venv      ## the formatter's check and the whole test suite, slow tests included (what CI runs)
+	@$(BIN)/ruff format --check lotlib notebooks
+	@$(BIN)/python -m pytest -q -m "slow or not slow"
 
 lab: venv       ## JupyterLab on notebooks/: each .py chapter opens as a notebook on the project's kernel
 	@$(BIN)/python -m lotlib.book.lab

@@ -13,6 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(items):
+    """A test that loads the embedded model is slow: `pytest` alone leaves it out, `make test` runs it."""
+    for item in items:
+        if "smollm2" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache(tmp_path_factory):
     """One fresh lotlib cache for the whole session (the embedded model is de-quantized once)."""

@@ -66,6 +66,8 @@ COLORS = {
     "missing": "#424242",
 }
 UNTRAINED_NULL = "untrained model, same architecture"
+UNTRAINED_PREFIX = "untrained:"
+PAPERS = {"A": "Traveling Words", "B": "Lines of Thought"}
 REQUIRED = {"id", "paper", "nature", "claim", "paper_value", "key", "test"}
 
 
@@ -213,8 +215,9 @@ def verdict(claim: dict, ours, nulls: list[Null]) -> str:
     return "reproduced"
 
 
-def format_value(value) -> str:
-    """`value [lo, hi]` for an Estimate, the reason for not_applicable, the value otherwise."""
+def format_value(value, sample: bool = True) -> str:
+    """`value [lo, hi]` for an Estimate (with `sample`, the sample it came from), the reason for
+    not_applicable, the value otherwise."""
     if value is None:
         return "—"
     if is_not_applicable(value):
@@ -224,7 +227,7 @@ def format_value(value) -> str:
         text = format(estimate, ".3g")
         return (
             f"{text} (n = {estimate.n} {estimate.unit})"
-            if estimate.lo != estimate.hi
+            if sample and estimate.lo != estimate.hi
             else text
         )
     if isinstance(value, float):
@@ -396,23 +399,168 @@ def closing_sentences(
     return sentences
 
 
-def atlas_table(
-    claims_folder: str | Path, books: dict[str, tuple[Path, Path | None]]
-) -> pd.DataFrame:
-    """The claims side by side for several models: `books` maps a model's name to the folder of its
-    executed chapters' summaries and the folder of its null's (or None). One row per claim, one column per
-    model holding `value [lo, hi] · verdict`."""
-    columns = {}
-    for model, (folder, null_folder) in books.items():
-        table = report_table(claims_folder, folder, null_folder).set_index("id")
-        columns[model] = [
-            f"{format_value(o)} · {v}" for o, v in zip(table["ours"], table["verdict"])
+def built_books(books_dir: str | Path) -> dict[str, Path]:
+    """The books built under `books_dir` (one folder per model, `*/notebooks` holding summaries), by the model
+    their chapters recorded (the folder's name when none did)."""
+    found = {}
+    for folder in sorted(Path(books_dir).glob("*/notebooks")):
+        models = [
+            s.get("parameters", {}).get("model")
+            for s in load_summaries(folder).values()
         ]
-        index = table.index
-    frame = pd.DataFrame(columns, index=index) if columns else pd.DataFrame()
-    claims = {c["id"]: c for c in load_claims(claims_folder)}
-    frame.insert(0, "claim", [claims[i]["claim"] for i in frame.index])
-    return frame
+        if models:  # a folder with summaries
+            found[next((m for m in models if m), folder.parent.name)] = folder
+    return found
+
+
+def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFrame:
+    """The claims side by side for several models, long form: one row per claim and model (trained models
+    first, each judged against its untrained book when one is in `books`, model -> summaries folder), with
+    the claim's paper, chapter, nature, verdict and our value as text."""
+    models = sorted(books, key=lambda m: (m.startswith(UNTRAINED_PREFIX), m))
+    frames = []
+    for model in models:
+        null = books.get(f"{UNTRAINED_PREFIX}{model}")
+        table = report_table(claims_folder, books[model], null)
+        frames.append(
+            table.assign(
+                model=model,
+                value=[format_value(v, sample=False) for v in table["ours"]],
+                point=table["ours"].map(_point),
+            )
+        )
+    columns = [
+        "id",
+        "paper",
+        "chapter",
+        "nature",
+        "claim",
+        "model",
+        "verdict",
+        "value",
+        "point",
+    ]
+    return pd.concat(frames)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def _point(value) -> str:
+    """A recorded value's point estimate in three digits ("" for text, lists or nothing)."""
+    if isinstance(value, bool) or is_not_applicable(value):
+        return ""
+    estimate = as_estimate(value)
+    return format(estimate.value, ".3g") if estimate is not None else ""
+
+
+def verdict_heatmap(atlas: pd.DataFrame, ax=None):
+    """Claims x models at a glance: one cell per claim and model, colored by verdict and labelled with our
+    value's point estimate (`atlas_table`'s `point`), claims grouped by paper and chapter."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    models = list(dict.fromkeys(atlas["model"]))
+    rows = atlas.drop_duplicates("id").sort_values(["paper", "chapter"], kind="stable")
+    codes = atlas.pivot(index="id", columns="model", values="verdict").reindex(
+        index=rows["id"], columns=models
+    )
+    text = atlas.pivot(index="id", columns="model", values="point").reindex_like(codes)
+    index = codes.apply(lambda column: column.map(VERDICTS.index))
+    if ax is None:
+        size = (2.2 + 1.7 * len(models), 0.26 * len(codes) + 1.5)
+        ax = plt.subplots(figsize=size)[1]
+    sns.heatmap(
+        index.astype(float),
+        cmap=ListedColormap([COLORS[v] for v in VERDICTS]),
+        vmin=-0.5,
+        vmax=len(VERDICTS) - 0.5,
+        annot=text.fillna(""),
+        fmt="",
+        annot_kws={"fontsize": 6, "color": "white"},
+        cbar=False,
+        linewidths=0.5,
+        linecolor="white",
+        ax=ax,
+    )
+    ax.set_yticks(
+        [i + 0.5 for i in range(len(codes))],
+        [f"{i}  ({c})" for i, c in zip(rows["id"], rows["chapter"])],
+        fontsize=6,
+    )
+    ax.set(xlabel="", ylabel="")
+    ax.xaxis.tick_top()
+    seen = [v for v in VERDICTS if (atlas["verdict"] == v).any()]
+    ax.legend(
+        [Patch(color=COLORS[v]) for v in seen],
+        seen,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=7,
+        frameon=False,
+    )
+    return ax
+
+
+def verdict_bars(counts: pd.DataFrame, model: str, ax=None):
+    """The headline counts of `headline` as one stacked bar per paper, colored by verdict."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(counts)))[1]
+    left = pd.Series(0, index=counts.index)
+    for name in counts.columns:
+        labels = [PAPERS.get(p, p) for p in counts.index]
+        ax.barh(labels, counts[name], left=left, color=COLORS[name], label=name)
+        left += counts[name]
+    ax.set(xlabel="claims", title=f"Verdicts on {model}")
+    ax.legend(ncols=4, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45))
+    return ax
+
+
+def claims_view(rows: pd.DataFrame, with_nulls: bool):
+    """Claims of a `report_table` as a styled table for a page: the verdict as a colored badge, our value with
+    its interval, the nulls (with `with_nulls`), the paper's value, the test and a link to the chapter (its
+    parameters on hover)."""
+    import html
+
+    def badge(word: str) -> str:
+        return (
+            f'<span style="background:{COLORS[word]};color:white;padding:1px 6px;'
+            f'border-radius:3px;white-space:nowrap">{word}</span>'
+        )
+
+    def nulls(items) -> str:
+        shown = [
+            f"<i>{html.escape(n.name)}</i>: {html.escape(format_value(n.value))} ({n.outcome})"
+            for n in items
+        ]
+        return "<br>".join(shown) or "—"
+
+    def link(row) -> str:
+        return (
+            f'<a href="{row["chapter"]}.html" title="{html.escape(row["run with"])}">'
+            f"{row['chapter']}</a>"
+        )
+
+    frame = pd.DataFrame(
+        {
+            "verdict": rows["verdict"].map(badge),
+            "claim": [
+                f"<b>{i}</b> {html.escape(c)}"
+                for i, c in zip(rows["id"], rows["claim"])
+            ],
+            "ours [95% interval]": rows["ours"].map(
+                lambda v: html.escape(format_value(v))
+            ),
+            **({"nulls": rows["nulls"].map(nulls)} if with_nulls else {}),
+            "paper": rows["paper value"].map(lambda v: html.escape(str(v))),
+            "test": rows["test"].map(html.escape),
+            "chapter": rows.apply(link, axis=1),
+        }
+    )
+    return frame.style.hide(axis="index").set_table_attributes(
+        'style="font-size:0.85em"'
+    )
 
 
 def conclude(

@@ -20,12 +20,20 @@ from lotlib.book.summary import load_summaries
 
 from ..conftest import ROOT, _save_tiny, gpt2_tokenizer
 
+pytestmark = pytest.mark.slow  # quick books built
+
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 
 @pytest.fixture(scope="session")
-def quick_book() -> Path:
-    return build_book(project_root(ROOT), quick=True)
+def builds(tmp_path_factory) -> Path:
+    """The build folder the tests' quick books share (never the checkout's build/)."""
+    return tmp_path_factory.mktemp("build")
+
+
+@pytest.fixture(scope="session")
+def quick_book(builds) -> Path:
+    return build_book(project_root(ROOT), quick=True, build=builds)
 
 
 def _pages(html: Path) -> list[str]:
@@ -33,7 +41,6 @@ def _pages(html: Path) -> list[str]:
     return ["intro.html", *names, *(p.name for p in html.glob("*.html") if p.name in {"api.html", "bibliography.html"})]
 
 
-@pytest.mark.slow
 def test_every_chapter_page_is_built(quick_book):
     for page in _pages(quick_book):
         assert (quick_book / page).stat().st_size > 1000, page
@@ -41,12 +48,11 @@ def test_every_chapter_page_is_built(quick_book):
         assert (quick_book.parents[1] / "notebooks" / f"{name}.summary.json").exists(), name
 
 
-@pytest.mark.slow
-def test_every_finding_is_judged_against_its_null(quick_book):
+def test_every_finding_is_judged_against_its_null(quick_book, builds):
     root = project_root(ROOT)
     claims = root / "book" / "claims"
     mine = quick_book.parents[1] / "notebooks"
-    null = book_folder(root, "untrained:smollm2-135m", quick=True) / "notebooks"
+    null = book_folder(root, "untrained:smollm2-135m", quick=True, build=builds) / "notebooks"
     null_values = {name: s.get("values", {}) for name, s in load_summaries(null).items()}
     table = report_table(claims, mine, null).set_index("id")
     findings = [c for c in load_claims(claims) if c["nature"] == "finding" and c["test"]["kind"] != "none"]
@@ -60,16 +66,15 @@ def test_every_finding_is_judged_against_its_null(quick_book):
 
 
 @pytest.fixture(scope="session")
-def gpt2_book(tmp_path_factory) -> Path:
+def gpt2_book(tmp_path_factory, builds) -> Path:
     """The quick book on a GPT-2-architecture model (12 blocks, random weights, GPT-2's real tokenizer)."""
     from transformers import GPT2Config
 
     config = GPT2Config(n_layer=12, n_embd=64, n_head=4, n_positions=128, vocab_size=50257)
     folder = _save_tiny(tmp_path_factory.mktemp("gpt2-book"), config, gpt2_tokenizer())
-    return build_book(project_root(ROOT), quick=True, model=str(folder))
+    return build_book(project_root(ROOT), quick=True, model=str(folder), build=builds)
 
 
-@pytest.mark.slow
 def test_the_quick_book_runs_on_a_gpt2_architecture(gpt2_book):
     notebooks = gpt2_book.parents[1] / "notebooks"
     for name in book_notebooks(project_root(ROOT)):
@@ -102,7 +107,7 @@ def browser():
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--enable-unsafe-swiftshader", "--use-angle=swiftshader", "--window-size=1280,1600"):
+                 "--enable-unsafe-swiftshader", "--use-angle=swiftshader", "--window-size=1400,1600"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -125,10 +130,11 @@ IMAGES = """return [...document.querySelectorAll('main img, article img')].map(
     i => [i.getAttribute('src'), i.complete, i.naturalWidth, i.naturalHeight])"""
 SCENES = """return [...document.querySelectorAll('.plotly-graph-div')].filter(d => d.querySelector('.gl-container'))
     .map(d => [...d.querySelectorAll('.gl-container canvas')].some(c => c.width > 0 && c.height > 0))"""
+OVERFLOWING_CODE = """return [...document.querySelectorAll('div.cell_input pre')]
+    .filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.textContent.split('\\n')[0].slice(0, 60))"""
 LINKS = "return [...document.querySelectorAll('a[href]')].map(a => a.href)"
 
 
-@pytest.mark.slow
 def test_pages_in_headless_chromium(quick_book, site, browser):
     problems, internal = [], set()
     for page in _pages(quick_book):
@@ -138,6 +144,8 @@ def test_pages_in_headless_chromium(quick_book, site, browser):
         for src, complete, width, height in browser.execute_script(IMAGES):
             if not (complete and width > 0 and height > 0):
                 problems.append(f"{page}: image {src} is empty or broken")
+        for line in browser.execute_script(OVERFLOWING_CODE):  # at 1400 px, as a reader's screen
+            problems.append(f"{page}: a code cell is wider than the text column: {line}")
         if not all(browser.execute_script(SCENES)):
             problems.append(f"{page}: a 3-D figure has no drawn canvas")
         for entry in browser.get_log("browser"):
@@ -152,7 +160,6 @@ def test_pages_in_headless_chromium(quick_book, site, browser):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.slow
 def test_interactive_figures_are_3d_and_offline(quick_book):
     page = (quick_book / "notebooks" / "b1_lines_of_thought.html").read_text()
     assert "scatter3d" in page and "_static/plotly.min.js" in page

@@ -53,6 +53,7 @@ def test_a_wrapped_parameter_keeps_its_help_comment(tmp_path):
     assert read_spec(path).parameters["device"].help == "where the model runs"
 
 
+@pytest.mark.slow
 def test_run_with_overrides_then_reuse(notebook, tmp_path):
     out = run_notebook(notebook, tmp_path / "out" / "tiny.ipynb", {"n": 3}, progress=False)
     nb = nbformat.read(out, 4)
@@ -65,12 +66,14 @@ def test_run_with_overrides_then_reuse(notebook, tmp_path):
     assert "x 84" in _printed(nbformat.read(out, 4))
 
 
+@pytest.mark.slow
 def test_unknown_parameter_is_refused_before_running(notebook, tmp_path):
     with pytest.raises(ParameterError, match="unknown parameter.*nn.*takes: n, label"):
         run_notebook(notebook, tmp_path / "o.ipynb", {"nn": 1}, progress=False)
     assert not (tmp_path / "o.ipynb").exists()
 
 
+@pytest.mark.slow
 def test_raising_cell_fails_loudly_and_keeps_partial(notebook, tmp_path):
     notebook.write_text(NOTEBOOK + "\n# %%\nraise ValueError('broken chapter')\n")
     with pytest.raises(NotebookFailed, match=r"tiny.py: cell \d+ raised ValueError: broken chapter"):
@@ -78,6 +81,7 @@ def test_raising_cell_fails_loudly_and_keeps_partial(notebook, tmp_path):
     assert not (tmp_path / "o.ipynb").exists() and (tmp_path / "o.partial.ipynb").exists()
 
 
+@pytest.mark.slow
 def test_cli_run(notebook, tmp_path, capsys):
     out = tmp_path / "cli.ipynb"
     assert main(["run", str(notebook), "-p", "n", "5", "-p", "label", "y", "--out", str(out)]) == 0
@@ -137,6 +141,7 @@ def test_execution_key_follows_only_imported_lotlib_modules():
     assert not any(f.startswith("lines_of_thought/") for f in probes)
 
 
+@pytest.mark.slow
 def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkeypatch):
     source = tmp_path / "chapter.py"
     source.write_text(NOTEBOOK + "\n# %%\nfrom lotlib.book.summary import record\nrecord({'result': result})\n")
@@ -163,6 +168,7 @@ if not skip:
 '''
 
 
+@pytest.mark.slow
 def test_values_are_read_from_the_executed_notebook(tmp_path, caplog, monkeypatch):
     source = tmp_path / "recording.py"
     source.write_text(RECORDING)
@@ -180,6 +186,7 @@ def test_values_are_read_from_the_executed_notebook(tmp_path, caplog, monkeypatc
     assert not out.with_suffix(".summary.json").exists() and not out.with_suffix(".partial.ipynb").exists()
 
 
+@pytest.mark.slow
 def test_a_summary_written_by_hand_is_not_taken_for_the_run(tmp_path):
     source = tmp_path / "recording.py"
     source.write_text(RECORDING)
@@ -193,6 +200,7 @@ def test_a_summary_written_by_hand_is_not_taken_for_the_run(tmp_path):
     assert json.loads(summary.read_text())["values"]["value"] == 2
 
 
+@pytest.mark.slow
 def test_two_chapters_in_threads_of_one_process_get_their_own_summaries(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -204,6 +212,7 @@ def test_two_chapters_in_threads_of_one_process_get_their_own_summaries(tmp_path
     assert [json.loads(o.with_suffix(".summary.json").read_text())["values"]["value"] for o in outs] == [0, 10]
 
 
+@pytest.mark.slow
 def test_a_bad_value_fails_fast_naming_the_parameter_without_heavy_imports():
     code = ("import sys; from lotlib.cli import main; code = main(['run', 'b1_lines_of_thought', '-p', 'n_s', 'abc']); "
             "print(code, sorted({'torch', 'transformers', 'papermill'} & set(sys.modules)))")
@@ -213,6 +222,7 @@ def test_a_bad_value_fails_fast_naming_the_parameter_without_heavy_imports():
     assert len(error.splitlines()) == 1 and "parameter n_s expects Pilots" in error and "'abc'" in error
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line_and_debug_shows_the_traceback(notebook, tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -234,6 +244,7 @@ def test_model_flags_set_the_notebooks_parameters_and_are_checked_before_any_mod
     assert "parameter n_s expects" in capsys.readouterr().err  # --quick's n_s: D is overridden by -p
 
 
+@pytest.mark.slow
 def test_a_finished_kernel_is_shut_down_without_an_interrupt():
     import asyncio
     import signal

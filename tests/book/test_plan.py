@@ -8,6 +8,7 @@ import pytest
 from lotlib.book.build import (Chapter, book_folder, chapters_with_findings, execute_chapters, model_slug,
                                null_model, plan_book, sphinx_problems)
 from lotlib.book.pipeline import project_root
+from lotlib.book.spec import read_spec
 
 from ..conftest import ROOT
 
@@ -15,13 +16,13 @@ from ..conftest import ROOT
 def test_a_book_per_model_with_its_null(tmp_path):
     root = project_root(ROOT)
     first, later = plan_book(root, quick=True, model="gemma3-270m", device="cpu", dtype="bfloat16")
-    books = {c.book for c in first}
+    books = {c.model for c in first}
     assert books == {"gemma3-270m", "untrained:gemma3-270m"}
-    mine = {c.name: c for c in first if c.book == "gemma3-270m"}
+    mine = {c.name: c for c in first if c.model == "gemma3-270m"}
     assert mine["a4_a5_noun_probes"].parameters["model"] == "gemma3-270m"
     assert mine["a4_a5_noun_probes"].parameters["dtype"] == "bfloat16"
     assert mine["a4_a5_noun_probes"].output.parent == book_folder(root, "gemma3-270m", True) / "notebooks"
-    nulls = {c.name for c in first if c.book != "gemma3-270m"}
+    nulls = {c.name for c in first if c.model != "gemma3-270m"}
     assert nulls == chapters_with_findings(root) - {c.name for c in later}
     report = next(c for c in later if c.name == "report")
     assert report.parameters["null_summaries_dir"] == "../../untrained-gemma3-270m/notebooks"
@@ -29,23 +30,14 @@ def test_a_book_per_model_with_its_null(tmp_path):
     assert model_slug("meta-llama/Llama-3.2-1B") == "meta-llama--Llama-3.2-1B"
     assert model_slug(str(tmp_path)).startswith(tmp_path.name + "-")
     without = plan_book(root, quick=True, model="gemma3-270m", null=False)[0]
-    assert {c.book for c in without} == {"gemma3-270m"}
+    assert {c.model for c in without} == {"gemma3-270m"}
 
 
-def test_the_last_chapters_key_the_summaries_they_read_and_not_each_others():
+def test_the_last_chapters_key_the_summaries_they_read_and_not_each_others(tmp_path):
     root = project_root(ROOT)
-    notebooks = book_folder(root, "smollm2-135m", True) / "notebooks"
-    notebooks.mkdir(parents=True, exist_ok=True)
-    written = [notebooks / f"{name}.summary.json" for name in ("b4_residuals", "atlas") if
-               not (notebooks / f"{name}.summary.json").exists()]
-    for path in written:
-        path.write_text("{}")
-    try:
-        later = {c.name: c for c in plan_book(root, quick=True, model="smollm2-135m", null=False)[1]}
-    finally:
-        for path in written:
-            path.unlink()
-    for chapter in later.values():  # the report and the atlas run at once: neither reads the other's summary
+    first, later = plan_book(root, quick=True, model="smollm2-135m", null=False, build=tmp_path)
+    assert all(tmp_path in c.output.parents for c in first + later)  # planned once, before any summary exists
+    for chapter in later:  # the report and the atlas run at once: neither reads the other's summary
         names = {p.name for p in chapter.depends_on}
         assert "b4_residuals.summary.json" in names, chapter.name
         assert not names & {"report.summary.json", "atlas.summary.json"}, chapter.name
@@ -120,7 +112,7 @@ def test_progress_says_which_chapters_really_run(tmp_path):
     for name in ("one", "two", "three"):
         source = tmp_path / f"{name}.py"
         source.write_text('# %% tags=["parameters"]\nseconds: float = 1.5\n\n# %%\nimport time\ntime.sleep(seconds)\n')
-        chapters.append(Chapter(name, "m", source, tmp_path / "out" / f"{name}.ipynb", {}))
+        chapters.append(Chapter(read_spec(source), "m", tmp_path / "out" / f"{name}.ipynb", {}))
     said = []
     execute_chapters(chapters, jobs=1, say=said.append, heartbeat=1.0)
     events = [line.removeprefix("[lotlib book] m / ") for line in said if "started" in line or "done in" in line]

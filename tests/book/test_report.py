@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from lotlib.book.report import Null, atlas_table, format_value, headline, load_claims, outcome, report_table, verdict
+from lotlib.book.report import Null, atlas_table, built_books, verdict_heatmap, format_value, headline, load_claims, outcome, report_table, verdict
 from lotlib.book.summary import not_applicable
 from lotlib.intervals import Estimate, bootstrap, bootstrap_mean, exact, over_seeds, proportion
 
@@ -87,9 +87,23 @@ def test_report_and_atlas_read_ours_and_the_nulls(tmp_path):
     assert [n.outcome for n in table.loc["X-share", "nulls"]] == ["passes", "fails"]
     assert table.loc["X-exact", "verdict"] == "identity holds"
     assert headline(table.reset_index()).loc["B", "not diagnostic"] == 1
-    atlas = atlas_table(claims, {"a": (tmp_path / "a", tmp_path / "null"), "null": (tmp_path / "null", None)})
-    assert "0.8 [0.7, 0.9]" in atlas.loc["X-share", "a"] and "not diagnostic" in atlas.loc["X-share", "a"]
-    assert "inconclusive" in atlas.loc["X-share", "null"]
+    _write(tmp_path / "books" / "a" / "notebooks", "chapter", json.loads((tmp_path / "a" / "chapter.summary.json")
+                                                                          .read_text())["values"], {"model": "a"})
+    _write(tmp_path / "books" / "untrained-a" / "notebooks", "chapter", {"share": est(0.75, 0.6, 0.85), "gap": 0.0},
+           {"model": "untrained:a"})
+    books = built_books(tmp_path / "books")
+    assert set(books) == {"a", "untrained:a"}
+    atlas = atlas_table(claims, books).set_index(["id", "model"])
+    assert list(atlas.index.get_level_values("model").unique()) == ["a", "untrained:a"]  # trained first
+    assert atlas.loc[("X-share", "a"), "value"] == "0.8 [0.7, 0.9]"
+    assert atlas.loc[("X-share", "a"), "verdict"] == "not diagnostic"  # judged against its untrained book
+    assert atlas.loc[("X-share", "untrained:a"), "verdict"] == "inconclusive"  # its own null was not measured
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = verdict_heatmap(atlas.reset_index())
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "untrained:a"]
+    assert "0.8" in [t.get_text() for t in ax.texts]  # each cell's value as text
 
 
 def test_malformed_claims_are_refused(tmp_path):

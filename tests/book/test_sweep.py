@@ -1,5 +1,5 @@
 """Sweeps: grid parsing and validation, parallel runs, failures (a killed worker included) recorded, resume,
-each run's context its own (threads of one process, a Dask cluster of multi-thread workers)."""
+each run's summary its own (threads of one process, a Dask cluster of multi-thread workers)."""
 import json
 import threading
 
@@ -7,9 +7,13 @@ import pandas as pd
 import pytest
 
 from lotlib.cli import main
-from lotlib.book.sweep import SweepError, execute_run, expand, load_grid, parse_values, run_sweep, validate_grid
+from lotlib.book.spec import read_spec
+from lotlib.book.sweep import SweepError, expand, load_grid, parse_values, run_sweep, validate_grid
+from lotlib.book.workers import Run, execute
 
 from ..conftest import ROOT
+
+pytestmark = pytest.mark.slow  # notebooks executed by papermill
 
 NOTEBOOK = '''# %% tags=["parameters"]
 n = 1
@@ -54,16 +58,16 @@ def test_grid_parsing(tmp_path):
 
 def test_bad_grids_fail_before_anything_runs(notebook):
     with pytest.raises(SweepError, match="empty grid"):
-        validate_grid(notebook, {})
+        validate_grid(read_spec(notebook), {})
     with pytest.raises(SweepError, match="empty grid"):
-        validate_grid(notebook, {"n": []})
+        validate_grid(read_spec(notebook), {"n": []})
     with pytest.raises(SweepError, match=r"no parameter nn; it takes: n \(default 1\), scale"):
-        validate_grid(notebook, {"nn": [1]})
+        validate_grid(read_spec(notebook), {"nn": [1]})
     with pytest.raises(SweepError, match="chapter.py: parameter n expects int; got 'two'"):
-        validate_grid(notebook, {"n": [1, "two"]})
-    validate_grid(notebook, {"scale": [1, 0.25], "label": ["x"]})  # ints are fine for a float
+        validate_grid(read_spec(notebook), {"n": [1, "two"]})
+    validate_grid(read_spec(notebook), {"scale": [1, 0.25], "label": ["x"]})  # ints are fine for a float
     with pytest.raises(SweepError, match="parameter n_s expects Pilots"):  # a default of None has a declared type
-        validate_grid(ROOT / "notebooks" / "b1_lines_of_thought.py", {"n_s": ["abc"]})
+        validate_grid(read_spec(ROOT / "notebooks" / "b1_lines_of_thought.py"), {"n_s": ["abc"]})
 
 
 def test_failed_and_killed_runs_are_recorded_and_the_others_go_on(notebook, tmp_path):
@@ -91,7 +95,8 @@ def test_runs_in_threads_of_one_process_keep_their_own_summaries(notebook, tmp_p
     statuses = {}
 
     def one(parameters):
-        statuses[parameters["n"]] = execute_run(str(notebook), str(tmp_path / f"run{parameters['n']}"), parameters)
+        output = tmp_path / f"run{parameters['n']}" / "chapter.ipynb"
+        statuses[parameters["n"]] = execute(Run(str(parameters["n"]), str(notebook), str(output), parameters))
 
     threads = [threading.Thread(target=one, args=(p,)) for p in runs]
     for t in threads:
