@@ -11,7 +11,6 @@ from importlib import import_module
 __version__ = "0.2.0"
 
 _EXPORTS = {
-    "head_outputs": "models.attention",
     "capture": "models.capture",
     "Corpus": "models.corpus",
     "common_nouns": "models.corpus",

@@ -45,62 +45,53 @@
 # with a 95% bootstrap interval over pseudo-sentences (the positions of one pseudo-sentence share their
 # context, so they are resampled together).
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = (
-    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
-)
+device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 n_s: int = 64  # pseudo-sentences drawn at random from Walden (every position is used)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 seed: int = 0  # which pseudo-sentences are drawn, and the bootstrap's resamples
 n_boot: int = 1000  # bootstrap resamples of pseudo-sentences
 blocks: "list[Layer] | None" = (
-    None  # layers t whose cos(x, 1) histograms are drawn (None: 0, the middle and L)
+    None  # layers t of the cos(x, 1) histograms (None: 0, L/2, L)
 )
 
-# %%
-
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
-import seaborn as sns
 
 import lotlib
-from lotlib import Norm, plots
-from lotlib.book.report import chapter_outcomes
-from lotlib.book.summary import not_applicable, record
-from lotlib.intervals import bootstrap, exact
+from lotlib import plots
+from lotlib.book.report import conclude
+from lotlib.book.summary import glue, not_applicable
 from lotlib.models.bounds import layer_indices
-from lotlib.traveling_words import norms
+from lotlib.traveling_words import figures, norms
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
-view = lm.view
+L, d = lm.view.n_layers, lm.view.d_model
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
-rng = np.random.default_rng(seed)
-ids = corpus.ids[
-    np.sort(rng.choice(corpus.n_s, size=min(n_s, corpus.n_s), replace=False))
-]
-stats = norms.norm_statistics(
-    lm, ids, first=corpus.prefix
-)  # each (n_s, n_k, L+1): the BOS, if any, left out
-table = norms.norm_table(stats)
-L, d = view.n_layers, view.d_model
+ids = norms.drawn_sentences(corpus, n_s, seed)
 blocks = (
     [0, L // 2, L] if blocks is None else layer_indices(blocks, L, "blocks", lm.name)
 )
-reading = view.reading_norms()
-centers = reading[0].centers
-print(
-    f"{lm!r}\n{ids.size} states per layer ({len(ids)} pseudo-sentences x {n_k} positions), t = 0..{L}"
-)
-print(
-    f"norms: {reading[0].kind}Norm, eps = {sorted({n.eps for n in reading})}, β: "
-    f"{'none' if all(n.beta is None for n in reading) else 'yes'}; √d = {d**0.5:.4f}"
-)
 
 # %% [markdown]
+# ## The sample
+#
+# One call runs the chapter's measurements: the norm statistics of every state (the BOS, if any, left
+# out), their checks with bootstrap intervals, and the paper's table on the embedding matrix.
+
+# %%
+study = norms.normalization_study(lm, ids, corpus.prefix, n_boot=n_boot, seed=seed)
+
+# %% [markdown]
+# Each layer holds {glue:text}`n_states_per_layer` states ({glue:text}`n_sentences`
+# pseudo-sentences × {glue:text}`n_k` positions), t = 0..{glue:text}`n_layers`. The norms are
+# {glue:text}`norm_name` with eps = {glue:text}`eps_text`; they {glue:text}`beta_word`;
+# √d = {glue:text}`sqrt_d:.4f`.
+#
 # ## 1 · The normalized state has norm √d, up to eps
 #
 # For each layer: how far the normalized state falls short of √d, averaged over the sample, measured
@@ -109,56 +100,23 @@ print(
 # and 3).
 
 # %%
-gap = table[
-    [
-        "sqrt(d) - ||x̂|| measured",
-        "sqrt(d) - ||x̂|| eps-predicted",
-        "max |measured - predicted|",
-    ]
-]
-fig, ax = plt.subplots(figsize=(8, 3.5))
-ax.semilogy(
-    table.index, gap.iloc[:, 0].abs(), "o-", label="√d − ||x̂||, measured (float32)"
-)
-ax.semilogy(table.index, gap.iloc[:, 1], "x--", label="√d − ||x̂||, eps-predicted")
-ax.semilogy(
-    table.index,
-    gap.iloc[:, 2],
-    ".:",
-    color="grey",
-    label="max |measured − predicted| over states",
-)
-ax.set(
-    xlabel="layer t (norm reading x(t); t = L: final norm)",
-    ylabel="gap",
-    title=f"||x̂|| vs √d = {d**0.5:.3f}, {model}",
-)
-ax.legend(fontsize=8)
+figures.sqrt_d_gaps(study.table, d, model)
 plt.show()
-worst = float(np.abs(stats["normalized"] - stats["predicted"]).max())
-shortfall = (d**0.5 - stats["normalized"]).max((0, 1))  # (L+1,)
-largest_gap, t_gap = float(shortfall.max()), int(np.argmax(shortfall))
-print(
-    f"||x̂|| over all {stats['normalized'].size} normalized states: {stats['normalized'].min():.6f} .. "
-    f"{stats['normalized'].max():.6f}; largest shortfall from √d {largest_gap:.2e} (at t = {t_gap}); "
-    f"largest |measured − eps formula| "
-    f"{worst:.1e} = {worst / d**0.5:.1e} √d (float32 resolution near √d: "
-    f"{np.spacing(np.float32(d**0.5)):.1e})"
-)
-table.style.format(
-    {
-        **{c: "{:.4g}" for c in table.columns[1:4]},
-        **{c: "{:.2e}" for c in table.columns[4:]},
-    }
+study.table.style.format("{:.4g}", subset=list(study.table.columns[1:4])).format(
+    "{:.2e}", subset=list(study.table.columns[4:])
 )
 
 # %% [markdown]
-# **What to notice.** At t = 0 the states are raw embeddings with a small mean square, and eps takes
-# a visible bite: the normalized norm falls short of √d by the printed amount, and the eps formula
+# **What to notice.** Over all {glue:text}`n_states` normalized states, ||x̂|| runs from
+# {glue:text}`normalized_norm_min:.6f` to {glue:text}`normalized_norm_max:.6f`. At t = 0 the states
+# are raw embeddings with a small mean square, and eps can take a visible bite: the largest shortfall
+# from √d is {glue:text}`max_shortfall_from_sqrt_d` (at t = {glue:text}`t_gap`), and the eps formula
 # predicts it. As the residual stream grows, eps/m shrinks and so does the shortfall; once it falls
-# below float32's resolution near √d (printed), the measured values are rounding noise around the
-# formula. Over every state the measurement agrees with sqrt(d · m / (m + eps)) to float precision:
-# the claim holds in its exact form, √d up to eps.
+# below float32's resolution near √d ({glue:text}`float32_spacing:.1e`), the measured values are
+# rounding noise around the formula. Over every state the measurement agrees with
+# sqrt(d · m / (m + eps)) to {glue:text}`max_abs_measured_minus_eps_formula:.1e`, that is
+# {glue:text}`max_rel_measured_minus_eps_formula` √d: the claim holds in its exact form when this is
+# at float precision.
 #
 # ## 2 · The residual stream grows; the norm erases the growth
 #
@@ -166,65 +124,22 @@ table.style.format(
 # after the first, and the first position separately.
 
 # %%
-residual = stats["residual"]  # (n_s, n_k, L+1)
-rest = residual[:, 1:]  # positions >= 1
-_, position, t = np.indices(residual.shape).reshape(3, -1)
-frame = pd.DataFrame(
-    {
-        "t": t,
-        "||x(t)||": residual.ravel(),
-        "position": np.where(position == 0, "first position", "positions ≥ 1"),
-    }
-)
-fig, ax = plt.subplots(figsize=(8, 3.5))
-sns.lineplot(
-    frame,
-    x="t",
-    y="||x(t)||",
-    hue="position",
-    estimator="median",
-    errorbar=("pi", 80),
-    marker="o",
-    ax=ax,
-)
-ax.axhline(d**0.5, color="grey", ls=":", label="√d (every normalized state)")
-ax.set(
-    yscale="log",
-    xlabel="layer t",
-    title=f"Residual-stream norm before normalization (median, 10–90%), {model}",
-)
-ax.legend(fontsize=8)
+figures.residual_norms(study.stats["residual"], d, model)
 plt.show()
 
-
-def growth(rows: np.ndarray) -> float:
-    """Median ||x(L)|| over median ||x(0)||, positions >= 1 of the pseudo-sentences `rows`."""
-    return float(np.median(rest[rows, :, L]) / np.median(rest[rows, :, 0]))
-
-
-median_by_layer = np.median(rest.reshape(-1, L + 1), 0)
-growth_factor = bootstrap(
-    growth, len(ids), unit="pseudo-sentences", n_boot=n_boot, seed=seed
-)
-increases = int(np.sum(np.diff(median_by_layer) > 0))
-first_median = np.median(residual[:, 0], 0)
-print(
-    f"median ||x(t)|| (positions ≥ 1): t = 0: {median_by_layer[0]:.2f}, "
-    f"t = {L // 2}: {median_by_layer[L // 2]:.1f}, t = {L}: {median_by_layer[L]:.1f}; "
-    f"growth x{growth_factor:.3g}; the median grows at {increases} of {L} layers"
-)
-print(
-    f"first position: median ||x(t)|| up to {first_median.max():.0f} (t = {int(np.argmax(first_median))}), "
-    f"{first_median.max() / median_by_layer.max():.1f}x the largest median of the other positions"
-)
-
 # %% [markdown]
-# **What to notice.** The residual stream's norm changes by the printed factor between the embeddings and
-# the last layer (with its bootstrap interval over pseudo-sentences), while every normalized state has
-# the same norm √d: the blocks read directions only, so a write of a given size turns the stream less as
-# it grows. On SmolLM2 the first position stands apart: with no BOS token, the first token of each
-# pseudo-sentence plays the "attention sink" and carries a much larger norm, which is why it is drawn
-# separately.
+# **What to notice.** The median ||x(t)|| over positions ≥ 1 is {glue:text}`residual_median_t0:.2f`
+# at t = 0, {glue:text}`residual_median_middle:.1f` at t = {glue:text}`middle_layer` and
+# {glue:text}`residual_median_tL:.1f` at t = {glue:text}`n_layers`: the residual stream's norm changes
+# by a factor {glue:text}`residual_growth_factor` between the embeddings and the last layer (with its
+# bootstrap interval over pseudo-sentences), and the median grows at
+# {glue:text}`residual_layers_growing` of {glue:text}`n_layers` layers, while every normalized state
+# has the same norm √d: the blocks read directions only, so a write of a given size turns the stream
+# less as it grows. The first position reaches a median norm of
+# {glue:text}`first_position_max_median_norm:.0f` (at t = {glue:text}`first_position_t`),
+# {glue:text}`first_position_ratio:.1f` times the largest median of the other positions. A first
+# position far above the others is the "attention sink": the first token of each pseudo-sentence,
+# when no BOS precedes it, carries a much larger norm, which is why it is drawn separately.
 #
 # ## 3 · The hyperplane: LayerNorm's centering, and how far RMSNorm's states are from it
 #
@@ -236,136 +151,42 @@ print(
 # are means of |cos| over pseudo-sentences, with 95% bootstrap bands over pseudo-sentences.
 
 # %%
-cos, cos_hat = stats["cos_ones"], stats["cos_ones_normalized"]  # (n_s, n_k, L+1)
-baseline = norms.random_cos_to_ones(d)
-per_sentence = pd.concat(
-    [
-        pd.DataFrame(
-            {
-                "t": np.tile(np.arange(L + 1), len(ids)),
-                "mean |cos|": np.abs(c).mean(1).ravel(),
-                "state": name,
-            }
-        )
-        for name, c in (
-            ("states x(t) entering the norm", cos),
-            ("normalized states x̂(t)", cos_hat),
-        )
-    ]
-)
-fig, (ax, hx) = plt.subplots(1, 2, figsize=(12, 3.8))
-sns.lineplot(
-    per_sentence,
-    x="t",
-    y="mean |cos|",
-    hue="state",
-    errorbar=("ci", 95),
-    n_boot=n_boot,
-    seed=seed,
-    marker="o",
-    ax=ax,
-)
-ax.axhline(baseline, color="grey", ls="--", label=f"random direction ({baseline:.3f})")
-ax.set(
-    xlabel="layer t",
-    ylabel="mean |cos(·, 1)|",
-    title="Distance from the hyperplane x · 1 = 0, relative to the norm",
-)
-ax.legend(fontsize=8)
-picked = pd.DataFrame(
-    {"cos(x, 1)": cos[..., blocks].reshape(-1), "t": np.tile(blocks, cos[..., 0].size)}
-)
-sns.histplot(
-    picked,
-    x="cos(x, 1)",
-    hue="t",
-    stat="density",
-    common_norm=False,
-    element="step",
-    fill=False,
-    bins=60,
-    palette="viridis",
-    ax=hx,
-)
-grid = np.linspace(-4, 4, 200) / d**0.5
-hx.plot(grid, norms.random_cos_density(grid, d), "k--", lw=1, label="random direction")
-hx.set(title="cos(x, 1) of the incoming states (dashed: a random direction)")
+figures.hyperplane_figure(study.stats, blocks, n_boot=n_boot, seed=seed)
 plt.show()
-hat_max = float(np.abs(cos_hat).max())
-
-
-def off_plane(rows: np.ndarray) -> float:
-    """Mean |cos(x, 1)| over every state and layer of the pseudo-sentences `rows`, over a random direction's."""
-    return float(np.abs(cos[rows]).mean() / baseline)
-
-
-over_random = bootstrap(
-    off_plane, len(ids), unit="pseudo-sentences", n_boot=n_boot, seed=seed
-)
-mean_abs_cos = np.abs(cos).mean((0, 1))
-print(
-    f"normalized states x̂: largest |cos(x̂, 1)| over all {cos_hat.size} states {hat_max:.1e} "
-    + (
-        "(LayerNorm: on the plane up to float32 rounding)"
-        if centers
-        else "(RMSNorm: x̂ is parallel to x)"
-    )
-)
-print(
-    f"incoming states x: mean |cos(x, 1)| per layer {mean_abs_cos.min():.4f} .. {mean_abs_cos.max():.4f}; over "
-    f"all layers {over_random:.3g} x a random direction's ({baseline:.4f})"
-)
 
 # %% [markdown]
-# **What to notice.** On a LayerNorm model the normalized curve is flat at zero: centering puts every x̂ on
-# the plane, whatever x was, and the claim holds exactly, as an identity of the operation. On an RMSNorm
-# model (SmolLM2) the two curves coincide, since x̂ is x rescaled: the paper's hyperplane claim does
-# not apply to a norm that does not center, and the report marks it *not applicable*. What the model's
-# states do instead is the second measurement: their |cos(x, 1)| is of the order of a random
-# direction's (the printed ratio, with its interval), neither on the plane nor aligned with 1. RMSNorm
-# leaves that component in, a direction like any other, which γ, W_QK and the unembedding read or ignore.
+# **What to notice.** The largest |cos(x̂, 1)| over all normalized states is
+# {glue:text}`hat_max:.1e` ({glue:text}`hat_reading`). On a LayerNorm model the normalized curve is
+# flat at zero: centering puts every x̂ on the plane, whatever x was, and the claim holds exactly, as an
+# identity of the operation. On an RMSNorm model the two curves coincide, since x̂ is x rescaled: the
+# paper's hyperplane claim does not apply to a norm that does not center, and the report marks it
+# *not applicable*. What the model's incoming states do is the second measurement: their mean
+# |cos(x, 1)| per layer runs from {glue:text}`cos_layer_min:.4f` to {glue:text}`cos_layer_max:.4f`,
+# over all layers {glue:text}`cos_ones_over_random` times a random direction's
+# ({glue:text}`random_direction_abs_cos:.4f`). A ratio near 1 means neither on the plane nor aligned
+# with 1: RMSNorm leaves that component in, a direction like any other, which γ, W_QK and the
+# unembedding read or ignore.
 #
 # ## 4 · Global centering and scaling vs the per-row norm (the paper's table)
 #
 # E = W_E (V × d), c its mean row, s = √d / mean ||e||. Each variant is compared row by row with the
 # reference norm applied to E without γ and β: mean ± std of the L2 distance and of the cosine
-# distance 1 − cos. The paper's reference is LN(E); we also use the model's own RMSNorm. A row that the
-# reference sends to zero (an all-zero row, such as an untrained model's padding row) has no direction:
-# its cosine would be 0/0, so it is left out and counted.
+# distance 1 − cos. The paper's reference is LN(E); we also use RMSNorm, and the model's own norm is
+# {glue:text}`own_reference`. A row that the reference sends to zero (an all-zero row, such as an
+# untrained model's padding row) has no direction: its cosine would be 0/0, so it is left out and
+# counted. Here E is {glue:text}`E_shape`, ||c|| = {glue:text}`mean_row_norm:.3f`, mean ||e|| =
+# {glue:text}`mean_norm:.3f`, and the rows left out per reference are
+# {glue:text}`rows_left_out_text`.
 
 # %%
-E = view.W_E.detach().cpu()  # float64 work on the CPU
-eps = view.final_norm.eps
-references = {
-    "LN(E) (the paper's)": Norm.unit("layer", d, eps),
-    "RMSNorm(E)": Norm.unit("rms", d, eps),
-}
-skipped = {
-    name: int(norms.degenerate_rows(E, ref).sum()) for name, ref in references.items()
-}
-distances = {name: norms.row_distances(E, ref) for name, ref in references.items()}
-identities = {
-    name: norms.table_identities(E, ref, distances[name])
-    for name, ref in references.items()
-}
-for name, dist in distances.items():
-    own = (
-        " — the model's own norm"
-        if references[name].centers == view.final_norm.centers
-        else ""
-    )
-    print(
-        f"\nreference {name}{own}: E is {tuple(E.shape)}, {skipped[name]} rows left out (sent to zero), "
-        f"||c|| = {E.double().mean(0).norm():.3f}, mean ||e|| = {E.double().norm(dim=1).mean():.3f}"
-    )
-    display(norms.distance_table(dist).style.format("{:.4g}"))
+study.table_of_embeddings().style.format("{:.4g}")
 
 # %% [markdown]
 # The identities, checked on every row (largest violation; zero means float64 rounding, except the
 # norm, which is computed in float32 as the model does):
 
 # %%
-pd.DataFrame(identities).style.format("{:.1e}")
+study.identities().style.format("{:.1e}")
 
 # %% [markdown]
 # **What to notice.** Scaling by one number never changes a cosine, so Original and Scaled have the
@@ -373,84 +194,59 @@ pd.DataFrame(identities).style.format("{:.1e}")
 # every normalized row is √d up to eps, for either reference (the "vs √d" row is eps's doing on
 # rows with a small mean square; "vs eps formula" is float32 rounding). What differs between the two
 # references: RMSNorm(e) is parallel to e, so the cosine distance of Original (and Scaled) to it is
-# exactly 0, and only the lengths differ; LN(e) removes each row's own mean, which no global
-# shift c reproduces. On SmolLM2 the mean row c is large (||c|| printed above), so global centering
-# moves the embeddings much further from either reference than doing nothing.
-#
+# exactly 0 (here at most {glue:text}`rms_cos_original_max:.1e`), and only the lengths differ; LN(e)
+# removes each row's own mean, which no global shift c reproduces. Against LN(E), global centering
+# leaves the embeddings at a mean cosine distance of {glue:text}`ln_cos_centered_mean:.3g`, against
+# {glue:text}`ln_cos_original_mean:.3g` for doing nothing: centering by the mean row moves them
+# {glue:text}`centering_word` the reference.
+
+# %% tags=["remove-input"]
+E_rows, skipped = len(lm.view.W_E), study.embeddings["skipped"]
+reading = lm.view.reading_norms()
+glue("n_sentences", len(ids))
+glue("n_k", n_k)
+glue("n_layers", L)
+glue("middle_layer", L // 2)
+glue("n_states", int(study.stats["normalized"].size))
+glue("norm_name", {"layer": "LayerNorm", "rms": "RMSNorm"}[study.kind])
+glue("eps_text", ", ".join(f"{e:g}" for e in sorted({n.eps for n in reading})))
+no_beta = all(n.beta is None for n in reading)
+glue("beta_word", "have no β" if no_beta else "have a β")
+glue("t_gap", study.sqrt_d["t_gap"])
+glue("float32_spacing", float(np.spacing(np.float32(d**0.5))))
+glue("residual_median_middle", float(study.growth["median_by_layer"][L // 2]))
+first, median = study.growth["first_median"], study.growth["median_by_layer"]
+glue("first_position_t", int(np.argmax(first)))
+glue("first_position_ratio", float(first.max() / median.max()))
+glue("hat_max", study.plane["hat_max"])
+glue(
+    "hat_reading",
+    "LayerNorm: on the plane up to float32 rounding"
+    if study.centers
+    else "RMSNorm: x̂ is parallel to x",
+)
+glue("cos_layer_min", float(study.plane["mean_abs_cos"].min()))
+glue("cos_layer_max", float(study.plane["mean_abs_cos"].max()))
+glue("own_reference", "LN(E)" if lm.view.final_norm.centers else "RMSNorm(E)")
+glue("E_shape", f"{E_rows} × {d}")
+glue("mean_row_norm", study.embeddings["mean_row_norm"])
+glue("mean_norm", study.embeddings["mean_norm"])
+glue("rows_left_out_text", ", ".join(f"{k}: {v}" for k, v in skipped.items()))
+ln = study.embeddings["tables"][norms.REFERENCES[0]]["cosine mean"]
+glue("centering_word", "further from" if ln.iloc[1] > ln.iloc[0] else "closer to")
+values = study.summary()
+if not study.centers:
+    values["normalized_max_abs_cos_ones"] = not_applicable(
+        "RMSNorm does not center: x̂ keeps x's component along 1 (the chapter measures "
+        "it against a random direction instead)"
+    )
+
+# %% [markdown]
 # ## Does the claim hold on this model?
 #
 # Every claim of this chapter is an exact property of the operations, so each is an *identity*: a check
 # that our computation does what the paper describes, true for any weights. The hyperplane is judged on
 # the normalized states and only for a norm that centers; on an RMSNorm model it is *not applicable*.
 
-# %%
-cos_gaps = [
-    v
-    for checks in identities.values()
-    for k, v in checks.items()
-    if k.startswith("cos")
-]
-norm_gaps = [checks["norm_vs_eps_formula"] / d**0.5 for checks in identities.values()]
-ln_table, rms_table = (norms.distance_table(distances[name]) for name in references)
-n_states = int(stats["normalized"].size)
-values = {
-    "n_states_per_layer": int(ids.size),
-    "d_model": d,
-    "sqrt_d": d**0.5,
-    "norm_kind": reading[0].kind,
-    "centers": centers,
-    "normalized_norm_min": float(stats["normalized"].min()),
-    "normalized_norm_max": float(stats["normalized"].max()),
-    "max_shortfall_from_sqrt_d": exact(largest_gap, n=n_states, unit="states"),
-    "max_abs_measured_minus_eps_formula": worst,
-    "max_rel_measured_minus_eps_formula": exact(
-        worst / d**0.5, n=n_states, unit="states"
-    ),
-    "residual_median_t0": float(median_by_layer[0]),
-    "residual_median_tL": float(median_by_layer[L]),
-    "residual_growth_factor": growth_factor,
-    "residual_layers_growing": increases,
-    "first_position_max_median_norm": float(first_median.max()),
-    "normalized_max_abs_cos_ones": exact(hat_max, n=n_states, unit="states")
-    if centers
-    else not_applicable(
-        "RMSNorm does not center: x̂ keeps x's component along 1 (the chapter measures it against a random "
-        "direction instead)"
-    ),
-    "mean_abs_cos_ones_by_layer": mean_abs_cos.tolist(),
-    "mean_abs_cos_ones": float(mean_abs_cos.mean()),
-    "random_direction_abs_cos": baseline,
-    "cos_ones_over_random": over_random,
-    "ln_table": ln_table.to_dict(orient="index"),
-    "rms_table": rms_table.to_dict(orient="index"),
-    "ln_identities": identities["LN(E) (the paper's)"],
-    "rms_identities": identities["RMSNorm(E)"],
-    "table_rows_left_out": skipped,
-    "table_identity_violation": exact(
-        max(cos_gaps + norm_gaps), n=len(E) - max(skipped.values()), unit="rows"
-    ),
-    "ln_cos_original_mean": float(ln_table.loc["Original E", "cosine mean"]),
-    "ln_cos_centered_mean": float(ln_table.loc["Centered E-c", "cosine mean"]),
-    "rms_cos_original_max": float(distances["RMSNorm(E)"]["Original E"][1].abs().max()),
-}
-record(values)
-outcomes = chapter_outcomes("a2_normalization", values)
-judged = outcomes.set_index("claim")["outcome"]
-print(
-    f"||x̂|| = √d ({d**0.5:.4f}; paper: 27.71 for d = 768) up to eps: the eps formula matches every normalized "
-    f"state to {worst / d**0.5:.1e} √d ({judged['A2-sqrt-d']}); the raw shortfall from √d reaches "
-    f"{largest_gap:.2e} (at t = {t_gap}, where eps matters most)."
-)
-print(
-    f"hyperplane: {judged['A2-hyperplane']}"
-    + (
-        f" (largest |cos(x̂, 1)| {hat_max:.1e})."
-        if centers
-        else f": RMSNorm does not center; its states sit {over_random:.3g} x a random direction's |cos| from the plane."
-    )
-)
-print(
-    f"table identities: largest violation {max(cos_gaps + norm_gaps):.0e} ({judged['A2-identities']}), "
-    f"{max(skipped.values())} zero row(s) left out."
-)
-outcomes
+# %% tags=["remove-input"]
+conclude("a2_normalization", values, model)

@@ -28,8 +28,8 @@
 # last-layer heads are subject-specific, and that some heads preserve the key's meaning in their
 # value output.
 #
-# **How it is computed** (`lotlib.traveling_words.probes`, following the authors' `common_nouns.py`).
-# Static probes: one token, no position, no context.
+# **How it is computed** (`lotlib.traveling_words.probes.noun_probes`, following the authors'
+# `common_nouns.py`). Static probes: one token, no position, no context.
 #
 # - The noun's residual input is e = embed_scale · W_E[noun] (the scale is 1 except for Gemma), and
 #   the query is q = block_norm(e), the block's own first norm (gamma and beta included).
@@ -47,7 +47,7 @@
 #
 # **Choices the paper leaves open, stated.** Which form of the noun is the query: the authors'
 # code encodes the bare word ("time", not " time") and keeps the nouns that are one token; that is
-# our default (`leading_space`), and the counts of both forms are printed. The middle block is
+# our default (`leading_space`), and the counts of both forms are given below. The middle block is
 # (L − 1) // 2 (block 5 of GPT-2's 12, as in the paper). On models with grouped-query attention
 # (SmolLM2: 9 query heads share 3 key/value heads) the view expands the shared key/value heads to
 # every query head, so each query head has its own W_QK^h and W_VO^h; heads in one group share W_K
@@ -58,129 +58,76 @@
 # "words" (seeded): lower-case alphabetic tokens of three letters or more that are single tokens with
 # and without a leading space, none a variant of a noun, drawn so that each has as many variant
 # tokens in the vocabulary as a noun (plural, capitalised and spaced forms; the two count
-# distributions are printed below). A pattern the random words show as clearly as the nouns is a
-# property of the head for any word, not something the nouns reveal.
+# distributions are in the table below). A pattern the random words show as clearly as the nouns is
+# a property of the head for any word, not something the nouns reveal. The query set, nouns and
+# random words, is built by `probes.noun_queries`, the same for the probe-rates chapter.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = (
-    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
-)
+device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 blocks: "list[Block] | None" = None  # blocks probed (None: first, (L - 1) // 2, last)
 k: int = 5  # tokens per probe
-leading_space: bool = (
-    False  # query form: the bare word (as the authors' code encodes it) or " word"
-)
-show: list[str] = ["time", "water", "car"]  # nouns shown in full in the readable tables
+leading_space: bool = False  # query form: the bare word or " word"
+show: list[str] = ["time", "water", "car"]  # nouns shown in full in the tables
 n_random: "int | None" = None  # random words of the null (None: as many as the nouns)
 seed: int = 0  # which random words; the bootstrap resamples
-n_boot: int = (
-    1000  # bootstrap resamples of the queries (nouns, random words) for every interval
-)
+n_boot: int = 1000  # bootstrap resamples of the queries for every interval
 
-# %%
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
-import seaborn as sns
-import torch
-from IPython.display import HTML, display
+from IPython.display import display
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import chapter_outcomes, closing_sentences
-from lotlib.book.summary import record
+from lotlib.book.report import conclude
+from lotlib.book.summary import glue
 from lotlib.models.bounds import block_indices
-from lotlib.traveling_words import probes
+from lotlib.traveling_words import figures, probes
 
 plots.apply_theme()
+pd.set_option("display.max_colwidth", None)
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H = view.n_layers, view.n_heads
-layers = (
-    [0, (L - 1) // 2, L - 1]
-    if blocks is None
-    else block_indices(blocks, L, "blocks", lm.name)
+layers = block_indices(blocks or ["first", "middle", "last"], L, "blocks", lm.name)
+queries = probes.noun_queries(
+    lm.tokenizer, view.vocab_size, leading_space, n_random, seed
 )
-vocab = probes.vocab_strings(lm.tokenizer, view.vocab_size)
-words = lotlib.common_nouns()
-nouns = probes.single_tokens(lm.tokenizer, words, leading_space)
-other = probes.single_tokens(lm.tokenizer, words, not leading_space)
-randoms = probes.random_words(
-    vocab,
-    n_random or len(nouns.words),
-    leading_space,
-    words,
-    seed,
-    like=probes.variant_counts(vocab, nouns.words),
-)
-unmatched = probes.random_words(vocab, len(randoms.words), leading_space, words, seed)
-n = len(nouns.words)
-form = "' word' (leading space)" if leading_space else "'word' (no leading space)"
-readout = (
-    "W_E (tied embeddings)" if view.tied else "W_U (untied: the output matrix, not W_E)"
-)
-print(
-    f"{lm!r}: d_head = {view.d_head}, {view.heads(0).n_kv_heads} key/value heads for {H} query heads, "
-    f"embed_scale = {view.embed_scale:g}, readout against {readout}"
-)
-print(
-    f"queries {form}: {n} of {len(words)} nouns are single tokens; dropped: {nouns.dropped}"
-)
-print(
-    f"the other form: {len(other.words)} single tokens; dropped there: {other.dropped}"
-)
-print(
-    f"null: {len(randoms.words)} random words (seed {seed}), e.g. {randoms.words[:8]}; blocks probed: {layers}"
-)
-display(
-    probes.count_table(
-        vocab,
-        {
-            "nouns": nouns.words,
-            "random words (matched)": randoms.words,
-            "random words (unmatched draw)": unmatched.words,
-        },
-    ).T
-)
+glue("model_text", repr(lm))
+glue("d_head", view.d_head)
+glue("n_kv_heads", view.heads(0).n_kv_heads)
+glue("n_heads", H)
+glue("embed_scale", f"{view.embed_scale:g}")
+glue("readout", "W_E (tied embeddings)" if view.tied else "W_U (untied, not W_E)")
+glue("query_form", "' word' (leading space)" if leading_space else "'word' (no space)")
+glue("n_words", len(queries.words))
+glue("dropped_list", ", ".join(queries.nouns.dropped) or "none")
+glue("dropped_other_list", ", ".join(queries.other.dropped) or "none")
+glue("random_examples", ", ".join(queries.randoms.words[:8]))
 
 # %% [markdown]
+# **The model and the queries.** {glue:text}`model_text`: d_head = {glue:text}`d_head`,
+# {glue:text}`n_kv_heads` key/value heads for {glue:text}`n_heads` query heads, embedding scale
+# {glue:text}`embed_scale`, read out against {glue:text}`readout`. Probed blocks:
+# {glue:text}`blocks`. In the query form {glue:text}`query_form`, {glue:text}`n_nouns` of the
+# {glue:text}`n_words` nouns are single tokens (dropped: {glue:text}`dropped_list`); in the other
+# form {glue:text}`n_nouns_other_form` are (dropped: {glue:text}`dropped_other_list`). The null is
+# {glue:text}`n_random_words` random words (seed {glue:text}`seed`), for example
+# {glue:text}`random_examples`.
+#
 # The table counts, for each query, how many tokens of the vocabulary are one of its variants: the
-# most a probe can match. The matched random words have the nouns' distribution; an unmatched draw
-# has fewer variants per word (most random words have no plural token), which would cap their rates
-# lower than the nouns' for a reason that has nothing to do with the heads.
+# most a probe can match.
 
 # %%
-ids = torch.cat([nouns.ids, randoms.ids])
-groups = {"nouns": slice(0, n), "random words": slice(n, None)}
-tops = probes.probe_tops(view, layers, ids, k)
-table = probes.noun_table(
-    view, vocab, nouns, layers, k, tops={name: t[:, :, :n] for name, t in tops.items()}
-)
-shown = [w for w in show if w in nouns.words]
-
-
-def readable(block: int) -> pd.DataFrame:
-    """The shown nouns x every head of one block: the top-k tokens of each probe and ||u_h||."""
-    part = table[(table.block == block) & table.noun.isin(shown)]
-    wide = part.pivot_table(
-        index=["noun", "head"], columns="probe", values="tokens", aggfunc="first"
-    )
-    norms = (
-        part[part.probe == "VO"].set_index(["noun", "head"])["norm"].rename("||u_h||")
-    )
-    order = pd.MultiIndex.from_product(
-        [shown, [str(h) for h in range(H)] + ["sum"]], names=["noun", "head"]
-    )
-    return (
-        wide.join(norms)
-        .reindex(order)
-        .fillna({"QK": ""})[["QK", "VO", "VO update", "||u_h||"]]
-    )
-
+queries.count_table().T
 
 # %% [markdown]
+# **What to notice.** The matched random words have the nouns' distribution, column for column; an
+# unmatched draw has fewer variants per word (most random words have no plural token), which would
+# cap their rates lower than the nouns' for a reason that has nothing to do with the heads.
+#
 # ## A few nouns, every head
 #
 # For each probed block, the nouns of `show` × every head (and the sum over heads): the top-5 keys
@@ -188,21 +135,22 @@ def readable(block: int) -> pd.DataFrame:
 # and the size of the write ||u_h||. A leading space is shown as ␣.
 
 # %%
-pd.set_option("display.max_colwidth", None)
-print(
-    f"mean ||e|| over the nouns: {view.embed(nouns.ids).norm(dim=-1).mean().item():.2f}"
+result = probes.noun_probes(view, queries, layers, k)
+glue("mean_e_norm", result.embedding_norm)
+figures.block_tables(
+    {
+        f"Block {b}": result.readable(b, show).style.format({"||u_h||": "{:.2f}"})
+        for b in layers
+    }
 )
-for block in layers:
-    display(HTML(f"<h4>Block {block}</h4>"))
-    display(readable(block).style.format({"||u_h||": "{:.2f}"}))
 
 # %% [markdown]
 # **What to notice.** Read down a QK column: when a head gives the same keys whatever the noun,
 # its keys are a property of the head (tokens whose normalized embedding has a large projection
 # on the head's key space), not of the query. Read the VO column against the VO update column: the
 # first repeats the noun where the head's write ||u_h|| is small against the noun's embedding
-# (mean ||e|| printed above the tables) and follows the write where it is large; the second shows what the
-# head itself writes. The sum row adds all heads' writes.
+# (mean ||e|| over the nouns: {glue:text}`mean_e_norm:.2f`) and follows the write where it is
+# large; the second shows what the head itself writes. The sum row adds all heads' writes.
 #
 # ## All nouns at once: three measurements per head
 #
@@ -212,7 +160,8 @@ for block in layers:
 # - **QK variant rate**: the share of the top-5 keys that are the query word or a variant of it
 #   (plural, capitalised, with or without a leading space: `lotlib.traveling_words.probes.variants`).
 #   A head with a *clear query-key pattern* in the strictest sense seeks the query's own forms.
-#   Chance (keys drawn uniformly from the vocabulary) is printed under the figure.
+#   Chance (keys drawn uniformly from the vocabulary) is {glue:text}`chance_rate:.1e` per slot
+#   (the mean over nouns of their variant tokens over the vocabulary).
 # - **QK key specificity**: whether a noun's keys *belong* to it: for each noun and head, the share of
 #   the other nouns whose top-5 keys are farther from the noun (mean cosine on the block's sphere)
 #   than its own top-5 keys are. 0.5 when the keys are unrelated to the query (random weights) or the
@@ -223,146 +172,49 @@ for block in layers:
 #   final_norm(u_h) @ W_U, that are the noun or a variant: a head that *preserves the key's meaning*
 #   in its value output in the strictest sense (the same word, not a synonym).
 #
-# The bars are means over the queries with 95% bootstrap intervals (resampling queries, `n_boot`).
+# The bars are means over the queries with 95% bootstrap intervals (resampling queries, `n_boot`);
+# the table under the figure gives the means over heads.
 
 # %%
-mask = probes.variant_mask(vocab, nouns.words + randoms.words)
-rates = {
-    name: probes.variant_rates(mask, top) for name, top in tops.items()
-}  # (B, H(+1), n + n_random)
-specificity = {
-    group: np.stack(
-        [
-            probes.key_specificity(view, layer, ids[part], tops["qk"][b][:, part])
-            for b, layer in enumerate(layers)
-        ]
-    )
-    for group, part in groups.items()
-}  # (B, H, m)
-chance = mask[:n].sum(1).float().mean().item() / view.vocab_size
-measured = {
-    group: {
-        "QK variant rate": rates["qk"][:, :, part],
-        "QK key specificity": specificity[group],
-        "VO update variant rate": rates["vo_update"][:, :H, part],
-    }
-    for group, part in groups.items()
-}
-frames = []
-for group, by_measure in measured.items():
-    for measure, x in by_measure.items():  # (B, H, m)
-        b, h, q = np.meshgrid(
-            layers, np.arange(H), np.arange(x.shape[-1]), indexing="ij"
-        )
-        frames.append(
-            pd.DataFrame(
-                {
-                    "block": b.ravel(),
-                    "head": h.ravel(),
-                    "query": q.ravel(),
-                    "value": x.ravel(),
-                    "queries": group,
-                    "measure": measure,
-                }
-            )
-        )
-per_head = pd.concat(frames, ignore_index=True)
-grid = sns.catplot(
-    per_head,
-    kind="bar",
-    x="head",
-    y="value",
-    hue="queries",
-    row="measure",
-    col="block",
-    errorbar=("ci", 95),
-    n_boot=n_boot,
-    seed=seed,
-    height=2.6,
-    aspect=1.9,
-    sharey="row",
+title = (
+    f"{model}: {queries.n} nouns and {len(queries.randoms.words)} random words, every "
+    "head (bars: 95% bootstrap over queries; dashed: 0.5, no specificity)"
 )
-grid.set_titles("block {col_name}")
-for (measure, block), ax in grid.axes_dict.items():
-    ax.set_ylabel(measure if block == layers[0] else "")
-    if measure == "QK key specificity":
-        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-grid.figure.suptitle(
-    f"{model}: {n} nouns and {len(randoms.words)} random words, every head (bars: 95% bootstrap "
-    f"over queries; dashed: 0.5, no specificity)",
-    y=1.02,
-)
+figures.noun_measures(result, n_boot, seed, title)
 plt.show()
-
-summary_rows = (
-    per_head.groupby(["measure", "queries", "block"])["value"].mean().unstack("block")
-)
-display(summary_rows.round(3))
-print(
-    f"chance of a variant in one top-{k} slot: {chance:.1e} (mean over nouns of variant tokens / vocabulary)"
-)
+result.measure_means().round(3)
 
 # %% [markdown]
 # **What to notice.** Compare each orange bar with the blue one beside it: a head that does the same
-# for random words as for nouns does it for any word. The table under the figure gives the means over
-# heads. The QK variant rate and the VO update rate are far above chance wherever a bar is visible at
-# all (chance per slot printed above). A key specificity near 0.5 says the head's keys for a noun are
-# no closer to that noun than to any other: either the head seeks the same keys whatever the query, or
-# keys unrelated to it.
+# for random words as for nouns does it for any word. Any visible rate bar is far above the chance
+# of {glue:text}`chance_rate:.1e` per slot. A key specificity near 0.5 says the head's keys for a
+# noun are no closer to that noun than to any other: either the head seeks the same keys whatever
+# the query, or keys unrelated to it. The head whose write alone returns the noun most often is head
+# {glue:text}`best_vo_head` of block {glue:text}`best_vo_block`.
 #
-# The summary of the old reading, *the top key depends on the query* (the share of nouns whose top
-# key is the head's most common top key: 1 means one key for every noun), is folded below with the
-# other per-head numbers. It is not a test of the paper's claim: a random matrix gives every query
-# its own top key, so random weights "pass" it.
+# The old reading, *the top key depends on the query*, is summed up by the share of nouns whose top
+# key is the head's most common top key (1 means one key for every noun), mean over heads:
+# {glue:text}`qk_common_key_share_first:.2f` at the first probed block,
+# {glue:text}`qk_common_key_share_last:.2f` at the last. It is not a test of the paper's claim: a
+# random matrix gives every query its own top key, so random weights "pass" it. The sum over heads
+# read with the residual returns the noun in a share {glue:text}`vo_sum_self_rate_first:.2f` of its
+# top-5 at the first block and {glue:text}`vo_sum_self_rate_last:.2f` at the last. Every per-head
+# number is folded below, then the full tables (every noun, every head; also as the DataFrame
+# `result.table`).
 
 # %%
-grouped = table.groupby(["block", "probe", "head"], sort=False)
-summary = pd.DataFrame(
-    {
-        "most common top-1": grouped["top1"].agg(lambda s: s.mode().iloc[0]),
-        "share with it": grouped["top1"].agg(
-            lambda s: s.value_counts(normalize=True).iloc[0]
-        ),
-        "distinct top-1": grouped["top1"].nunique(),
-        "self rate": grouped["matches"].mean() / k,
-        "mean ||u_h||": grouped["norm"].mean(),
-    }
-).reset_index()
+summary = result.head_summary()
 display(
-    HTML(
-        f"<details><summary>Per block, probe and head ({len(summary)} rows)</summary>"
-        f"{summary.to_html(index=False, float_format='{:.3f}'.format)}</details>"
+    figures.folded(
+        f"Per block, probe and head ({len(summary)} rows)",
+        summary,
+        index=False,
+        float_format="{:.3f}".format,
     )
 )
-heads_only = summary[summary["head"] != "sum"]
-share = heads_only[heads_only.probe == "QK"].groupby("block")["share with it"].mean()
-vo_sum = summary[(summary["head"] == "sum") & (summary.probe == "VO")].set_index(
-    "block"
-)["self rate"]
-for block in layers:
-    print(
-        f"block {block}: the most common top key is shared by {share[block]:.0%} of nouns (mean over heads); "
-        f"sum over heads read with the residual returns the noun in {vo_sum[block]:.2f} of its top-{k}"
-    )
-
-# %% [markdown]
-# The full tables (every noun, every head of the probed blocks; also as the DataFrame `table`):
-
-# %%
 for probe in ("QK", "VO", "VO update"):
-    wide = table[table.probe == probe].pivot_table(
-        index=["block", "noun"],
-        columns="head",
-        values="tokens",
-        aggfunc="first",
-        sort=False,
-    )
-    wide = wide[[str(h) for h in range(H)] + (["sum"] if probe != "QK" else [])]
     display(
-        HTML(
-            f"<details><summary>Full {probe} table: {len(wide)} rows (block, noun) x heads</summary>"
-            f"{wide.to_html()}</details>"
-        )
+        figures.folded(f"Full {probe} table: (block, noun) x heads", result.wide(probe))
     )
 
 # %% [markdown]
@@ -376,14 +228,19 @@ for probe in ("QK", "VO", "VO update"):
 #
 # - **A4-early-qk**, *early-layer heads show clear query-key patterns*: at the first probed block,
 #   the best head's QK variant rate is at least 0.2 (one of its five keys, on average, is the noun
-#   itself or a variant).
+#   itself or a variant). Here: {glue:text}`qk_rate_best_head_first` for the nouns,
+#   {glue:text}`qk_rate_best_head_first_random` for the random words.
 # - **A4-early-qk-related**, the same claim read as meaning rather than form: the first block's key
 #   specificity, averaged over heads, is at least 0.75 (a noun's own keys are nearer to it than
-#   another noun's keys in three comparisons out of four).
+#   another noun's keys in three comparisons out of four). Here: {glue:text}`qk_specificity_first`
+#   for the nouns, {glue:text}`qk_specificity_first_random` for the random words.
 # - **A4-last-subject**, *last-layer heads are subject-specific*: the same key specificity at the last
-#   probed block, at least 0.75.
+#   probed block, at least 0.75. Here: {glue:text}`qk_specificity_last` for the nouns,
+#   {glue:text}`qk_specificity_last_random` for the random words.
 # - **A5-value-preserves**, *some heads preserve the key's meaning in their value output*: the best
-#   head's VO update variant rate over the probed blocks is at least 0.2.
+#   head's VO update variant rate over the probed blocks is at least 0.2. Here:
+#   {glue:text}`vo_update_best_head_rate` for the nouns,
+#   {glue:text}`vo_update_best_head_rate_random` for the random words.
 #
 # Every finding has two nulls, judged by the same bound in the report: the same chapter run on the
 # same architecture with random weights, where each of these values sits at chance (a rate near 0,
@@ -392,78 +249,30 @@ for probe in ("QK", "VO", "VO update"):
 # head shows for any word it reads. The random words are not a null of A5: a head that copies
 # whatever it reads preserves the key's meaning, which is the claim; their rate is shown beside it.
 
-
 # %%
-def estimate(values: np.ndarray, best_head: bool = False, unit: str = "nouns"):
-    return probes.query_estimate(
-        values, best_head=best_head, unit=unit, n_boot=n_boot, seed=seed
-    )
-
-
-noun_q, random_q = groups["nouns"], groups["random words"]
+best_block, best_head = result.best_vo_update_head()
+glue("best_vo_block", best_block)
+glue("best_vo_head", best_head)
 values = {
     "model": model,
     "blocks": ", ".join(map(str, layers)),
     "k": k,
     "leading_space": leading_space,
-    "n_nouns": n,
-    "n_nouns_other_form": len(other.words),
-    "dropped_nouns": ", ".join(nouns.dropped),
-    "dropped_nouns_other_form": ", ".join(other.dropped),
-    "n_random_words": len(randoms.words),
+    "n_nouns": queries.n,
+    "n_nouns_other_form": len(queries.other.words),
+    "dropped_nouns": ", ".join(queries.nouns.dropped),
+    "dropped_nouns_other_form": ", ".join(queries.other.dropped),
+    "n_random_words": len(queries.randoms.words),
     "seed": seed,
     "tied": view.tied,
-    "chance_rate": chance,
-    "qk_rate_best_head_first": estimate(rates["qk"][0, :, noun_q], best_head=True),
-    "qk_rate_best_head_first_random": estimate(
-        rates["qk"][0, :, random_q], best_head=True, unit="random words"
-    ),
-    "qk_rate_first": estimate(rates["qk"][0, :, noun_q]),
-    "qk_rate_last": estimate(rates["qk"][-1, :, noun_q]),
-    "qk_specificity_first": estimate(specificity["nouns"][0]),
-    "qk_specificity_first_random": estimate(
-        specificity["random words"][0], unit="random words"
-    ),
-    "qk_specificity_last": estimate(specificity["nouns"][-1]),
-    "qk_specificity_last_random": estimate(
-        specificity["random words"][-1], unit="random words"
-    ),
-    "vo_update_best_head_rate": estimate(
-        rates["vo_update"][:, :H, noun_q], best_head=True
-    ),
-    "vo_update_best_head_rate_random": estimate(
-        rates["vo_update"][:, :H, random_q], best_head=True, unit="random words"
-    ),
-    "qk_common_key_share_first": share[layers[0]],
-    "qk_common_key_share_last": share[layers[-1]],
-    "vo_sum_self_rate_first": vo_sum[layers[0]],
-    "vo_sum_self_rate_last": vo_sum[layers[-1]],
+    "chance_rate": queries.chance,
+    **result.estimates(n_boot, seed),
 }
-best = np.unravel_index(
-    rates["vo_update"][:, :H, noun_q].mean(-1).argmax(), (len(layers), H)
-)
-for label, key in (
-    ("first block, best head's QK variant rate", "qk_rate_best_head_first"),
-    ("first block, key specificity", "qk_specificity_first"),
-    ("last block, key specificity", "qk_specificity_last"),
-    ("best head's VO update variant rate", "vo_update_best_head_rate"),
-):
-    print(
-        f"{label}: nouns {values[key]:.3f}, random words {values[key + '_random']:.3f}"
-    )
-print(f"the best VO update head is head {best[1]} of block {layers[best[0]]}")
-outcomes = chapter_outcomes("a4_a5_noun_probes", values)
-display(outcomes)
-record(values)
 
-# %%
-print(
-    "\n".join(
-        closing_sentences(
-            "a4_a5_noun_probes",
-            values,
-            model,
-            "the head does this for any word, not for the nouns",
-        )
-    )
+# %% tags=["remove-input"]
+conclude(
+    "a4_a5_noun_probes",
+    values,
+    model,
+    why_not_diagnostic="the head does this for any word, not for the nouns",
 )

@@ -54,149 +54,87 @@
 # map by the same ratio: the path heads for ' stone' *in particular* only if few tokens are approached
 # more.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = (
-    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
-)
+device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 sentence: str = "To kill two birds with one stone"
-token_index: int = (
-    -2
-)  # which token to follow (negative: from the end); the next token is its target
+token_index: int = -2  # which token to follow (< 0: from the end); it needs a next
 umap_rows: int = 10000  # the first rows of W_E the UMAP is fitted on
 umap_normalized: bool = False  # fit on final_norm(W_E) instead of the raw W_E
 n_neighbors: int = 15
 min_dist: float = 0.1
-seed: int = (
-    0  # UMAP random_state of the drawn map; the other fits use seed + 1, seed + 2, ...
-)
-n_seeds: int = (
-    5  # UMAP fits (one per seed): the spread of the map measurements over seeds
-)
+seed: int = 0  # UMAP random_state of the drawn map; other fits: seed + 1, seed + 2, ...
+n_seeds: int = 5  # UMAP fits (one per seed): the spread of the map measurements
 top_k: int = 5  # tokens per layer in the logit-lens table
 
-# %%
-from dataclasses import replace
-
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
-import numpy as np
-import seaborn as sns
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import chapter_outcomes
-from lotlib.book.summary import record
-from lotlib.intervals import exact, over_seeds
-from lotlib.traveling_words.figures import path_figure, path_panels
-from lotlib.traveling_words.lens import (
-    final_normed,
-    lens_logits,
-    locate,
-    logit_lens,
-    token_path,
+from lotlib.book.report import conclude
+from lotlib.book.summary import glue
+from lotlib.traveling_words.figures import (
+    arrival_figure,
+    heading_figure,
+    travel_figure,
+    travel_panels,
 )
-from lotlib.traveling_words.umap_map import (
-    approach_rank,
-    approach_ratios,
-    fitted_umap,
-    neighbour_agreement,
-)
+from lotlib.traveling_words.umap_map import traveling_word
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
-view, decode = lm.view, lm.tokenizer.decode
-ids, position = locate(lm.tokenizer, sentence, token_index)
-if position + 1 >= len(ids):
-    raise ValueError(
-        "the tracked token needs a next token: choose a token_index before the last token"
-    )
-if n_seeds < 1:
-    raise ValueError(f"n_seeds = {n_seeds}: at least one UMAP fit is needed")
-current, target = int(ids[position]), int(ids[position + 1])
-X = token_path(lm, ids, position)  # (L+1, d): x(0), ..., x(L)
-L = view.n_layers
-print(f"{lm!r}; tied embeddings: {view.tied}")
-print(f"tokens: {[decode([int(i)]) for i in ids]}")
-print(
-    f"following {decode([current])!r} at position {position}; its next token is {decode([target])!r}"
-)
 
 # %% [markdown]
 # ## The embedding map and the path
+#
+# The model is {glue:text}`model_text` (tied embeddings: {glue:text}`tied`). The sentence is
+# tokenized as {glue:text}`tokens`; we follow {glue:text}`token_quoted` at position
+# {glue:text}`position`, whose next token is {glue:text}`next_quoted`. The map is a UMAP of
+# {glue:text}`umap_on` fitted on {glue:text}`umap_rows` rows{glue:text}`extra_rows`, once per seed
+# ({glue:text}`umap_seeds`); the first seed's map is drawn.
 
 # %%
-W_E = view.W_E.detach().float().cpu().numpy()
-rows = min(umap_rows, len(W_E))
-fit_ids = np.union1d(np.arange(rows), [current, target])  # the map's tokens
-at_current, at_target = np.searchsorted(fit_ids, [current, target])
-what = "final_norm(W_E)" if umap_normalized else "W_E"
-space = (lambda V: final_normed(lm, V)) if umap_normalized else (lambda V: V)
-fitted = space(W_E[fit_ids])
-normed = final_normed(lm, X)  # (L+1, d)
-
-
-def map_path(umap_seed: int):
-    """The UMAP fitted with `umap_seed` and the path x(0), final_norm(x(0)), ..., final_norm(x(L)) placed on it
-    by one transform."""
-    reducer = fitted_umap(
-        fitted,
-        identity=lm.identity,
-        what=what,
-        seed=umap_seed,
-        n_neighbors=n_neighbors,
-        min_dist=min_dist,
-    )
-    return reducer, reducer.transform(np.vstack([X[:1], normed]))
-
-
-reducer, path = map_path(seed)
-landmarks = {
-    decode([current]): reducer.embedding_[at_current],
-    decode([target]): reducer.embedding_[at_target],
-}
-agreement = neighbour_agreement(normed, fitted, k=n_neighbors)
-print(
-    f"UMAP of {what}: the first {rows} rows"
-    + (
-        f" and {len(fit_ids) - rows} more (the current and next token)"
-        if len(fit_ids) > rows
-        else ""
-    )
+word = traveling_word(
+    lm,
+    sentence,
+    token_index,
+    seeds=[seed + i for i in range(n_seeds)],
+    top_k=top_k,
+    rows=umap_rows,
+    normalized=umap_normalized,
+    n_neighbors=n_neighbors,
+    min_dist=min_dist,
 )
-print(
-    f"norm of a fitted row: median {np.median(np.linalg.norm(fitted, axis=1)):.2f}; "
-    f"of final_norm(x(t)): {np.linalg.norm(normed, axis=1).min():.1f} to {np.linalg.norm(normed, axis=1).max():.1f}"
-)
-print(
-    f"share of each normalized state's {n_neighbors} nearest fitted rows that are among its {n_neighbors} largest "
-    f"dot products: mean {agreement.mean():.2f} over t = 0..{L} (min {agreement.min():.2f})"
-)
-
-# %%
-title = f"{decode([current])!r} in {sentence!r} travels toward {decode([target])!r} ({model}; UMAP of {what})"
-path_panels(reducer.embedding_, path, landmarks, title)
+path, lens, maps = word.path, word.lens, word.maps
+travel_panels(path, maps, model)
 plt.show()
+
+# %% tags=["remove-cell"]
+for name, value in word.facts().items():
+    glue(name, value)
+glue("model_text", repr(lm))
+glue("n_neighbors_text", n_neighbors)
 
 # %% [markdown]
 # **What to notice.** The first panel is the raw input: the token sits among the embeddings, near its
 # own row (the red labels are the current and the next token's rows where the map put them). The final
-# norm alone (second panel) already moves it: the normalized input is a long vector, and its nearest
-# rows are those it has the largest dot products with (the agreement printed above says how closely
-# "nearest" and "largest logit" coincide for this model). The blocks then carry it across the map; the arrows of the last panel end near the next word when the model
-# predicts it. Distances on a UMAP map are not faithful to the full space, only neighbourhoods are,
-# which is why the chapter *Travel in the full space* measures the travel without projection.
+# norm alone (second panel) already moves it: the normalized input is a long vector (norms
+# {glue:text}`state_norm_min:.1f` to {glue:text}`state_norm_max:.1f` along the path, against a median
+# of {glue:text}`row_norm_median:.2f` for a fitted row), and its nearest rows are those it has the
+# largest dot products with: on average {glue:text}`neighbour_logit_agreement_mean` of each normalized
+# state's {glue:text}`n_neighbors_text` nearest fitted rows are among its largest dot products (the
+# lowest over the path: {glue:text}`neighbour_logit_agreement_min:.2f`). The blocks then carry it
+# across the map; the arrows of the last panel end near the next word when the model predicts it.
+# Distances on a UMAP map are not faithful to the full space, only neighbourhoods are, which is why the
+# chapter *Travel in the full space* measures the travel without projection.
 #
 # The same path, rotatable (hover a grey point for its token, a path point for its layer and the
 # layer's top logit-lens token):
 
 # %%
-labels = [decode([int(i)]) for i in fit_ids]
-top1 = lens_logits(lm, X).argmax(-1)
-path_labels = [f"x(0) = input, {decode([current])!r}"] + [
-    f"final_norm(x({t})): top {decode([int(top1[t])])!r}" for t in range(L + 1)
-]
-plots.show(path_figure(reducer.embedding_, labels, path, path_labels, landmarks, title))
+plots.show(travel_figure(path, maps, lens, model))
 
 # %% [markdown]
 # ## The logit lens
@@ -205,43 +143,24 @@ plots.show(path_figure(reducer.embedding_, labels, path, path_labels, landmarks,
 # probabilities, and the rank of the next word (0 = top-1).
 
 # %%
-table = logit_lens(lm, X, k=top_k, target=target)
-ranks = table[f"rank of {decode([target])!r}"].to_numpy()
-table
+lens.table
 
 # %%
-distance = np.linalg.norm(
-    path[1:] - landmarks[decode([target])], axis=1
-)  # t = 0..L, normalized states
-fig, (ax_rank, ax_dist) = plt.subplots(1, 2, figsize=(11, 3.2))
-ax_rank.semilogy(np.arange(L + 1), ranks + 1, marker="o")
-ax_rank.set(
-    xlabel="layer t",
-    ylabel="rank + 1",
-    title=f"rank of {decode([target])!r} in the logit lens",
-)
-ax_dist.plot(np.arange(L + 1), distance, marker="o")
-ax_dist.set(
-    xlabel="layer t",
-    ylabel="UMAP distance",
-    title=f"distance to {decode([target])!r} on the map (seed {seed})",
-)
+arrival_figure(path, maps, lens)
 plt.show()
-top1_layers = np.flatnonzero(ranks == 0)
-first_top1 = int(top1_layers[0]) if len(top1_layers) else None
-first_top5 = int(np.flatnonzero(ranks < 5)[0]) if (ranks < 5).any() else None
-print(
-    f"rank of {decode([target])!r}: at t = 0 {ranks[0]}, at t = L/2 {ranks[L // 2]}, at t = L {ranks[L]}; "
-    f"first layer in the top 5: {first_top5}, first layer at top 1: {first_top1}"
-)
 
 # %% [markdown]
-# **What to notice.** Early layers keep the current word or fall on very frequent tokens
-# (punctuation, function words); the next word climbs the ranking late and reaches the top only in the
-# last blocks, if at all. The map tells the same story only loosely: the distance on the map need not
-# decrease layer after layer.
+# **What to notice.** The rank of {glue:text}`next_quoted` is {glue:text}`next_rank_first_layer` at
+# the input, {glue:text}`next_rank_middle_layer` halfway and {glue:text}`next_rank_last_layer` at the
+# last layer, where its probability is {glue:text}`next_prob_last_layer:.3f`: it
+# {glue:text}`arrives_word` the top token there. It first enters the top 5
+# {glue:text}`top5_text` and first reaches the top {glue:text}`top1_text`. Early layers typically keep the current word or
+# fall on very frequent tokens (punctuation, function words). The map tells the story only loosely: on
+# the drawn map the last state is {glue:text}`map_distance_word` the next word than the first
+# (distance {glue:text}`umap_distance_start:.2f` to {glue:text}`umap_distance_end:.2f`), and the
+# distance need not decrease layer after layer.
 #
-# ## Does the path head for ' stone', or for everything?
+# ## Does the path head for the next word, or for everything?
 #
 # For every token v of the map, the ratio of the path's end distance to its start distance,
 # ||y(L) − v|| / ||y(0) − v|| with y = final_norm(x) placed on the map: below 1 the path ends closer to v
@@ -249,118 +168,46 @@ print(
 # more; 0 = the path heads for the next word more than for any other token) and repeat on `n_seeds`
 # maps fitted with different seeds.
 
-
 # %%
-def heading(umap_seed: int) -> tuple[float, float, np.ndarray]:
-    """On the map of `umap_seed`: the path's distance ratio to the next word, the share of the map's other
-    tokens with a smaller ratio, and every other token's ratio."""
-    fit, placed = (reducer, path) if umap_seed == seed else map_path(umap_seed)
-    ratios = approach_ratios(placed[1], placed[-1], fit.embedding_)
-    return (
-        float(ratios[at_target]),
-        approach_rank(np.delete(ratios, at_target), ratios[at_target]),
-        np.delete(ratios, at_target),
-    )
-
-
-seeds = [seed + i for i in range(n_seeds)]
-per_seed = [heading(s) for s in seeds]
-ratio_by_seed, rank_by_seed = (np.array(column) for column in list(zip(*per_seed))[:2])
-target_ratio = over_seeds(ratio_by_seed, unit="UMAP seeds")
-target_rank = over_seeds(rank_by_seed, unit="UMAP seeds")
-target_rank = replace(
-    target_rank, lo=max(target_rank.lo, 0.0), hi=min(target_rank.hi, 1.0)
-)  # a share: in [0, 1]
-approached = np.array([np.mean(r < 1) for *_, r in per_seed])
-fig, ax = plt.subplots(figsize=(8, 3.2))
-sns.histplot(
-    x=np.log10(per_seed[0][2]),
-    bins=80,
-    stat="density",
-    color="grey",
-    ax=ax,
-    label="every other token",
-)
-ax.axvline(
-    np.log10(per_seed[0][0]), color="crimson", lw=2, label=f"{decode([target])!r}"
-)
-ax.axvline(0, color="black", ls=":", lw=1, label="ratio 1")
-ax.set(
-    xlabel="log10 (end distance / start distance) on the map",
-    title=f"How much the path heads for each token (seed {seed})",
-)
-ax.legend(fontsize=8)
+heading_figure(path, maps)
 plt.show()
-print(
-    f"distance ratio to {decode([target])!r}: {target_ratio:.3g} over {n_seeds} seeds; the path ends closer than it "
-    f"starts to {approached.mean():.1%} of all tokens; share of tokens approached more than {decode([target])!r}: "
-    f"{target_rank:.3g} (per seed: {np.round(rank_by_seed, 4).tolist()})"
-)
 
 # %% [markdown]
-# **What to notice.** The ratio for the next word is below 1, but so is that of most tokens (the printed
-# share): the normalized input starts at the current word's corner of the map and any move away from
-# it brings the path nearer to most of the map. The histogram places the next word among them; the
-# printed share of tokens approached more, with its interval over seeds, says whether the path heads
-# for the next word in particular. On SmolLM2 ' stone' is among the few percent of tokens the path
-# approaches most, but the share moves by several points from one seed to the next, so that a handful
-# of seeds cannot place it firmly on either side of a 5% bar, and on some seeds even an untrained
-# model's path, which does not predict ' stone' at all, lands at a similar rank (its chapter run is the
-# report's null). One sentence on a random 3-D map can illustrate travel; it cannot measure it. The
-# full-space chapter measures the same question over thousands of positions, without a projection.
+# **What to notice.** The distance ratio of {glue:text}`next_quoted` is
+# {glue:text}`umap_distance_ratio` (mean over seeds, 95% interval), but the path ends closer than it
+# starts to {glue:text}`share_of_tokens_approached:.1%` of all tokens: the normalized input starts at
+# the current word's corner of the map and any move away from it brings the path nearer to much of the
+# map. The histogram places the next word among them; the share of tokens approached more than it,
+# {glue:text}`target_approach_rank` over seeds, says whether the path heads for the next word in
+# particular; its interval lies {glue:text}`rank_side` the 5% bar. From one seed to the next the
+# share ranges from {glue:text}`rank_seed_min:.3f` to {glue:text}`rank_seed_max:.3f`, and an
+# untrained model's path, which does not predict the next word at all, can land at a similar rank (its
+# chapter run is the report's null). One sentence on a random 3-D map can illustrate travel; it cannot
+# measure it. The full-space chapter measures the same question over thousands of positions, without
+# a projection.
 #
 # **What differs from GPT-2.** The paper uses GPT-2 small (LayerNorm, learned positions added to x(0),
-# 12 layers). SmolLM2 uses RMSNorm (no centering: normalized states lie on a sphere but not on the
-# hyperplane orthogonal to the all-ones vector), rotary positions (x(0) is the bare embedding, so the
-# "input" point and the token's own row coincide), grouped-query attention and 30 layers; its
-# embeddings are tied, as GPT-2's are, so reading states against W_E is the model's own readout.
+# 12 layers). SmolLM2, the default model here, uses RMSNorm (no centering: normalized states lie on a
+# sphere but not on the hyperplane orthogonal to the all-ones vector), rotary positions (x(0) is the
+# bare embedding, so the "input" point and the token's own row coincide), grouped-query attention and
+# 30 layers; its embeddings are tied, as GPT-2's are, so reading states against W_E is the model's own
+# readout.
 #
 # ## Does the claim hold on this model?
 #
-# Two findings are judged. *The word arrives*: ' stone' is the top logit-lens token at the last layer,
-# a fact about one sentence, recorded exactly. *The map heads for it*: ' stone' is among the 5% of
-# tokens the path approaches most, a mean over UMAP seeds with its interval. The agreement between
-# nearest rows and largest logits explains why the map can be read at all; it is **not diagnostic**:
-# a normalized state is far longer than any embedding row for any weights, so its Euclidean nearest rows
-# are its largest dot products whether or not the model was trained, and an untrained model passes the
-# same test.
+# Two findings are judged. *The word arrives*: the next word is the top logit-lens token at the last
+# layer, a fact about one sentence, recorded exactly. *The map heads for it*: the next word is among
+# the 5% of tokens the path approaches most, a mean over UMAP seeds with its interval. The agreement
+# between nearest rows and largest logits explains why the map can be read at all; it is **not
+# diagnostic**: a normalized state is far longer than any embedding row for any weights, so its
+# Euclidean nearest rows are its largest dot products whether or not the model was trained, and an
+# untrained model passes the same test.
 
-# %%
-values = {
-    "sentence": sentence,
-    "token": decode([current]),
-    "next_token": decode([target]),
-    "position": position,
-    "n_layers": L,
-    "umap_on": what,
-    "umap_rows": rows,
-    "tied": bool(view.tied),
-    "umap_seeds": seeds,
-    "next_rank_first_layer": ranks[0],
-    "next_rank_middle_layer": ranks[L // 2],
-    "next_rank_last_layer": exact(ranks[L], unit="sentence"),
-    "next_prob_last_layer": table[f"p({decode([target])!r})"].iloc[-1],
-    "first_layer_next_top1": first_top1,
-    "first_layer_next_top5": first_top5,
-    "umap_distance_start": distance[0],
-    "umap_distance_end": distance[L],
-    "umap_distance_ratio": target_ratio,
-    "share_of_tokens_approached": float(approached.mean()),
-    "target_approach_rank": target_rank,
-    "neighbour_logit_agreement_mean": exact(
-        agreement.mean(), n=L + 1, unit="states of one path"
-    ),
-    "neighbour_logit_agreement_min": agreement.min(),
-}
-record(values)
-outcomes = chapter_outcomes("a7_traveling_words", values)
-judged = outcomes.set_index("claim")["outcome"]
-print(
-    f"Paper (Fig. 4, qualitative): the word travels toward the next word. Here {decode([current])!r} "
-    f"{'ends at' if ranks[L] == 0 else 'does not end at'} {decode([target])!r}: rank {ranks[L]} at the last layer "
-    f"(p = {table[f'p({decode([target])!r})'].iloc[-1]:.3f}), first top-1 at t = {first_top1} "
-    f"({judged['A7-arrives']}). On the map the path ends closer than it starts to {approached.mean():.0%} of the "
-    f"tokens; {target_rank:.3g} of them are approached more than {decode([target])!r} ({judged['A7-map']}). "
-    f"Nearest-row/top-logit agreement {agreement.mean():.2f} ({judged['A7-readout']}, not diagnostic)."
+# %% tags=["remove-input"]
+conclude(
+    "a7_traveling_words",
+    {"sentence": sentence, "tied": bool(lm.view.tied), **word.summary()},
+    model,
+    why_not_diagnostic="a normalized state's nearest rows are its largest dot "
+    "products for any weights",
 )
-outcomes

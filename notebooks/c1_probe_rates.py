@@ -27,9 +27,9 @@
 # and heads, against a baseline, so that *early layers show clear query-key patterns* becomes a
 # measurement.
 #
-# **How it is computed** (the probes of the A4/A5 chapter, for every block). A query token's
-# residual input e (its embedding, times the model's embedding scale; no position) goes through the
-# block's own first norm, q = block_norm(e).
+# **How it is computed** (`lotlib.traveling_words.probes.probe_rates_by_block`: the probes of the
+# A4/A5 chapter, for every block). A query token's residual input e (its embedding, times the
+# model's embedding scale; no position) goes through the block's own first norm, q = block_norm(e).
 #
 # - *Query-key:* the key direction q W_QK^h is scored against block_norm(e_v) for every vocabulary
 #   token v; the top-5 are the keys head h seeks most (biases left out, as in the paper). With
@@ -54,7 +54,8 @@
 # the vocabulary, and a random word has fewer than a common noun (most have no plural token): a
 # baseline drawn at random would be capped lower for that reason alone. So each random word is drawn
 # among those with as many variant tokens as a noun (`random_words(..., like=variant_counts(nouns))`);
-# the table below shows both distributions and an unmatched draw.
+# the table below shows both distributions and an unmatched draw. The query set is built by
+# `probes.noun_queries`, the same as in the A4/A5 chapter.
 #
 # *Uncertainty.* The unit of sampling is the query word: every interval and band is a 95% bootstrap
 # over the nouns (or over the random words), `n_boot` resamples, seeded. The heads and blocks are the
@@ -64,241 +65,114 @@
 # and values, learned absolute positions and tied embeddings. SmolLM2 has RMSNorm (no centering),
 # grouped-query attention (9 query heads share 3 key/value heads; the model view expands them, so
 # every query head has its own W_QK^h and W_VO^h), rotary positions and tied embeddings: the readout
-# W_U is W_E, as in the paper. Other models print what they have below.
+# W_U is W_E, as in the paper. What this model has is stated below.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = (
-    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
-)
+device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 blocks: "list[Block] | None" = None  # blocks probed (None: every block)
 k: int = 5  # top-k tokens per probe
-leading_space: bool = (
-    False  # query form: the bare word (as the authors' code encodes it) or " word"
-)
-n_baseline: "int | None" = (
-    None  # random words in the baseline (None: as many as the nouns)
-)
+leading_space: bool = False  # query form: the bare word or " word"
+n_baseline: "int | None" = None  # random words in the baseline (None: as many as nouns)
 seed: int = 0  # which random words; the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the queries for every band and interval
 
-# %%
-import time
-
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
-import seaborn as sns
-import torch
-from IPython.display import display
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import chapter_outcomes, closing_sentences
-from lotlib.book.summary import record
+from lotlib.book.report import conclude
+from lotlib.book.summary import glue
 from lotlib.models.bounds import block_indices
-from lotlib.traveling_words import probes
+from lotlib.traveling_words import figures, probes
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
-V, H, L = view.vocab_size, view.n_heads, view.n_layers
-vocab = probes.vocab_strings(lm.tokenizer, V)
-words = lotlib.common_nouns()
-nouns = probes.single_tokens(lm.tokenizer, words, leading_space)
-other = probes.single_tokens(lm.tokenizer, words, not leading_space)
-n = len(nouns.words)
-baseline = probes.random_words(
-    vocab,
-    n_baseline or n,
-    leading_space,
-    words,
-    seed,
-    like=probes.variant_counts(vocab, nouns.words),
+H, L = view.n_heads, view.n_layers
+layers = block_indices(blocks or range(L), L, "blocks", lm.name)
+queries = probes.noun_queries(
+    lm.tokenizer, view.vocab_size, leading_space, n_baseline, seed
 )
-unmatched = probes.random_words(vocab, len(baseline.words), leading_space, words, seed)
-ids = torch.cat([nouns.ids, baseline.ids])
-mask = probes.variant_mask(vocab, nouns.words + baseline.words)
-layers = (
-    list(range(L)) if blocks is None else block_indices(blocks, L, "blocks", lm.name)
-)
-form = "' word' (leading space)" if leading_space else "'word' (no leading space)"
-print(
-    f"{lm!r}: {view.heads(0).n_kv_heads} key/value heads for {H} query heads, "
-    f"embed_scale {view.embed_scale:g}, tied embeddings: {view.tied}"
-)
-print(
-    f"queries in the form {form}: {n} of {len(words)} nouns are single tokens; dropped: {nouns.dropped}"
-)
-print(f"in the other form {len(other.words)} are; dropped there: {other.dropped}")
-print(
-    f"baseline: {len(baseline.words)} random words (seed {seed}), e.g. {baseline.words[:8]}"
-)
-counts = probes.count_table(
-    vocab,
-    {
-        "nouns": nouns.words,
-        "random words (matched)": baseline.words,
-        "random words (unmatched draw)": unmatched.words,
-    },
-)
-display(counts.T)
-mean_counts = (counts * counts.index.to_numpy()[:, None]).sum() / counts.sum()
-print(
-    "variant tokens per word, mean: "
-    + ", ".join(f"{name} {value:.2f}" for name, value in mean_counts.items())
-)
+glue("model_text", repr(lm))
+glue("n_kv_heads", view.heads(0).n_kv_heads)
+glue("embed_scale", f"{view.embed_scale:g}")
+glue("tied_text", "tied" if view.tied else "untied")
+glue("query_form", "' word' (leading space)" if leading_space else "'word' (no space)")
+glue("n_words", len(queries.words))
+glue("dropped_list", ", ".join(queries.nouns.dropped) or "none")
+glue("dropped_other_list", ", ".join(queries.other.dropped) or "none")
+glue("baseline_examples", ", ".join(queries.randoms.words[:8]))
+mean_counts = queries.mean_variant_tokens()
+
+# %% [markdown]
+# **The model and the queries.** {glue:text}`model_text`: {glue:text}`n_kv_heads` key/value heads
+# for {glue:text}`n_heads` query heads, embedding scale {glue:text}`embed_scale`, embeddings
+# {glue:text}`tied_text`. In the query form {glue:text}`query_form`, {glue:text}`n_nouns` of the
+# {glue:text}`n_words` nouns are single tokens (dropped: {glue:text}`dropped_list`); in the other
+# form {glue:text}`n_nouns_other_form` are (dropped: {glue:text}`dropped_other_list`). The baseline
+# is {glue:text}`n_baseline` random words (seed {glue:text}`seed`), for example
+# {glue:text}`baseline_examples`.
+
+# %%
+queries.count_table().T
 
 # %% [markdown]
 # **What to notice.** The matched random words have the nouns' distribution of variant tokens, row
-# for row; the unmatched draw has fewer per word (mean printed last), which is the cap the matching
-# removes. Matching makes the random words more noun-like (a word with a plural token is usually a
-# noun): they are *other* words of the same kind, not a different kind of word.
-
-# %%
-start = time.time()
-rates = probes.probe_rates(view, layers, ids, mask, k)  # (B, H(+1), n + n_baseline)
-seconds = time.time() - start
-print(f"{len(layers)} blocks x {H} heads x {len(ids)} queries in {seconds:.0f} s")
-groups = {"nouns": slice(0, n), "random words": slice(n, None)}
-chance = mask[:n].sum(1).float().mean().item() / V
-names = {
-    "qk": "query-key: keys a head seeks",
-    "vo_update": "value: the head's update alone",
-    "vo": "value: residual + update (paper's readout)",
-}
-frames = []
-for name, title in names.items():
-    for group, part in groups.items():
-        per_query = rates[name][:, :H, part].mean(1)  # (B, m): mean over heads
-        b, q = np.meshgrid(layers, np.arange(per_query.shape[1]), indexing="ij")
-        frames.append(
-            pd.DataFrame(
-                {
-                    "block": b.ravel(),
-                    "query": q.ravel(),
-                    "rate": per_query.ravel(),
-                    "queries": group,
-                    "probe": title,
-                }
-            )
-        )
-curves = pd.concat(frames, ignore_index=True)
-
-# %% [markdown]
+# for row: a mean of {glue:text}`variant_tokens_baseline:.2f` variant tokens per word against
+# {glue:text}`variant_tokens_nouns:.2f` for the nouns, where the unmatched draw has
+# {glue:text}`variant_tokens_unmatched:.2f`, the cap the matching removes. Matching makes the random
+# words more noun-like (a word with a plural token is usually a noun): they are *other* words of the
+# same kind, not a different kind of word.
+#
 # ## Rates by block, nouns against random words
+#
+# The probes of {glue:text}`n_blocks` blocks × {glue:text}`n_heads` heads for every query took
+# {glue:text}`seconds:.0f` s.
 
 # %%
-grid = sns.relplot(
-    curves,
-    kind="line",
-    x="block",
-    y="rate",
-    hue="queries",
-    col="probe",
-    marker="o",
-    errorbar=("ci", 95),
-    n_boot=n_boot,
-    seed=seed,
-    height=3.6,
-    aspect=1.2,
-    facet_kws={"sharey": False},
+result = probes.probe_rates_by_block(view, queries, layers, k)
+title = (
+    f"Probe rates, {model}: share of the top-{k} that is the query word or a variant, "
+    f"mean over {H} heads; {queries.n} nouns and {len(queries.randoms.words)} random "
+    "words (bands: 95% bootstrap over queries)"
 )
-for name, ax in zip(names, grid.axes.flat):
-    ax.plot(
-        layers,
-        rates[name][:, :H, :n].mean(2).max(1),
-        ":",
-        color="k",
-        label="nouns, best head",
-    )
-    ax.axhline(chance, color="grey", lw=0.8, label="chance")
-    ax.set(ylabel="rate")
-grid.axes.flat[0].legend(fontsize=8)
-grid.set_titles("{col_name}")
-grid.figure.suptitle(
-    f"Probe rates, {model}: share of the top-{k} that is the query word or a variant, mean over "
-    f"{H} heads; {n} nouns and {len(baseline.words)} random words (bands: 95% bootstrap over "
-    f"queries)",
-    y=1.03,
-)
+figures.rate_curves(result, n_boot, seed, title)
 plt.show()
+result.curve_table().round(3)
 
-curve = {
-    (name, group): rates[name][:, :H, part].mean((1, 2))
-    for name in names
-    for group, part in groups.items()
-}
-third = max(1, len(layers) // 3)
-early, late = slice(0, third), slice(len(layers) - third, None)
-for name, label in (
-    ("qk", "query-key"),
-    ("vo_update", "update alone"),
-    ("vo", "with residual"),
-):
-    a, b = curve[name, "nouns"], curve[name, "random words"]
-    peak = int(np.argmax(a))
-    print(
-        f"{label:>14}: nouns {a[0]:.3f} at block {layers[0]}, peak {a[peak]:.3f} at block {layers[peak]}, "
-        f"first third {a[early].mean():.3f}, last third {a[late].mean():.3f}; random words {b[0]:.3f} at "
-        f"block {layers[0]}, mean {b.mean():.3f}"
-    )
-sum_noun = rates["vo"][:, H, :n].mean(1)
-print(
-    f"chance: {chance:.1e}; sum over heads, with residual: nouns {sum_noun.min():.3f} to {sum_noun.max():.3f}"
-)
-e_norm = view.embed(nouns.ids).norm(dim=-1).mean().item()
-write = (
-    np.array(
-        [
-            probes.update_norms(view, layer, nouns.ids)[:H].mean().item()
-            for layer in layers
-        ]
-    )
-    / e_norm
-)
-print(
-    f"a head's write against the noun's embedding, mean ||u_h|| / ||e||: {write[0]:.2f} at block {layers[0]}, "
-    f"{np.median(write):.2f} median over blocks, {write.max():.2f} at most (block {layers[int(np.argmax(write))]})"
-)
+# %%
+glue("write_max", result.write.max())
+glue("write_max_block", layers[result.write.argmax()])
 
 # %% [markdown]
 # **What to notice.** Compare each noun curve with the random-word curve beside it and with the grey
-# chance line, far below both: any rate visibly above zero is far above chance. The query-key panel
-# is the paper's claim: if early heads "show clear query-key patterns" in the sense of a noun seeking
-# itself, the noun curve is high at the first blocks and falls later. The printed lines give the
-# rate at the first block, the peak, and the means over the first and last third of the blocks.
-# Where the two curves overlap, whatever the heads do, they do it for any word of the same kind.
+# chance line ({glue:text}`chance_rate:.1e` per slot), far below both: any rate visibly above zero
+# is far above chance. The query-key panel is the paper's claim: if early heads "show clear
+# query-key patterns" in the sense of a noun seeking itself, the noun curve is high at the first
+# blocks and falls later. The table gives, per probe, the rate at the first block, the peak, and the
+# means over the first and last third of the blocks. Where the two curves overlap, whatever the
+# heads do, they do it for any word of the same kind.
+#
 # The value readout *with* the residual returns the noun where a head's write is small against the
-# noun's own embedding (the ratio ||u_h|| / ||e|| printed last) and loses it where the writes are
-# large, whatever they write; the update-alone readout is the one that says what a head writes.
+# noun's own embedding and loses it where the writes are large, whatever they write (the last row
+# of the table: all heads' writes summed, read with the residual). A head's mean write against the noun's embedding,
+# ||u_h|| / ||e||, is {glue:text}`write_over_embedding_first:.2f` at the first block,
+# {glue:text}`write_over_embedding_median:.2f` in the median over blocks and at most
+# {glue:text}`write_max:.2f` (block {glue:text}`write_max_block`). The update-alone readout is the
+# one that says what a head writes.
 #
 # ## Which heads?
 #
-# The paper speaks of *some* heads. The rate of each head for the nouns, block by block:
+# The paper speaks of *some* heads. The rate of each head for the nouns, block by block, and under
+# the figure how many heads of each block reach a noun rate of 0.2:
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(14, 0.35 * H + 1.5))
-for ax, name, title in (
-    (axes[0], "qk", "query-key"),
-    (axes[1], "vo_update", "value, update alone"),
-):
-    per_head = pd.DataFrame(
-        rates[name][:, :H, :n].mean(2).T,
-        index=pd.RangeIndex(H, name="head"),
-        columns=pd.Index(layers, name="block"),
-    )
-    sns.heatmap(per_head, ax=ax, cmap="viridis", vmin=0, cbar_kws={"label": "rate"})
-    ax.set(title=f"{title}: noun rate per head")
-plt.tight_layout()
+figures.head_rate_maps(result)
 plt.show()
-head_qk = rates["qk"][:, :H, :n].mean(2)
-head_up = rates["vo_update"][:, :H, :n].mean(2)
-for label, table in (("query-key", head_qk), ("update alone", head_up)):
-    print(
-        f"{label}: heads with a noun rate >= 0.2, per block: {(table >= 0.2).sum(1).tolist()}"
-    )
+result.heads_above(0.2)
 
 # %% [markdown]
 # **What to notice.** A bright column is a block where many heads map nouns to themselves; a
@@ -309,111 +183,65 @@ for label, table in (("query-key", head_qk), ("update alone", head_up)):
 # ## Does the claim hold on this model?
 #
 # The paper's statement is qualitative, for GPT-2: early-layer (block 0) heads show clear
-# query-key patterns. We turn it into three measured values, each a bootstrap interval over the
+# query-key patterns. We turn it into measured values, each a bootstrap interval over the
 # nouns, with bounds that are ours:
 #
 # - **A-rates-qk-block0**: at the first probed block, the nouns' query-key rate (mean over heads
 #   and nouns) is at least 0.1: one top-5 slot in ten, over every head, is the noun or a variant.
+#   Here: {glue:text}`qk_rate_first_block` for the nouns, {glue:text}`qk_baseline_first_block` for
+#   the random words.
 # - **A-rates-qk-early-third**: the same over the first third of the blocks, a looser reading of
-#   "early layers".
+#   "early layers": {glue:text}`qk_rate_early` for the nouns, {glue:text}`qk_baseline_early` for
+#   the random words.
 # - **A-rates-qk-peak**: the pattern is an early-layer one: the rate over the first third of the
-#   blocks exceeds the rate over the last third by at least 0.05 (half the level above). Where the
-#   curve peaks is printed too, but a peak's location is no test: on random weights the curve is flat
-#   at zero and its maximum falls anywhere.
+#   blocks exceeds the rate over the last third by at least 0.05 (half the level above). Here the
+#   difference is {glue:text}`qk_early_minus_late` for the nouns and
+#   {glue:text}`qk_early_minus_late_baseline` for the random words. Where the curve peaks is
+#   reported too (the nouns' query-key rate {glue:text}`peak_text`), but a peak's location is no
+#   test: on random weights the curve is flat at zero and its maximum falls anywhere.
 # - **A-rates-vo-update**: some heads preserve the key's meaning in their value output: the best
-#   single head's update-alone rate over all blocks is at least 0.2.
+#   single head's update-alone rate over all blocks is at least 0.2. Here:
+#   {glue:text}`vo_update_best_head_rate` for the nouns,
+#   {glue:text}`vo_update_best_head_rate_baseline` for the random words.
 #
 # Every finding is also judged on the untrained model of the same architecture, where the rates are
-# at chance, and the three query-key findings on the random words: when those pass as well (the
+# at chance, and the query-key findings on the random words: when those pass as well (the
 # report says *not diagnostic*), the test cannot tell a pattern of the nouns from one the heads show
 # for any word of the same kind. The random words are not a null of the value claim: a head that
 # copies whatever it reads preserves the key's meaning, which is the claim; their rate is shown.
 
-
 # %%
-def estimate(values: np.ndarray, best_head: bool = False, unit: str = "nouns"):
-    return probes.query_estimate(
-        values, best_head=best_head, unit=unit, n_boot=n_boot, seed=seed
-    )
-
-
-def contrast(qk: np.ndarray, unit: str):
-    """First third minus last third of the blocks, mean over heads: qk `(B, H, m)`."""
-    per_query = qk[early].mean((0, 1)) - qk[late].mean((0, 1))
-    return probes.query_estimate(per_query, unit=unit, n_boot=n_boot, seed=seed)
-
-
-noun_q, base_q = groups["nouns"], groups["random words"]
-peak = probes.peak_depth(
-    rates["qk"][:, :H, noun_q].mean(1), layers, L, n_boot=n_boot, seed=seed
-)
 values = {
     "model": model,
     "n_blocks": len(layers),
     "n_heads": H,
     "k": k,
     "leading_space": leading_space,
-    "n_nouns": n,
-    "n_nouns_other_form": len(other.words),
-    "dropped_nouns": ", ".join(nouns.dropped),
-    "dropped_nouns_other_form": ", ".join(other.dropped),
-    "n_baseline": len(baseline.words),
+    "n_nouns": queries.n,
+    "n_nouns_other_form": len(queries.other.words),
+    "dropped_nouns": ", ".join(queries.nouns.dropped),
+    "dropped_nouns_other_form": ", ".join(queries.other.dropped),
+    "n_baseline": len(queries.randoms.words),
     "seed": seed,
-    "chance_rate": chance,
-    "seconds": seconds,
+    "chance_rate": queries.chance,
+    "seconds": result.seconds,
     "variant_tokens_nouns": mean_counts["nouns"],
     "variant_tokens_baseline": mean_counts["random words (matched)"],
     "variant_tokens_unmatched": mean_counts["random words (unmatched draw)"],
-    "qk_rate_first_block": estimate(rates["qk"][0, :H, noun_q]),
-    "qk_baseline_first_block": estimate(
-        rates["qk"][0, :H, base_q], unit="random words"
-    ),
-    "qk_rate_early": estimate(rates["qk"][early, :H, noun_q]),
-    "qk_baseline_early": estimate(rates["qk"][early, :H, base_q], unit="random words"),
-    "qk_rate_late": estimate(rates["qk"][late, :H, noun_q]),
-    "qk_early_minus_late": contrast(rates["qk"][:, :H, noun_q], "nouns"),
-    "qk_early_minus_late_baseline": contrast(
-        rates["qk"][:, :H, base_q], "random words"
-    ),
-    "qk_peak_block": layers[int(np.argmax(curve["qk", "nouns"]))],
-    "qk_peak_rate": curve["qk", "nouns"].max(),
-    "qk_peak_depth": peak
-    if np.isfinite(peak.value)
-    else "no peak: the rate is zero at every probed block",
-    "qk_best_head_rate": estimate(rates["qk"][:, :H, noun_q], best_head=True),
-    "vo_update_rate_first_block": estimate(rates["vo_update"][0, :H, noun_q]),
-    "vo_update_peak_block": layers[int(np.argmax(curve["vo_update", "nouns"]))],
-    "vo_update_peak_rate": curve["vo_update", "nouns"].max(),
-    "vo_update_best_head_rate": estimate(
-        rates["vo_update"][:, :H, noun_q], best_head=True
-    ),
-    "vo_update_best_head_rate_baseline": estimate(
-        rates["vo_update"][:, :H, base_q], best_head=True, unit="random words"
-    ),
-    "vo_residual_rate_mean": estimate(rates["vo"][:, :H, noun_q]),
-    "vo_residual_baseline_mean": estimate(
-        rates["vo"][:, :H, base_q], unit="random words"
-    ),
-    "write_over_embedding_first": write[0],
-    "write_over_embedding_median": np.median(write),
+    **result.estimates(L, n_boot, seed),
 }
-print(
-    f"the nouns' query-key rate peaks at block {values['qk_peak_block']} of {L} (depth {peak:.2f})"
-    if np.isfinite(peak.value)
-    else "the nouns' query-key rate is zero at every probed block: no peak"
+peak = values["qk_peak_depth"]
+glue(
+    "peak_text",
+    f"peaks at block {values['qk_peak_block']} of {L}, depth {peak}"
+    if not isinstance(peak, str)
+    else "is zero at every probed block: no peak",
 )
-outcomes = chapter_outcomes("c1_probe_rates", values)
-display(outcomes)
-record(values)
 
-# %%
-print(
-    "\n".join(
-        closing_sentences(
-            "c1_probe_rates",
-            values,
-            model,
-            "the heads do this for any word of the kind, not for the nouns",
-        )
-    )
+# %% tags=["remove-input"]
+conclude(
+    "c1_probe_rates",
+    values,
+    model,
+    why_not_diagnostic="the heads do this for any word of the kind, not for the nouns",
 )

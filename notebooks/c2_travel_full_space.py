@@ -57,200 +57,95 @@
 # every value is averaged per sentence first, and its 95% interval comes from a bootstrap that
 # resamples whole sentences (`n_boot` resamples, seeded).
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
-device: str = (
-    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
-)
+device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
-n_sentences: int = (
-    256  # pseudo-sentences sampled from Walden (all their positions are used)
-)
+n_sentences: int = 256  # pseudo-sentences from Walden (all their positions are used)
 seed: int = 0  # which sentences, the shuffles of next tokens and the bootstrap
 n_boot: int = 2000  # bootstrap resamples of sentences
 batch_size: int = 16  # sentences per forward pass
 
-# %%
-
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
-import seaborn as sns
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import chapter_outcomes
-from lotlib.book.summary import record
-from lotlib.traveling_words.travel import (
-    per_sentence_difference,
-    positive_block_share,
-    shuffled_next,
-    travel_cosines,
-    travel_summaries,
-    trip_difference,
-    win_share,
-)
+from lotlib.book.report import conclude
+from lotlib.book.summary import glue
+from lotlib.traveling_words.figures import block_travel_figure
+from lotlib.traveling_words.travel import travel_in_full_space
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
-rng = np.random.default_rng(seed)
-ids = corpus.ids[
-    np.sort(rng.choice(corpus.n_s, size=min(n_sentences, corpus.n_s), replace=False))
-]
-text = ids[
-    :, corpus.prefix :
-]  # the words (a BOS, where the model starts texts with one, is context only)
-baselines = {
-    "shuffled": shuffled_next(text[:, 1:], seed),
-    "shuffled within sentence": shuffled_next(text[:, 1:], seed, within_rows=True),
-}
-travel = travel_cosines(lm, ids, baselines, first=corpus.prefix, batch_size=batch_size)
-L, D = lm.view.n_layers, lm.view.d_model
-boot = dict(n_boot=n_boot, seed=seed)
-steps, trips = (travel_summaries(travel, part, **boot) for part in ("steps", "trip"))
-print(
-    f"{lm!r}; tied embeddings: {lm.view.tied}, output bias: {lm.view.b_U is not None}"
-)
-print(
-    f"{len(ids)} of {corpus.n_s} pseudo-sentences of {n_k} tokens{' after BOS' if corpus.prefix else ''}: "
-    f"{text[:, :-1].size} positions; {np.mean(text[:, 1:] == text[:, :-1]):.2%} with next = current; baseline "
-    "next = current (left out): "
-    + ", ".join(f"{k} {np.mean(v == text[:, :-1]):.2%}" for k, v in baselines.items())
-)
 
 # %% [markdown]
 # ## Each block's update against the next word
+#
+# The model is {glue:text}`model_text` (tied embeddings: {glue:text}`tied`, output bias:
+# {glue:text}`output_bias`). We use {glue:text}`n_sentences` of the {glue:text}`n_corpus`
+# pseudo-sentences of {glue:text}`n_k_text` tokens{glue:text}`bos_text`: {glue:text}`n_positions`
+# positions. At {glue:text}`repeat_share:.2%` of them the next token is the current one; the shuffles
+# give such a next token at {glue:text}`repeat_share_shuffled:.2%` (whole sample) and
+# {glue:text}`repeat_share_within:.2%` (within sentence) of positions, all left out.
 
 # %%
-blocks = np.arange(1, L + 1)
-raw = steps["W_E", "shuffled"]
-curves = {
-    "raw W_E, shuffled": ("W_E", "shuffled"),
-    "final_norm(W_E), shuffled": ("final_norm(W_E)", "shuffled"),
-    "raw W_E, shuffled within sentence": ("W_E", "shuffled within sentence"),
-}
-per_block = pd.concat(
-    [
-        pd.DataFrame(
-            {
-                "block": np.tile(blocks, len(ids)),
-                "true − baseline": difference.ravel(),
-                "target, baseline": name,
-            }
-        )
-        for name, (table, kind) in curves.items()
-        for difference in [
-            per_sentence_difference(
-                travel[table].steps["true"], travel[table].steps[kind]
-            )
-        ]
-    ]
+study = travel_in_full_space(
+    lm, corpus, n_sentences=n_sentences, seed=seed, n_boot=n_boot, batch_size=batch_size
 )
-fig, (ax_cos, ax_diff) = plt.subplots(1, 2, figsize=(12, 4))
-ax_cos.plot(blocks, raw["true"], marker="o", label="true next token")
-ax_cos.plot(blocks, raw["shuffled"], marker="o", label="shuffled next token")
-ax_cos.set_yscale("symlog", linthresh=0.02)
-ax_cos.set(
-    xlabel="block t+1 (update y(t) → y(t+1))",
-    ylabel="mean cosine",
-    title="cos(update, e(next) − e(current)), raw W_E",
-)
-ax_cos.legend()
-sns.lineplot(
-    per_block,
-    x="block",
-    y="true − baseline",
-    hue="target, baseline",
-    errorbar=("ci", 95),
-    n_boot=n_boot,
-    seed=seed,
-    marker="o",
-    markersize=3,
-    ax=ax_diff,
-)
-ax_diff.axhline(0, color="black", lw=0.8)
-ax_diff.set(
-    xlabel="block t+1", title="difference, 95% bootstrap band over pseudo-sentences"
-)
-ax_diff.legend(fontsize=8)
-plt.tight_layout()
+block_travel_figure(study, n_boot=n_boot, seed=seed)
 plt.show()
-above = (raw["ci_lo"] > 0).to_numpy()
-below = (raw["ci_hi"] < 0).to_numpy()
-block_share = positive_block_share(
-    travel["W_E"].steps["true"], travel["W_E"].steps["shuffled"], **boot
-)
-print(
-    f"raw W_E vs shuffled: difference above zero (95% interval) in {above.sum()} of {L} blocks, below zero in "
-    f"{below.sum()}: blocks {blocks[below].tolist()}; share of blocks with a positive mean difference "
-    f"{block_share:.3g}; mean over blocks {raw['difference'].mean():.4f}; "
-    f"largest {raw['difference'].max():.4f} at block {blocks[raw['difference'].argmax()]}"
-)
-print(
-    f"block 1 alone: true {raw['true'].iloc[0]:.3f}, shuffled {raw['shuffled'].iloc[0]:.3f}"
-)
-print(
-    f"for scale: two random directions in D = {D} dimensions have cosines of typical size "
-    f"1/sqrt(D) = {D**-0.5:.3f}"
-)
+
+# %% tags=["remove-cell"]
+for name, value in study.facts().items():
+    glue(name, value)
+glue("model_text", repr(lm))
+glue("tied", bool(lm.view.tied))
+glue("output_bias", "yes" if lm.view.b_U is not None else "none")
+glue("n_k_text", n_k)
+glue("bos_text", " after BOS" if corpus.prefix else "")
 
 # %% [markdown]
-# **What to notice.** Where an update has a large cosine with *both* targets (on SmolLM2, the first
-# block's), it moves the state away from its own word, the −e(current) term the two targets share; it
-# says nothing about the next word. Compare the other cosines with 1/√D, the size of a chance
-# alignment. The difference on the right is what the next word adds. Its sign can change from block
-# to block: the blocks where the band lies below zero move the state, on average, away from the next
-# word relative to a random one. The printed share of blocks with a positive mean difference carries
-# the "every block refines" reading, with its interval over pseudo-sentences.
+# **What to notice.** The first block's update has cosines {glue:text}`block1_true:.3f` with the true
+# target and {glue:text}`block1_shuffled:.3f` with the shuffled one. Where an update has a large cosine
+# with *both* targets, it moves the state away from its own word, the −e(current) term the two targets
+# share; it says nothing about the next word. Compare the other cosines with
+# 1/√D = {glue:text}`inv_sqrt_d:.3f`, the size of a chance alignment in D = {glue:text}`d_model`
+# dimensions. The difference on the right is what the next word adds. Its sign can change from block
+# to block: the band lies above zero in {glue:text}`blocks_positive` of {glue:text}`n_layers` blocks
+# and below zero in {glue:text}`blocks_negative` (blocks {glue:text}`blocks_below_list`), which move
+# the state, on average, away from the next word relative to a random one. The mean difference over
+# blocks is {glue:text}`block_difference_mean:.4f`, the largest {glue:text}`block_difference_max:.4f`
+# at block {glue:text}`block_difference_argmax`. The share of blocks with a positive mean difference,
+# {glue:text}`share_blocks_positive` (interval over pseudo-sentences), carries the "every block
+# refines" reading.
 #
 # ## The whole trip
 #
 # Small per-block steps add up. The whole path y(L) − y(0) against the same targets:
 
 # %%
-trip_table = pd.DataFrame({key: s.iloc[0] for key, s in trips.items()}).T.rename_axis(
-    ["target", "baseline"]
-)
-true, shuffled, within = (
-    travel["W_E"].trip[k] for k in ("true", "shuffled", "shuffled within sentence")
-)
-trip = trip_difference(true, shuffled, **boot)
-trip_within = trip_difference(true, within, **boot)
-trip_normed = trip_difference(
-    travel["final_norm(W_E)"].trip["true"],
-    travel["final_norm(W_E)"].trip["shuffled"],
-    **boot,
-)
-passage_null = trip_difference(
-    within, shuffled, **boot
-)  # a word of the passage in the place of the next word
-wins, passage_wins = (
-    win_share(true, shuffled, **boot),
-    win_share(within, shuffled, **boot),
-)
-print(
-    f"whole trip, raw W_E target: true − shuffled {trip:.3g}; true − rival from the same passage "
-    f"{trip_within:.3g}; normalized target {trip_normed:.3g}"
-)
-print(
-    f"the true next word beats the whole-sample shuffle at {wins:.3g} of positions; "
-    f"null (a rival word of the same passage in its place): difference {passage_null:.3g}, wins at {passage_wins:.3g}"
-)
-trip_table.round(4)
+study.trip_table.round(4)
 
 # %% [markdown]
-# **What to notice.** Compare the verdicts of the raw and the normalized target; the raw one is the one
-# the model's logits read. The within-sentence rival tells how much of the lean is only "toward words of
-# this passage": put in the place of the next word, it is the null of the main test, and it must not
-# beat the whole-sample shuffle as the next word does. The share of positions where the true next word
-# beats the shuffled one is the same comparison without averaging cosines: 50% would be no preference.
+# **What to notice.** Against the whole-sample shuffle the true next word's lean is
+# {glue:text}`trip_difference` with the raw target, {glue:text}`trip_in_chance_units:.2f` times a
+# chance alignment, and {glue:text}`trip_difference_normed_target` with the normalized target; the raw
+# one is the one the model's logits read. Against a rival word from the same passage it is
+# {glue:text}`trip_difference_within_sentence`: this tells how much of the lean is only "toward words
+# of this passage". Put in the place of the next word, the rival is the null of the main test, and it
+# must not beat the whole-sample shuffle as the next word does: its own lean is
+# {glue:text}`trip_difference_passage_null`. The share of positions where the true next word beats the
+# shuffled one, {glue:text}`trip_true_wins` (the rival: {glue:text}`trip_passage_null_wins`), is the
+# same comparison without averaging cosines: 50% would be no preference.
 #
 # **What differs from GPT-2.** The paper's model is GPT-2 small (LayerNorm with centering, learned
-# positions in x(0), 12 layers). SmolLM2 normalizes with RMSNorm (no centering), uses rotary positions
-# (x(0) is the bare token embedding) and has 30 layers; like GPT-2 its embeddings are tied and it has no
-# output bias, so the logit-gap reading of the raw target holds exactly.
+# positions in x(0), 12 layers). SmolLM2, the default model here, normalizes with RMSNorm (no
+# centering), uses rotary positions (x(0) is the bare token embedding) and has 30 layers; like GPT-2 its
+# embeddings are tied and it has no output bias, so the logit-gap reading of the raw target holds
+# exactly.
 #
 # ## Does the claim hold on this model?
 #
@@ -260,48 +155,16 @@ trip_table.round(4)
 # share of wins, the passage null above. The bars are effect sizes, not zero: a null with no lean has an
 # interval around zero, which a bar at zero would always cut, so the trip must lean by at least 0.01 (a
 # quarter of a chance alignment 1/√D for the widths of GPT-2 and SmolLM2) and the next word must win at
-# a clear majority (55%) of positions. The passage null is the reason the bar matters: a rival word of
-# the same passage does lean a little more than a word from the whole corpus (printed above), because
-# the state leans toward the words of its own passage and the next word is often one of them; where
-# that lean reaches the bar, the whole-trip test is **not diagnostic** of travel toward the *next* word,
-# and the within-passage claim, whose rival comes from the same passage, is the test that can tell.
+# a clear majority (55%) of positions. The passage null is the reason the bar matters: the state can
+# lean toward the words of its own passage, and the next word is often one of them; where that lean
+# reaches the bar, the whole-trip test is **not diagnostic** of travel toward the *next* word, and the
+# within-passage claim, whose rival comes from the same passage, is the test that can tell.
 
-# %%
-values = {
-    "n_sentences": len(ids),
-    "n_positions": text[:, :-1].size,
-    "n_layers": L,
-    "d_model": D,
-    "target": "W_E",
-    "trip_true": trip_table.loc[("W_E", "shuffled"), "true"],
-    "trip_shuffled": trip_table.loc[("W_E", "shuffled"), "shuffled"],
-    "trip_difference": trip,
-    "trip_difference_se": trip_table.loc[("W_E", "shuffled"), "se"],
-    "trip_difference_passage_null": passage_null,
-    "trip_true_wins": wins,
-    "trip_passage_null_wins": passage_wins,
-    "trip_difference_normed_target": trip_normed,
-    "trip_difference_within_sentence": trip_within,
-    "block_difference_mean": raw["difference"].mean(),
-    "block_difference_max": raw["difference"].max(),
-    "blocks_positive": int(above.sum()),
-    "blocks_negative": int(below.sum()),
-    "share_blocks_positive": block_share,
-    "block1_true": raw["true"].iloc[0],
-    "block1_shuffled": raw["shuffled"].iloc[0],
-    "inv_sqrt_d": D**-0.5,
-}
-record(values)
-outcomes = chapter_outcomes("c2_travel_full_space", values)
-judged = outcomes.set_index("claim")["outcome"]
-print(
-    f"Paper A (Fig. 4, a projection): words travel toward the next word. In the full space, without "
-    f"projection, on {text[:, :-1].size} positions of {model}: the whole path's cosine with e(next) − e(current) "
-    f"exceeds a shuffled next word's by {trip:.3g} ({judged['A-travel-full-trip']}), "
-    f"{trip.value * D**0.5:.2f} times a chance alignment 1/sqrt(D) = {D**-0.5:.3f}; the true next word wins at "
-    f"{wins:.3g} of positions ({judged['A-travel-full-wins']}). Against a rival word from the same passage the "
-    f"difference is {trip_within:.3g} ({judged['A-travel-full-within']}); the rival itself, in the place of the "
-    f"next word, beats the shuffle by {passage_null:.3g}. Block by block, {block_share:.3g} of the blocks lean "
-    f"toward the next word on average ({judged['A-travel-full-blocks']})."
+# %% tags=["remove-input"]
+conclude(
+    "c2_travel_full_space",
+    study.summary(),
+    model,
+    why_not_diagnostic="a rival word of the same passage leans as much, so the test "
+    "cannot tell the next word from a word of its passage",
 )
-outcomes

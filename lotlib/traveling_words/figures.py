@@ -6,8 +6,18 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
+import seaborn as sns
+from IPython.display import HTML
 from plotly.subplots import make_subplots
+
+from . import head_svd, norms
+from .lens import Arrival, TokenPath
+from .norms import NormGeometry
+from .probes import PROBES, NounProbes, ProbeRates
+from .travel import FullSpaceTravel, per_sentence_difference
+from .umap_map import EmbeddingMaps
 
 PALETTE = (
     "#9e9e9e",
@@ -281,8 +291,496 @@ def path_figure(
     )
     return fig
 
+
 # --- A1 geometry, A2 normalization, A3 reachable tokens ------------------------------------------------
+
+
+def norm_steps(geo: NormGeometry, title: str):
+    """The four 2-D steps of `norm_geometry` (normalize, stretch by gamma, shift by beta, map by W_QK), each
+    state colored by its angle on the circle, the whole circle carried through as a curve; returns the
+    figure."""
+    x, y = geo.coords[:2]
+    beta = geo.norm.restrict(geo.coords[:2]).beta
+    titles = {
+        "normalized": "(a) normalize: onto the circle of radius √2",
+        "stretched": "(b) stretch by γ",
+        "shifted": "(c) shift by β (arrow)"
+        if beta is not None
+        else "(c) shift by β: none (RMSNorm has no β)",
+        "mapped": f"(d) map by W_QK of head {geo.head}",
+    }
+    angle = np.arctan2(*geo.stages["normalized"].numpy().T[::-1])
+    fig, axes = plt.subplots(2, 2, figsize=(10, 10), layout="constrained")
+    previous = None
+    for ax, (name, P) in zip(axes.ravel(), geo.stages.items()):
+        if previous is None:
+            ax.scatter(
+                *geo.states[:, :2].T, s=4, color="grey", alpha=0.5, label="states x"
+            )
+        else:
+            ax.plot(
+                *geo.curve[previous].numpy().T,
+                color="grey",
+                lw=0.8,
+                ls="--",
+                label="previous step",
+            )
+        ax.plot(*geo.curve[name].numpy().T, color="black", lw=0.8)
+        label = "normalized states" if previous is None else None
+        ax.scatter(*P.numpy().T, c=angle, cmap="hsv", s=6, label=label)
+        if name == "shifted" and beta is not None:
+            arrow = {"arrowstyle": "->", "color": "red", "lw": 2}
+            ax.annotate("", xy=beta.cpu().numpy(), xytext=(0, 0), arrowprops=arrow)
+        ax.axhline(0, color="lightgrey", lw=0.5)
+        ax.axvline(0, color="lightgrey", lw=0.5)
+        ax.set(title=titles[name], xlabel=f"x[{x}]", ylabel=f"x[{y}]", aspect="equal")
+        ax.legend(loc="upper right", fontsize=7)
+        previous = name
+    fig.suptitle(title)
+    return fig
+
+
+def sqrt_d_gaps(table: pd.DataFrame, d: int, title: str):
+    """A2, section 1: per layer, sqrt(d) - `||x̂||` measured and eps-predicted, and the largest
+    `|measured - predicted|` over states (columns of `norm_table`), on a log scale; returns the figure."""
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    measured = table["sqrt(d) - ||x̂|| measured"]
+    predicted = table["sqrt(d) - ||x̂|| eps-predicted"]
+    worst = table["max |measured - predicted|"]
+    ax.semilogy(
+        table.index, measured.abs(), "o-", label="√d − ||x̂||, measured (float32)"
+    )
+    ax.semilogy(table.index, predicted, "x--", label="√d − ||x̂||, eps-predicted")
+    ax.semilogy(
+        table.index,
+        worst,
+        ".:",
+        color="grey",
+        label="max |measured − predicted| over states",
+    )
+    ax.set(
+        xlabel="layer t (norm reading x(t); t = L: final norm)",
+        ylabel="gap",
+        title=f"||x̂|| vs √d = {d**0.5:.3f}, {title}",
+    )
+    ax.legend(fontsize=8)
+    return fig
+
+
+def residual_norms(residual: np.ndarray, d: int, title: str):
+    """A2, section 2: `||x(t)||` `(N, T, L+1)` by layer, median and 10-90% band, the first position apart
+    from the others, on a log scale with sqrt(d) for reference; returns the figure."""
+    _, position, t = np.indices(residual.shape).reshape(3, -1)
+    where = np.where(position == 0, "first position", "positions ≥ 1")
+    frame = pd.DataFrame({"t": t, "||x(t)||": residual.ravel(), "position": where})
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    sns.lineplot(
+        frame,
+        x="t",
+        y="||x(t)||",
+        hue="position",
+        estimator="median",
+        errorbar=("pi", 80),
+        marker="o",
+        ax=ax,
+    )
+    ax.axhline(d**0.5, color="grey", ls=":", label="√d (every normalized state)")
+    ax.set(
+        yscale="log",
+        xlabel="layer t",
+        title=f"Residual-stream norm before normalization (median, 10–90%), {title}",
+    )
+    ax.legend(fontsize=8)
+    return fig
+
+
+def hyperplane_figure(
+    stats: dict, layers: list[int], n_boot: int = 1000, seed: int = 0
+):
+    """A2, section 3: left, mean `|cos(·, 1)|` per layer of the incoming and the normalized states
+    (`norm_statistics`), means per pseudo-sentence with 95% bootstrap bands, against a random direction;
+    right, histograms of cos(x, 1) of the incoming states at `layers` against a random direction's
+    density. Returns the figure."""
+    d, n_s, n_t = stats["d"], *stats["cos_ones"].shape[::2]
+    baseline = norms.random_cos_to_ones(d)
+    per_sentence = pd.concat(
+        pd.DataFrame(
+            {
+                "t": np.tile(np.arange(n_t), n_s),
+                "mean |cos|": np.abs(stats[key]).mean(1).ravel(),
+                "state": name,
+            }
+        )
+        for key, name in (
+            ("cos_ones", "states x(t) entering the norm"),
+            ("cos_ones_normalized", "normalized states x̂(t)"),
+        )
+    )
+    fig, (ax, hx) = plt.subplots(1, 2, figsize=(12, 3.8))
+    sns.lineplot(
+        per_sentence,
+        x="t",
+        y="mean |cos|",
+        hue="state",
+        errorbar=("ci", 95),
+        n_boot=n_boot,
+        seed=seed,
+        marker="o",
+        ax=ax,
+    )
+    ax.axhline(
+        baseline, color="grey", ls="--", label=f"random direction ({baseline:.3f})"
+    )
+    ax.set(
+        xlabel="layer t",
+        ylabel="mean |cos(·, 1)|",
+        title="Distance from the hyperplane x · 1 = 0, relative to the norm",
+    )
+    ax.legend(fontsize=8)
+    cos = stats["cos_ones"]
+    picked = pd.DataFrame(
+        {
+            "cos(x, 1)": cos[..., layers].reshape(-1),
+            "t": np.tile(layers, cos[..., 0].size),
+        }
+    )
+    sns.histplot(
+        picked,
+        x="cos(x, 1)",
+        hue="t",
+        stat="density",
+        common_norm=False,
+        element="step",
+        fill=False,
+        bins=60,
+        palette="viridis",
+        ax=hx,
+    )
+    grid = np.linspace(-4, 4, 200) / d**0.5
+    hx.plot(
+        grid, norms.random_cos_density(grid, d), "k--", lw=1, label="random direction"
+    )
+    hx.set(title="cos(x, 1) of the incoming states (dashed: a random direction)")
+    return fig
+
+
+def score_hexbin(scores: pd.DataFrame, title: str):
+    """A3: `||γ ⊙ e||` against `||e||` for every token (`reachability_scores`), as a log-count hexbin titled
+    with their Spearman correlation; returns the figure."""
+    rho = scores["||e||"].corr(scores["||gamma*e||"], method="spearman")
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    hb = ax.hexbin(
+        scores["||e||"], scores["||gamma*e||"], gridsize=60, bins="log", cmap="viridis"
+    )
+    fig.colorbar(hb, ax=ax, label="tokens (log)")
+    ax.set(
+        xlabel="||e||",
+        ylabel="||γ ⊙ e||",
+        title=f"{title}: every token, Spearman ρ = {rho:.3f}",
+    )
+    return fig
+
+
+def rank_ecdf(drawn: pd.DataFrame, title: str):
+    """A3: the distribution of each drawn token's rank at its own best state (`win_shares`), one curve
+    per end of the ranking, rank + 1 on a log scale; returns the figure."""
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    sns.ecdfplot(
+        drawn.assign(**{"rank + 1": drawn["rank"] + 1}),
+        x="rank + 1",
+        hue="end",
+        log_scale=True,
+        ax=ax,
+    )
+    n = drawn["end"].value_counts().max()
+    ax.set(
+        title=f"{title}: rank of a token at its own best state ({n} tokens per tenth)",
+        ylabel="share of drawn tokens",
+    )
+    return fig
+
 
 # --- A4/A5 noun probes, A6 SVD tables, C1 probe rates --------------------------------------------------
 
+
+def block_tables(tables: dict[str, object]) -> HTML:
+    """Tables (DataFrames or Stylers) one after another, each under its heading."""
+    return HTML(
+        "".join(
+            f"<h4>{heading}</h4>{table.to_html()}" for heading, table in tables.items()
+        )
+    )
+
+
+def folded(summary: str, frame: pd.DataFrame, **to_html) -> HTML:
+    """A table folded away under a one-line summary (HTML details)."""
+    return HTML(
+        f"<details><summary>{summary}</summary>{frame.to_html(**to_html)}</details>"
+    )
+
+
+def svd_side_by_side(tables: pd.DataFrame, layers: list[int], heads: list[int]) -> HTML:
+    """A6: for each block and each of `heads`, its QK and VO directions side by side
+    (`head_svd.side_by_side`)."""
+    sigma = {("QK", "sigma"): "{:.3g}", ("VO", "sigma"): "{:.3g}"}
+    n_heads = tables["head"].max() + 1
+    return block_tables(
+        {
+            f"Block {b}, head {h}": head_svd.side_by_side(tables, b, h).style.format(
+                sigma
+            )
+            for b in layers
+            for h in heads
+            if h < n_heads
+        }
+    )
+
+
+def svd_all_heads(tables: pd.DataFrame) -> HTML:
+    """A6: every head's directions (`head_svd.all_heads`), one folded table per block and matrix."""
+    n_dirs, n_heads = tables.direction.max() + 1, tables["head"].max() + 1
+    return HTML(
+        "".join(
+            folded(
+                f"Block {b}, W_{m}: top-{n_dirs} directions of all {n_heads} heads "
+                "(left | right)",
+                head_svd.all_heads(tables, b, m),
+            ).data
+            for b in tables.block.unique()
+            for m in ("QK", "VO")
+        )
+    )
+
+
+def noun_measures(result: NounProbes, n_boot: int, seed: int, title: str):
+    """A4/A5: the three per-head measures (rows) at each probed block (columns), bars for the nouns and
+    the random words with 95% bootstrap intervals over queries; dashed: specificity 0.5."""
+    grid = sns.catplot(
+        result.per_head(),
+        kind="bar",
+        x="head",
+        y="value",
+        hue="queries",
+        row="measure",
+        col="block",
+        errorbar=("ci", 95),
+        n_boot=n_boot,
+        seed=seed,
+        height=2.6,
+        aspect=1.9,
+        sharey="row",
+    )
+    grid.set_titles("block {col_name}")
+    for (measure, block), ax in grid.axes_dict.items():
+        ax.set_ylabel(measure if block == result.layers[0] else "")
+        if measure == "QK key specificity":
+            ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    grid.figure.suptitle(title, y=1.02)
+    return grid.figure
+
+
+RATE_TITLES = {
+    "qk": "query-key: keys a head seeks",
+    "vo_update": "value: the head's update alone",
+    "vo": "value: residual + update (paper's readout)",
+}
+
+
+def rate_curves(result: ProbeRates, n_boot: int, seed: int, title: str):
+    """C1: one panel per probe, the rate per block for the nouns and the random words (bands: 95%
+    bootstrap over queries), the nouns' best head (dotted) and chance (grey)."""
+    curves = result.curves().replace({"probe": RATE_TITLES})
+    grid = sns.relplot(
+        curves,
+        kind="line",
+        x="block",
+        y="rate",
+        hue="queries",
+        col="probe",
+        marker="o",
+        errorbar=("ci", 95),
+        n_boot=n_boot,
+        seed=seed,
+        height=3.6,
+        aspect=1.2,
+        facet_kws={"sharey": False},
+    )
+    for probe, ax in zip(RATE_TITLES, grid.axes.flat):
+        best = result.per_query(probe).mean(2).max(1)
+        ax.plot(result.layers, best, ":", color="k", label="nouns, best head")
+        ax.axhline(result.queries.chance, color="grey", lw=0.8, label="chance")
+        ax.set(ylabel="rate")
+    grid.axes.flat[0].legend(fontsize=8)
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle(title, y=1.03)
+    return grid.figure
+
+
+def head_rate_maps(result: ProbeRates):
+    """C1: the nouns' rate of every head (rows) at every block (columns), query-key and update alone."""
+    fig, axes = plt.subplots(1, 2, figsize=(14, 0.35 * result.n_heads + 1.5))
+    for ax, probe in zip(axes, ("qk", "vo_update")):
+        sns.heatmap(
+            result.head_rates(probe),
+            ax=ax,
+            cmap="viridis",
+            vmin=0,
+            cbar_kws={"label": "rate"},
+        )
+        ax.set(title=f"{PROBES[probe]}: noun rate per head")
+    fig.tight_layout()
+    return fig
+
+
+def svd_coverage(curves: pd.DataFrame, d_head: int, title: str):
+    """A6: cumulative singular-value coverage per head (`head_svd.coverage_frame`), one panel per matrix
+    and block, log rank axis, dashed at d_head where the null space starts."""
+    grid = sns.relplot(
+        curves,
+        kind="line",
+        x="rank",
+        y="coverage",
+        hue="head",
+        row="matrix",
+        col="block",
+        palette="viridis",
+        legend="full",
+        height=3,
+        aspect=1.3,
+        lw=1,
+    )
+    for ax in grid.axes.flat:
+        ax.axvline(d_head, color="k", ls="--", lw=0.8)
+        ax.set(xscale="log")
+    grid.set_titles("block {col_name}, {row_name}")
+    grid.figure.suptitle(title, y=1.02)
+    return grid.figure
+
+
 # --- A7 traveling words, C2 travel in the full space ----------------------------------------------------
+def _travel_title(path: TokenPath, maps: EmbeddingMaps, model: str) -> str:
+    return (
+        f"{path.current_name!r} in {path.sentence!r} travels toward "
+        f"{path.target_name!r} ({model}; UMAP of {maps.what})"
+    )
+
+
+def travel_panels(path: TokenPath, maps: EmbeddingMaps, model: str):
+    """`path_panels` of the path on the first map (A7, Fig. 4)."""
+    m = maps.maps[0]
+    return path_panels(
+        m.embedding, m.path, m.landmarks, _travel_title(path, maps, model)
+    )
+
+
+def travel_figure(
+    path: TokenPath, maps: EmbeddingMaps, lens: Arrival, model: str
+) -> go.Figure:
+    """`path_figure` of the path on the first map; a path point's hover names its layer's top token."""
+    labels = [f"x(0) = input, {path.current_name!r}"] + [
+        f"final_norm(x({t})): top {top!r}" for t, top in enumerate(lens.top1)
+    ]
+    m = maps.maps[0]
+    title = _travel_title(path, maps, model)
+    return path_figure(m.embedding, maps.labels, m.path, labels, m.landmarks, title)
+
+
+def arrival_figure(path: TokenPath, maps: EmbeddingMaps, lens: Arrival):
+    """The next token's logit-lens rank per layer, and its distance on the first map."""
+    layers = np.arange(len(lens.ranks))
+    fig, (ax_rank, ax_dist) = plt.subplots(1, 2, figsize=(11, 3.2))
+    ax_rank.semilogy(layers, lens.ranks + 1, marker="o")
+    ax_rank.set(
+        xlabel="layer t",
+        ylabel="rank + 1",
+        title=f"rank of {path.target_name!r} in the logit lens",
+    )
+    ax_dist.plot(layers, maps.maps[0].distance, marker="o")
+    ax_dist.set(
+        xlabel="layer t",
+        ylabel="UMAP distance",
+        title=f"distance to {path.target_name!r} on the map (seed {maps.seeds[0]})",
+    )
+    return fig
+
+
+def heading_figure(path: TokenPath, maps: EmbeddingMaps):
+    """Histogram of every other token's distance ratio on the first map, the next token's marked."""
+    m = maps.maps[0]
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    sns.histplot(
+        x=np.log10(m.other_ratios),
+        bins=80,
+        stat="density",
+        color="grey",
+        ax=ax,
+        label="every other token",
+    )
+    ax.axvline(
+        np.log10(m.ratios[m.at_target]),
+        color="crimson",
+        lw=2,
+        label=f"{path.target_name!r}",
+    )
+    ax.axvline(0, color="black", ls=":", lw=1, label="ratio 1")
+    ax.set(
+        xlabel="log10 (end distance / start distance) on the map",
+        title=f"How much the path heads for each token (seed {m.seed})",
+    )
+    ax.legend(fontsize=8)
+    return fig
+
+
+BLOCK_CURVES = {
+    "raw W_E, shuffled": ("W_E", "shuffled"),
+    "final_norm(W_E), shuffled": ("final_norm(W_E)", "shuffled"),
+    "raw W_E, shuffled within sentence": ("W_E", "shuffled within sentence"),
+}  # (target table, baseline) of each difference curve of `block_travel_figure`
+
+
+def block_travel_figure(study: FullSpaceTravel, *, n_boot: int, seed: int):
+    """Left: each block's mean cosine with e(next) − e(current), true and shuffled next token (raw W_E).
+    Right: true − baseline per block for `BLOCK_CURVES`, with a 95% bootstrap band over pseudo-sentences
+    (seaborn, `n_boot` resamples, `seed`)."""
+    raw = study.blocks
+    per_block = pd.concat(
+        pd.DataFrame(
+            {
+                "block": np.tile(raw.index, len(study.ids)),
+                "true − baseline": per_sentence_difference(
+                    study.travel[table].steps["true"], study.travel[table].steps[kind]
+                ).ravel(),
+                "target, baseline": name,
+            }
+        )
+        for name, (table, kind) in BLOCK_CURVES.items()
+    )
+    fig, (ax_cos, ax_diff) = plt.subplots(1, 2, figsize=(12, 4))
+    ax_cos.plot(raw.index, raw["true"], marker="o", label="true next token")
+    ax_cos.plot(raw.index, raw["shuffled"], marker="o", label="shuffled next token")
+    ax_cos.set_yscale("symlog", linthresh=0.02)
+    ax_cos.set(
+        xlabel="block t+1 (update y(t) → y(t+1))",
+        ylabel="mean cosine",
+        title="cos(update, e(next) − e(current)), raw W_E",
+    )
+    ax_cos.legend()
+    sns.lineplot(
+        per_block,
+        x="block",
+        y="true − baseline",
+        hue="target, baseline",
+        errorbar=("ci", 95),
+        n_boot=n_boot,
+        seed=seed,
+        marker="o",
+        markersize=3,
+        ax=ax_diff,
+    )
+    ax_diff.axhline(0, color="black", lw=0.8)
+    ax_diff.set(
+        xlabel="block t+1", title="difference, 95% bootstrap band over pseudo-sentences"
+    )
+    ax_diff.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

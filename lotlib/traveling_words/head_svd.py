@@ -1,16 +1,19 @@
 """The heads' matrices taken apart (Traveling Words, A6): exact SVD of W_QK^h and W_VO^h, each singular
-direction read against the vocabulary, and the cumulative singular-value coverage.
+direction read against the vocabulary, the cumulative singular-value coverage, and the direct check that
+every head's d x d matrix has rank d_head.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
 
+from ..intervals import Estimate, bootstrap, bootstrap_mean, exact
 from ..models.view import ModelView
 from .probes import token_label, topk
 
@@ -25,12 +28,6 @@ def _one_thread():
         yield
     finally:
         torch.set_num_threads(threads)
-
-
-def singular_values(W: Tensor) -> Tensor:
-    """All singular values of a matrix, in float64, largest first: the direct check of a rank."""
-    with _one_thread():
-        return torch.linalg.svdvals(W.cpu().double())
 
 
 def _factors(view: ModelView, layer: int, kind: str) -> tuple[Tensor, Tensor]:
@@ -111,8 +108,8 @@ def svd_table(
     sign = _signs(right_scores)  # (H, r)
     right = topk(right_scores.mul_(sign[..., None]), k)[1].cpu()
     left = topk(torch.einsum("hdr,vd->hrv", U * sign[:, None, :], normed), k)[1].cpu()
-    label = lambda ids: ", ".join(token_label(vocab[t]) for t in ids.tolist())  # noqa: E731
-    words = lambda ids: {vocab[t].strip().lower() for t in ids.tolist()} - {""}  # noqa: E731
+    label = lambda ids: ", ".join(token_label(vocab[t]) for t in ids.tolist())
+    words = lambda ids: {vocab[t].strip().lower() for t in ids.tolist()} - {""}
     return pd.DataFrame(
         [
             {
@@ -138,3 +135,177 @@ def coverage(S: Tensor, d: int) -> np.ndarray:
         [S.double(), S.new_zeros(S.shape[0], d - S.shape[1], dtype=torch.float64)], 1
     )
     return (s.cumsum(1) / s.sum(1, keepdim=True)).numpy()
+
+
+KINDS = ("qk", "vo")
+
+
+def svd_tables(
+    view: ModelView, vocab: list[str], layers: list[int], n_dirs: int = 20, k: int = 3
+) -> pd.DataFrame:
+    """`svd_table` of W_QK and W_VO at every block of `layers`, one frame."""
+    return pd.concat(
+        [
+            svd_table(view, vocab, layer, kind, n_dirs, k)
+            for layer in layers
+            for kind in KINDS
+        ],
+        ignore_index=True,
+    )
+
+
+def side_by_side(tables: pd.DataFrame, block: int, head: int) -> pd.DataFrame:
+    """One head's QK and VO directions next to each other: direction x (matrix, sigma/left/right)."""
+    part = tables[(tables.block == block) & (tables["head"] == head)]
+    wide = part.pivot_table(
+        index="direction",
+        columns="matrix",
+        values=["sigma", "left", "right"],
+        aggfunc="first",
+    )
+    return wide.swaplevel(axis=1).sort_index(axis=1, level=0)[
+        [(m, c) for m in ("QK", "VO") for c in ("sigma", "left", "right")]
+    ]
+
+
+def all_heads(tables: pd.DataFrame, block: int, matrix: str) -> pd.DataFrame:
+    """Every head's directions of one matrix ("QK" or "VO") at one block: direction x (head, side)."""
+    part = tables[(tables.block == block) & (tables.matrix == matrix)]
+    wide = part.pivot_table(
+        index="direction", columns="head", values=["left", "right"], aggfunc="first"
+    )
+    return wide.swaplevel(axis=1).sort_index(axis=1, level=0)
+
+
+@dataclass(frozen=True)
+class Spectra:
+    """The singular values `(H, d_head)` of W_QK^h and W_VO^h at the probed blocks, by (block, kind),
+    for the model width `d`."""
+
+    S: dict[tuple[int, str], Tensor]
+    layers: list[int]
+    d: int
+
+    def rank_at(self, share: float, layer: int, kind: str) -> np.ndarray:
+        """Smallest rank whose coverage reaches `share`, per head `(H,)`."""
+        curve = coverage(self.S[layer, kind], self.d)
+        return 1 + np.argmax(curve >= share - 1e-12, axis=1)
+
+    def coverage_frame(self) -> pd.DataFrame:
+        """The coverage curves in long form: rank, coverage, head, block, matrix."""
+        frames = []
+        for (layer, kind), S in self.S.items():
+            H, ranks = S.shape[0], np.arange(1, self.d + 1)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "rank": np.tile(ranks, H),
+                        "coverage": coverage(S, self.d).ravel(),
+                        "head": np.repeat(np.arange(H), self.d),
+                        "block": layer,
+                        "matrix": f"W_{kind.upper()}",
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)
+
+    def rank_table(self) -> pd.DataFrame:
+        """Per block and matrix: the rank that reaches 90% of the singular-value sum in each head, and
+        the median over heads of the rank that reaches 99%."""
+        rows = [
+            {
+                "block": layer,
+                "matrix": f"W_{kind.upper()}",
+                "rank for 90%, per head": self.rank_at(0.9, layer, kind).tolist(),
+                "rank for 99%, median": np.median(self.rank_at(0.99, layer, kind)),
+            }
+            for (layer, kind) in self.S
+        ]
+        return pd.DataFrame(rows).set_index(["block", "matrix"])
+
+
+def spectra(view: ModelView, layers: list[int]) -> Spectra:
+    """The exact singular values of both matrices of every head at `layers` (`head_svd`)."""
+    S = {
+        (layer, kind): head_svd(view, layer, kind)[1]
+        for layer in layers
+        for kind in KINDS
+    }
+    return Spectra(S, list(layers), view.d_model)
+
+
+def null_space_check(view: ModelView, layers: list[int]) -> pd.DataFrame:
+    """The direct check of the null space, one row per block, matrix and head: the numerical rank of
+    the d x d matrix (`direct_singular_values`, `numerical_rank`), its d_head-th singular value and the
+    next one (the gap), both over the largest."""
+    dh, rows = view.d_head, []
+    for layer in layers:
+        for kind in KINDS:
+            s = direct_singular_values(view, layer, kind)  # (H, d), over the largest
+            rows += [
+                {
+                    "block": layer,
+                    "matrix": f"W_{kind.upper()}",
+                    "head": h,
+                    "rank": int(r),
+                    "s_d_head": s[h, dh - 1].item(),
+                    "gap": s[h, dh].item(),
+                }
+                for h, r in enumerate(numerical_rank(s))
+            ]
+    return pd.DataFrame(rows)
+
+
+def svd_values(
+    tables: pd.DataFrame,
+    spec: Spectra,
+    gaps: pd.DataFrame,
+    d_head: int,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, object]:
+    """The chapter's measured values: the null-space identity (largest numerical rank, whether it is at
+    most d_head, the largest gap), the median rank for 99% coverage (over d_head: a bootstrap over the
+    heads of the probed blocks), the median rank for 90% at the first and last block, and the share of
+    copying directions (`shared`) at the first and last block, a bootstrap over heads."""
+    first, last = spec.layers[0], spec.layers[-1]
+    r99 = {
+        kind: np.concatenate([spec.rank_at(0.99, layer, kind) for layer in spec.layers])
+        for kind in KINDS
+    }
+
+    def median_share(ranks: np.ndarray) -> Estimate:
+        return bootstrap(
+            lambda i: np.median(ranks[i]) / d_head,
+            len(ranks),
+            unit="heads",
+            n_boot=n_boot,
+            seed=seed,
+        )
+
+    def shared_share(block: int, matrix: str) -> Estimate:
+        part = tables[(tables.block == block) & (tables.matrix == matrix)]
+        per_head = part.groupby("head")["shared"].mean().to_numpy()
+        return bootstrap_mean(per_head, unit="heads", n_boot=n_boot, seed=seed)
+
+    values: dict[str, object] = {
+        "d_model": spec.d,
+        "d_head": d_head,
+        "null_space_dim": spec.d - d_head,
+        "max_numerical_rank": int(gaps["rank"].max()),
+        "null_space_verified": bool(gaps["rank"].max() <= d_head),
+        "max_gap_after_d_head": exact(gaps.gap.max(), len(gaps), "head matrices"),
+    }
+    for kind in KINDS:
+        values[f"{kind}_rank99_median"] = np.median(r99[kind])
+    for kind in KINDS:
+        values[f"{kind}_rank99_over_d_head"] = median_share(r99[kind])
+    for where, layer in (("first", first), ("last", last)):
+        for kind in KINDS:
+            values[f"{kind}_rank90_median_{where}"] = np.median(
+                spec.rank_at(0.9, layer, kind)
+            )
+    for where, layer in (("first", first), ("last", last)):
+        for kind in KINDS:
+            values[f"{kind}_shared_{where}"] = shared_share(layer, kind.upper())
+    return values

@@ -4,6 +4,8 @@ last state, through the final norm and the unembedding.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import torch
@@ -31,6 +33,46 @@ def locate(tokenizer, sentence: str, token_index: int) -> tuple[np.ndarray, int]
 def token_path(model: Model, ids: np.ndarray, position: int) -> np.ndarray:
     """States x(0), x(1), ..., x(L) of the token at `position` of the sequence `ids` `(T,)`: `(L+1, d)`."""
     return capture(model, ids[None], all_positions=True, progress=False)[0, position]
+
+
+@dataclass(frozen=True)
+class TokenPath:
+    """One token of one sentence followed through the model: `X` `(L+1, d)` its states x(0..L) (x(0) the
+    input of block 0), `normed` `(L+1, d)` the same through the final norm; `current` its id, `target` the
+    next token's id (`current_name`, `target_name` decoded), `tokens` the sentence's tokens decoded."""
+
+    sentence: str
+    tokens: list[str]
+    position: int
+    current: int
+    target: int
+    current_name: str
+    target_name: str
+    X: np.ndarray
+    normed: np.ndarray
+
+
+def follow_token(model: Model, sentence: str, token_index: int) -> TokenPath:
+    """The path of token `token_index` of `sentence` (`locate`); it needs a next token to travel to."""
+    ids, position = locate(model.tokenizer, sentence, token_index)
+    if position + 1 >= len(ids):
+        raise ValueError(
+            "the tracked token needs a next token: choose a token_index before the last"
+        )
+    decode = model.tokenizer.decode
+    current, target = int(ids[position]), int(ids[position + 1])
+    X = token_path(model, ids, position)
+    return TokenPath(
+        sentence=sentence,
+        tokens=[decode([int(i)]) for i in ids],
+        position=position,
+        current=current,
+        target=target,
+        current_name=decode([current]),
+        target_name=decode([target]),
+        X=X,
+        normed=final_normed(model, X),
+    )
 
 
 @torch.inference_mode()
@@ -72,3 +114,40 @@ def logit_lens(
         )
         table[f"p({decode([target])!r})"] = probs[:, target].numpy().round(4)
     return table
+
+
+def first_layer_within(ranks: np.ndarray, k: int) -> int | None:
+    """The first layer whose `ranks` `(L+1,)` entry is below `k` (0 = top-1); None when there is none."""
+    hits = np.flatnonzero(np.asarray(ranks) < k)
+    return int(hits[0]) if len(hits) else None
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """The logit lens along a `TokenPath`: `table` (top tokens per layer, the next token's rank and
+    probability), `ranks` and `probs` `(L+1,)` of the next token, `top1` `(L+1,)` each layer's top token."""
+
+    table: pd.DataFrame
+    ranks: np.ndarray
+    probs: np.ndarray
+    top1: list[str]
+
+    @property
+    def first_top1(self) -> int | None:
+        return first_layer_within(self.ranks, 1)
+
+    @property
+    def first_top5(self) -> int | None:
+        return first_layer_within(self.ranks, 5)
+
+
+def arrival(model: Model, path: TokenPath, k: int = 5) -> Arrival:
+    """The logit lens of `path` (`logit_lens` with its next token as target)."""
+    table = logit_lens(model, path.X, k=k, target=path.target)
+    top1 = lens_logits(model, path.X).argmax(-1)
+    return Arrival(
+        table=table,
+        ranks=table[f"rank of {path.target_name!r}"].to_numpy(),
+        probs=table[f"p({path.target_name!r})"].to_numpy(),
+        top1=[model.tokenizer.decode([int(i)]) for i in top1],
+    )

@@ -9,13 +9,17 @@ import hashlib
 import json
 import pickle
 import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..intervals import Estimate, exact, over_seeds
+from ..models.loading import Model
 from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.paths import cache_dir
+from .lens import Arrival, TokenPath, arrival, final_normed, follow_token
 
 
 def umap_key(
@@ -133,7 +137,7 @@ def neighbour_agreement(
 def approach_ratios(
     start: np.ndarray, end: np.ndarray, points: np.ndarray
 ) -> np.ndarray:
-    """||end - p|| / ||start - p|| for each point p of `points` `(n, k)`, `(n,)`: below 1 the path from
+    """`||end - p||` / `||start - p||` for each point p of `points` `(n, k)`, `(n,)`: below 1 the path from
     `start` to `end` `(k,)` ends closer to p than it starts; the smaller, the more it heads for p."""
     return np.linalg.norm(points - end, axis=1) / np.linalg.norm(points - start, axis=1)
 
@@ -142,3 +146,223 @@ def approach_rank(ratios: np.ndarray, target: float) -> float:
     """Share of `ratios` `(n,)` (the other tokens) smaller than the `target`'s: 0 when the path heads for the
     target more than for any other token, about 1/2 when the target is nothing special."""
     return float(np.mean(np.asarray(ratios) < target))
+
+
+@dataclass(frozen=True)
+class PathMap:
+    """A token's path on one seeded UMAP: `embedding` `(n, 3)` the fitted rows' places, `path` `(L+2, 3)`
+    x(0), final_norm(x(0)), ..., final_norm(x(L)) placed by one `transform`; `at_current`, `at_target` the
+    rows of the current and the next token; `landmarks` their labels and places."""
+
+    seed: int
+    embedding: np.ndarray
+    path: np.ndarray
+    at_current: int
+    at_target: int
+    landmarks: dict[str, np.ndarray]
+
+    @property
+    def distance(self) -> np.ndarray:
+        """Map distance of final_norm(x(t)) to the next token's row, t = 0..L: `(L+1,)`."""
+        return np.linalg.norm(self.path[1:] - self.embedding[self.at_target], axis=1)
+
+    @property
+    def ratios(self) -> np.ndarray:
+        """`approach_ratios` of the normalized path for every fitted row: `(n,)`."""
+        return approach_ratios(self.path[1], self.path[-1], self.embedding)
+
+    @property
+    def other_ratios(self) -> np.ndarray:
+        """`ratios` of every row but the next token's: `(n-1,)`."""
+        return np.delete(self.ratios, self.at_target)
+
+
+@dataclass(frozen=True)
+class EmbeddingMaps:
+    """UMAPs of embedding rows (one per seed) with a token's path on each. `what` names the fitted matrix,
+    `fit_ids` `(n,)` its token ids: the first `rows` and the current and the next token (`labels` decoded),
+    `row_norms` `(n,)` the fitted rows' norms, `agreement` `(L+1,)` the path's `neighbour_agreement` with
+    the rows; `maps[0]` is the one drawn."""
+
+    what: str
+    rows: int
+    fit_ids: np.ndarray
+    labels: list[str]
+    row_norms: np.ndarray
+    agreement: np.ndarray
+    maps: list[PathMap]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [m.seed for m in self.maps]
+
+    @property
+    def target_ratio(self) -> Estimate:
+        """The next token's distance ratio (end / start), mean over seeds."""
+        values = [m.ratios[m.at_target] for m in self.maps]
+        return over_seeds(np.array(values), unit="UMAP seeds")
+
+    @property
+    def ranks_by_seed(self) -> np.ndarray:
+        """Per seed, the share of the other tokens approached more than the next token (`approach_rank`)."""
+        return np.array(
+            [approach_rank(m.other_ratios, m.ratios[m.at_target]) for m in self.maps]
+        )
+
+    @property
+    def target_rank(self) -> Estimate:
+        """`ranks_by_seed`, mean over seeds, its interval clipped to [0, 1] (a share)."""
+        rank = over_seeds(self.ranks_by_seed, unit="UMAP seeds")
+        return replace(rank, lo=max(rank.lo, 0.0), hi=min(rank.hi, 1.0))
+
+    @property
+    def approached(self) -> float:
+        """Share of the other tokens the path ends closer to than it starts, mean over seeds."""
+        return float(np.mean([np.mean(m.other_ratios < 1) for m in self.maps]))
+
+
+def embedding_maps(
+    model: Model,
+    path: TokenPath,
+    *,
+    seeds: list[int],
+    rows: int = 10000,
+    normalized: bool = False,
+    n_neighbors: int = 15,
+    min_dist: float = 0.1,
+) -> EmbeddingMaps:
+    """`fitted_umap` of the first `rows` rows of W_E (of final_norm(W_E) with `normalized`), plus the current
+    and the next token's rows, once per seed, and `path` placed on each."""
+    W_E = model.view.W_E.detach().float().cpu().numpy()
+    rows = min(rows, len(W_E))
+    fit_ids = np.union1d(np.arange(rows), [path.current, path.target])
+    at_current, at_target = np.searchsorted(fit_ids, [path.current, path.target])
+    what = "final_norm(W_E)" if normalized else "W_E"
+    fitted = final_normed(model, W_E[fit_ids]) if normalized else W_E[fit_ids]
+    maps = []
+    for seed in seeds:
+        reducer = fitted_umap(
+            fitted,
+            identity=model.identity,
+            what=what,
+            seed=seed,
+            n_neighbors=n_neighbors,
+            min_dist=min_dist,
+        )
+        placed = reducer.transform(np.vstack([path.X[:1], path.normed]))
+        landmarks = {
+            path.current_name: reducer.embedding_[at_current],
+            path.target_name: reducer.embedding_[at_target],
+        }
+        maps.append(
+            PathMap(seed, reducer.embedding_, placed, at_current, at_target, landmarks)
+        )
+    return EmbeddingMaps(
+        what=what,
+        rows=rows,
+        fit_ids=fit_ids,
+        labels=[model.tokenizer.decode([int(i)]) for i in fit_ids],
+        row_norms=np.linalg.norm(fitted, axis=1),
+        agreement=neighbour_agreement(path.normed, fitted, k=n_neighbors),
+        maps=maps,
+    )
+
+
+@dataclass(frozen=True)
+class TravelingWord:
+    """Traveling Words, Fig. 4: one token's `path`, its logit lens (`lens`) and the path on seeded UMAPs of
+    the embeddings (`maps`)."""
+
+    path: TokenPath
+    lens: Arrival
+    maps: EmbeddingMaps
+
+    def summary(self) -> dict:
+        """The measured values by name: the next token's logit-lens rank and probability along the path,
+        its distance and distance ratio on the maps, its `approach_rank` (mean over seeds) and the
+        nearest-row / top-logit agreement."""
+        path, lens, maps = self.path, self.lens, self.maps
+        L = len(lens.ranks) - 1
+        return {
+            "token": path.current_name,
+            "next_token": path.target_name,
+            "position": path.position,
+            "n_layers": L,
+            "umap_on": maps.what,
+            "umap_rows": maps.rows,
+            "umap_seeds": maps.seeds,
+            "next_rank_first_layer": lens.ranks[0],
+            "next_rank_middle_layer": lens.ranks[L // 2],
+            "next_rank_last_layer": exact(lens.ranks[L], unit="sentence"),
+            "next_prob_last_layer": lens.probs[L],
+            "first_layer_next_top1": lens.first_top1,
+            "first_layer_next_top5": lens.first_top5,
+            "umap_distance_start": maps.maps[0].distance[0],
+            "umap_distance_end": maps.maps[0].distance[L],
+            "umap_distance_ratio": maps.target_ratio,
+            "share_of_tokens_approached": maps.approached,
+            "target_approach_rank": maps.target_rank,
+            "neighbour_logit_agreement_mean": exact(
+                maps.agreement.mean(), n=L + 1, unit="states of one path"
+            ),
+            "neighbour_logit_agreement_min": maps.agreement.min(),
+        }
+
+    def facts(self, bar: float = 0.05) -> dict:
+        """What the prose quotes beyond `summary`: the tokens, quoted; the fitted rows beyond the first
+        `rows`; norms of fitted rows and normalized states; words for where the next token ends (its
+        last rank, the first layers of its top 5 and top 1, its map distance, its `approach_rank` interval
+        against `bar`) and the per-seed ranks' range."""
+        path, maps, first = self.path, self.maps, self.maps.maps[0]
+        extra = len(maps.fit_ids) - maps.rows
+        states = np.linalg.norm(path.normed, axis=1)
+        rank, by_seed = maps.target_rank, maps.ranks_by_seed
+        return {
+            "tokens": str(path.tokens),
+            "token_quoted": repr(path.current_name),
+            "next_quoted": repr(path.target_name),
+            "extra_rows": f" and {extra} more (the current and next token)"
+            if extra
+            else "",
+            "row_norm_median": float(np.median(maps.row_norms)),
+            "state_norm_min": float(states.min()),
+            "state_norm_max": float(states.max()),
+            "arrives_word": "is" if self.lens.ranks[-1] == 0 else "is not",
+            "top5_text": _at_layer(self.lens.first_top5),
+            "top1_text": _at_layer(self.lens.first_top1),
+            "map_distance_word": "closer to"
+            if first.distance[-1] < first.distance[0]
+            else "farther from",
+            "rank_side": "below"
+            if rank.hi < bar
+            else "above"
+            if rank.lo > bar
+            else "across",
+            "rank_seed_min": float(by_seed.min()),
+            "rank_seed_max": float(by_seed.max()),
+        }
+
+
+def _at_layer(layer: int | None) -> str:
+    return "at no layer" if layer is None else f"at layer {layer}"
+
+
+def traveling_word(
+    model: Model,
+    sentence: str,
+    token_index: int,
+    *,
+    seeds: list[int],
+    top_k: int = 5,
+    **map_options,
+) -> TravelingWord:
+    """Follow token `token_index` of `sentence` (`follow_token`), read it with the logit lens (`arrival`,
+    `top_k` tokens per layer) and place it on one UMAP per seed (`embedding_maps`, with `map_options`)."""
+    if not seeds:
+        raise ValueError("at least one UMAP seed is needed")
+    path = follow_token(model, sentence, token_index)
+    return TravelingWord(
+        path=path,
+        lens=arrival(model, path, k=top_k),
+        maps=embedding_maps(model, path, seeds=seeds, **map_options),
+    )

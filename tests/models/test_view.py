@@ -4,9 +4,32 @@ matrices rebuild each block's attention output exactly."""
 import pytest
 import torch
 
-from lotlib import head_outputs, load_model
+from lotlib import load_model
 
 from ..conftest import FAMILY_FIXTURES
+
+
+def _head_outputs(view, layer, x, position_embeddings=None):
+    """Each head's write to the residual stream, `(B, H, T, d)`, from normalized input `x` `(B, T, d)`,
+    rebuilt from the view's per-head matrices: the oracle `heads.b_O + _head_outputs(...).sum(1)` is
+    held against the attention module's output (causal mask, sliding window where the block has one).
+    `position_embeddings` are the rotary `(cos, sin)` the model passes to the block (None: GPT-2)."""
+    w = view.heads(layer)
+    x = x.float()
+    q = torch.einsum("btd,hde->bhte", x, w.W_Q.float()) + w.b_Q[None, :, None].float()
+    k = torch.einsum("btd,hde->bhte", x, w.W_K.float()) + w.b_K[None, :, None].float()
+    v = torch.einsum("btd,hde->bhte", x, w.W_V.float()) + w.b_V[None, :, None].float()
+    if w.q_norm is not None:
+        q, k = w.q_norm(q), w.k_norm(k)
+    q, k = view.rotate(q, k, position_embeddings)
+    scores = q @ k.transpose(-1, -2) * w.scaling
+    T = x.shape[1]
+    i, j = torch.arange(T, device=x.device)[:, None], torch.arange(T, device=x.device)[None, :]
+    allowed = j <= i
+    if w.sliding_window is not None:
+        allowed &= i - j < w.sliding_window
+    pattern = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+    return torch.einsum("bhte,hed->bhtd", pattern @ v, w.W_O.float())
 
 
 def _attention_io(model, layer, ids):
@@ -33,7 +56,7 @@ def _attention_io(model, layer, ids):
 def _check_rebuild(model, layer, ids, atol):
     io = _attention_io(model, layer, ids)
     heads = model.view.heads(layer)
-    rebuilt = head_outputs(model.view, layer, io["x"], io["pos"]).sum(1) + heads.b_O
+    rebuilt = _head_outputs(model.view, layer, io["x"], io["pos"]).sum(1) + heads.b_O
     torch.testing.assert_close(rebuilt, io["out"].float(), atol=atol, rtol=1e-4)
 
 

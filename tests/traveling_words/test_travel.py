@@ -5,11 +5,15 @@ import pytest
 import torch
 
 from lotlib import load_model
-from lotlib.traveling_words.lens import lens_logits, locate, logit_lens, token_path
+from lotlib.models.corpus import Corpus
+from lotlib.traveling_words import umap_map
+from lotlib.traveling_words.lens import (arrival, first_layer_within, follow_token, lens_logits, locate, logit_lens,
+                                         token_path)
 from lotlib.traveling_words.travel import (paired_summary, per_sentence_difference, positive_block_share,
-                                           shuffled_next, travel_cosines, trip_difference, win_share)
-from lotlib.traveling_words.umap_map import (approach_rank, approach_ratios, fitted_umap, neighbour_agreement,
-                                             umap_key, umap_path)
+                                           shuffled_next, travel_cosines, travel_in_full_space, trip_difference,
+                                           win_share)
+from lotlib.traveling_words.umap_map import (approach_rank, approach_ratios, embedding_maps, fitted_umap,
+                                             neighbour_agreement, traveling_word, umap_key, umap_path)
 
 from ..conftest import StartsWithBos
 
@@ -195,3 +199,91 @@ def test_umap_cache_key_and_reuse(tmp_path, monkeypatch):
         fitted_umap(data, identity="tiny", seed=1, progress=False)
     placed = again.transform(np.vstack([data[5] * 0.5, data[7] + 0.1]))  # the reloaded model places new points
     assert placed.shape == (2, 3) and np.isfinite(placed).all()
+
+
+def test_follow_token_and_its_logit_lens(tiny_gpt2_dir):
+    model = load_model(str(tiny_gpt2_dir))
+    path = follow_token(model, SENTENCE, -2)
+    ids, position = locate(model.tokenizer, SENTENCE, -2)
+    assert (path.current_name, path.target_name) == (" one", " stone") and path.position == position
+    np.testing.assert_allclose(path.X, token_path(model, ids, position))
+    with torch.no_grad():  # the model's own final-norm module
+        expected = _final_norm_module(model)(torch.from_numpy(path.X)).numpy()
+    np.testing.assert_allclose(path.normed, expected, atol=1e-5)
+    lens = arrival(model, path, k=3)
+    logits = lens_logits(model, path.X)
+    np.testing.assert_array_equal(lens.ranks, (logits > logits[:, [path.target]]).sum(-1))
+    assert lens.top1 == [model.tokenizer.decode([int(i)]) for i in logits.argmax(-1)]
+    assert lens.first_top5 == first_layer_within(lens.ranks, 5)
+    with pytest.raises(ValueError, match="next token"):
+        follow_token(model, SENTENCE, -1)
+
+
+def test_first_layer_within():
+    assert first_layer_within(np.array([40, 7, 3, 0, 2]), 5) == 2
+    assert first_layer_within(np.array([40, 7, 3, 0, 2]), 1) == 3
+    assert first_layer_within(np.array([40, 7]), 1) is None
+
+
+class _Projection:
+    """A stand-in for a fitted UMAP: the first three coordinates."""
+
+    def __init__(self, data):
+        self.embedding_ = np.asarray(data)[:, :3]
+
+    def transform(self, X):
+        return np.asarray(X)[:, :3]
+
+
+def test_embedding_maps_place_the_path_and_rank_the_next_token(tiny_gpt2_dir, monkeypatch):
+    model = load_model(str(tiny_gpt2_dir))
+    monkeypatch.setattr(umap_map, "fitted_umap", lambda data, **kw: _Projection(data))
+    path = follow_token(model, SENTENCE, -2)
+    maps = embedding_maps(model, path, seeds=[0, 1], rows=100)
+    W_E = model.view.W_E.detach().numpy()
+    assert maps.rows == 100 and maps.fit_ids.tolist() == [*range(100), path.current, path.target]
+    first = maps.maps[0]
+    np.testing.assert_allclose(first.landmarks[" stone"], W_E[path.target, :3])
+    np.testing.assert_allclose(first.path, np.vstack([path.X[:1], path.normed])[:, :3])
+    np.testing.assert_allclose(first.distance, np.linalg.norm(path.normed[:, :3] - W_E[path.target, :3], axis=1))
+    ratios = approach_ratios(path.normed[0, :3], path.normed[-1, :3], W_E[maps.fit_ids, :3])
+    rank = approach_rank(np.delete(ratios, 101), ratios[101])
+    assert maps.target_rank.value == pytest.approx(rank) and maps.target_rank.n == 2
+    assert maps.target_ratio.value == pytest.approx(ratios[101])
+    assert maps.approached == pytest.approx(np.mean(np.delete(ratios, 101) < 1))
+    assert 0 <= maps.target_rank.lo <= maps.target_rank.hi <= 1
+
+
+def test_traveling_word_summary_reads_its_parts(tiny_gpt2_dir, monkeypatch):
+    model = load_model(str(tiny_gpt2_dir))
+    monkeypatch.setattr(umap_map, "fitted_umap", lambda data, **kw: _Projection(data))
+    word = traveling_word(model, SENTENCE, -2, seeds=[3], rows=50)
+    summary, L = word.summary(), model.view.n_layers
+    assert summary["n_layers"] == L and summary["umap_seeds"] == [3] and summary["umap_rows"] == 50
+    assert summary["next_rank_last_layer"].value == word.lens.ranks[L]
+    assert summary["neighbour_logit_agreement_min"] == word.maps.agreement.min()
+    assert word.facts()["arrives_word"] == ("is" if word.lens.ranks[L] == 0 else "is not")
+    top1 = word.lens.first_top1
+    assert word.facts()["top1_text"] == ("at no layer" if top1 is None else f"at layer {top1}")
+    with pytest.raises(ValueError, match="seed"):
+        traveling_word(model, SENTENCE, -2, seeds=[])
+
+
+def test_travel_in_full_space_matches_its_parts(tiny_gpt2_dir):
+    model = load_model(str(tiny_gpt2_dir))
+    ids = np.random.default_rng(4).integers(0, 50257, size=(12, 7))
+    ids[:, 0] = model.tokenizer.bos_token_id
+    ids[0, 3] = ids[0, 2]  # one repeated token
+    corpus = Corpus("random", ids, prefix=1)
+    study = travel_in_full_space(model, corpus, n_sentences=8, seed=2, n_boot=100, batch_size=4)
+    chosen = ids[np.sort(np.random.default_rng(2).choice(12, size=8, replace=False))]
+    np.testing.assert_array_equal(study.ids, chosen)
+    shuffled = shuffled_next(chosen[:, 2:], 2)
+    travel = travel_cosines(model, chosen, {"shuffled": shuffled}, first=1, progress=False)["W_E"]
+    expected = trip_difference(travel.trip["true"], travel.trip["shuffled"], n_boot=100, seed=2)
+    assert study.trip == expected
+    summary = study.summary()
+    assert summary["n_positions"] == 8 * 5 and summary["n_layers"] == model.view.n_layers
+    assert summary["trip_difference"] == expected and summary["inv_sqrt_d"] == 64**-0.5
+    assert study.repeat_share() == pytest.approx(np.mean(chosen[:, 2:] == chosen[:, 1:-1]))
+    assert len(study.blocks) == model.view.n_layers and study.blocks.index[0] == 1
