@@ -166,3 +166,192 @@ def open_ensemble(
     if at_least_width:
         pilot_count(len(X), X.shape[2], "n_s", at_least_width=True, model=lm.name)
     return Ensemble(lm, corpus, X)
+
+
+# --- B1: how many directions the bundle uses ------------------------------------------------------------
+
+READINGS = (
+    "squared norm (uncentered)",
+    "variance around the mean",
+    "structureless cloud, variance",
+)
+
+
+def draw_pilots(
+    n_s: int, n_pilots: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From one generator seeded by `seed`: `n_pilots` pilots drawn for a picture (sorted, at most `n_s`),
+    then a random split of all `n_s` pilots into a fit half and a held-out half (both sorted)."""
+    rng = np.random.default_rng(seed)
+    pilots = np.sort(rng.choice(n_s, size=min(n_pilots, n_s), replace=False))
+    half = rng.permutation(n_s)
+    return pilots, np.sort(half[: n_s // 2]), np.sort(half[n_s // 2 :])
+
+
+def squared_norm_shares(S: np.ndarray) -> np.ndarray:
+    """Each singular direction's share of the ensemble's squared norm, from singular values `(k,)`: `(k,)`."""
+    return S**2 / np.sum(S**2)
+
+
+def cloud_at(X: np.ndarray, t: int, seed: int = 0) -> np.ndarray:
+    """The structureless cloud of layer t of `X` `(N, L+1, D)`: `gaussian_cloud(X[:, t], seed=seed + t)`,
+    `(N, D)`."""
+    return gaussian_cloud(X[:, t], seed=seed + t)
+
+
+def direction_counts(
+    X: np.ndarray, S: np.ndarray, share: float = 0.9, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Per layer, the number of directions that carry `share`, in each of `READINGS`: the uncentered
+    squared norm (singular values `S` `(L+1, k)` of `X` `(N, L+1, D)`), the variance around the mean, and
+    the variance of the layer's structureless cloud (`cloud_at`). Each `(L+1,)` integers."""
+    T = X.shape[1]
+    spectra = (
+        [S[t] ** 2 for t in range(T)],
+        [centered_spectrum(X[:, t]) for t in range(T)],
+        [centered_spectrum(cloud_at(X, t, seed)) for t in range(T)],
+    )
+    return {
+        reading: np.array([directions_for(s, share) for s in layer_spectra])
+        for reading, layer_spectra in zip(READINGS, spectra)
+    }
+
+
+def held_out_share(
+    x: np.ndarray,
+    fit: np.ndarray,
+    held: np.ndarray,
+    k: int,
+    n_boot: int = 2000,
+    seed: int = 0,
+):
+    """Share of the held-out states' variance (around the fit states' mean) in the `k` leading principal
+    directions of the fit states, with a bootstrap interval over held-out states. x `(N, D)`; fit, held:
+    row indices. An `Estimate`; the fit half and its directions are not resampled."""
+    from ..intervals import bootstrap
+
+    mean, directions = principal_directions(x[fit], k)
+    captured, total = variance_captured(x[held], mean, directions)
+    return bootstrap(
+        lambda i: captured[i].sum() / total[i].sum(),
+        len(held),
+        unit="held-out pilots",
+        n_boot=n_boot,
+        seed=seed,
+    )
+
+
+def held_out_shares(
+    X: np.ndarray,
+    fit: np.ndarray,
+    held: np.ndarray,
+    k: int,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, list]:
+    """`held_out_share` at every layer of `X` `(N, L+1, D)`, for the ensemble and for its structureless
+    cloud (`cloud_at`, same split): {"ensemble": [Estimate] * (L+1), "structureless cloud": [...]}."""
+    T = X.shape[1]
+    return {
+        "ensemble": [
+            held_out_share(X[:, t], fit, held, k, n_boot, seed) for t in range(T)
+        ],
+        "structureless cloud": [
+            held_out_share(cloud_at(X, t, seed), fit, held, k, n_boot, seed)
+            for t in range(T)
+        ],
+    }
+
+
+def widest_coordinates(x: np.ndarray, n: int = 3) -> np.ndarray:
+    """Indices of the `n` coordinates of states `x` `(N, D)` with the largest variance, largest first."""
+    return np.argsort(x.var(axis=0))[::-1][:n]
+
+
+def dimension_summary(
+    counts: dict[str, np.ndarray], per_layer: dict[str, list], t: int
+) -> dict:
+    """B1's summary at layer t: the `direction_counts` of each reading (`k90_uncentered_last_layer`,
+    `k90_centered_...`, `k90_cloud_...`, floats) and the `held_out_shares` of the ensemble and its cloud
+    (`held_out_share_quarter_d_last_layer[_cloud]`, Estimates; `..._by_layer[_cloud]`, values per layer)."""
+    ours, cloud = per_layer["ensemble"], per_layer["structureless cloud"]
+    return {
+        **{
+            f"k90_{name}_last_layer": float(counts[reading][t])
+            for name, reading in zip(("uncentered", "centered", "cloud"), READINGS)
+        },
+        "held_out_share_quarter_d_last_layer": ours[t],
+        "held_out_share_quarter_d_last_layer_cloud": cloud[t],
+        "held_out_share_quarter_d_by_layer": [e.value for e in ours],
+        "held_out_share_quarter_d_by_layer_cloud": [e.value for e in cloud],
+    }
+
+
+# --- B2: how the singular basis turns across layers, and its spectra -------------------------------------
+
+
+@dataclass(frozen=True)
+class Turning:
+    """How the first n aligned singular directions u_1..u_n turn across layers (`basis_turning`).
+
+    angles `(n, T, T)` in degrees; step `(n, L-1)` between consecutive blocks' outputs t, t+1 for t = 1..L-1;
+    middle_to_last `(n,)` u_i(L/2) vs u_i(L); embedding `(n,)` u_i(0) vs u_i(1); last_step `(n,)` u_i(L-1)
+    vs u_i(L); top `(n,)` the largest rank of u_i among the directions of layers t = 1..L (1 is the first).
+    """
+
+    angles: np.ndarray
+    step: np.ndarray
+    middle_to_last: np.ndarray
+    embedding: np.ndarray
+    last_step: np.ndarray
+    top: np.ndarray
+
+
+def basis_turning(
+    U_aligned: np.ndarray, S: np.ndarray, S_aligned: np.ndarray, n: int = 4
+) -> Turning:
+    """Angles arccos(`|u_i(t1).u_i(t2)|`) of the first `n` aligned directions (`align_bases`) at every pair of
+    layers, and their readings (`Turning`). U_aligned `(T, D, k)`; S `(T, k)` sorted per layer (the ranks
+    are counted in it); S_aligned `(T, k)` the singular values that follow the aligned columns."""
+    from .extrapolation import basis_angles
+
+    angles = np.stack([basis_angles(U_aligned, i) for i in range(n)])  # (n, T, T)
+    L = len(S) - 1
+    layers = np.arange(1, L)
+    rank = (S[:, None, :] > S_aligned[:, :n, None]).sum(-1)  # (T, n) directions above
+    return Turning(
+        angles=angles,
+        step=angles[:, layers, layers + 1],
+        middle_to_last=angles[:, L // 2, L],
+        embedding=angles[:, 0, 1],
+        last_step=angles[:, L - 1, L],
+        top=rank[1:].max(0) + 1,
+    )
+
+
+def turning_summary(turning: Turning) -> dict:
+    """B2's summary of a `Turning` of at least 4 directions: median consecutive angles of u_1..u_4, u_1 and
+    u_2 from the middle to the last layer, u_1's last step, and the largest rank of u_1..u_4."""
+    medians = np.median(turning.step, axis=1)
+    return {
+        **{f"median_consecutive_angle_u{i + 1}": medians[i] for i in range(4)},
+        "angle_u1_middle_to_last": turning.middle_to_last[0],
+        "angle_u2_middle_to_last": turning.middle_to_last[1],
+        "angle_u1_last_step": turning.last_step[0],
+        "max_rank_u1_to_u4": turning.top[:4].max(),
+    }
+
+
+def spectrum_slopes(S: np.ndarray, first: int = 10) -> np.ndarray:
+    """Per layer, the slope of log sigma_i against log i over i = `first`..k/2 (a least-squares line):
+    S `(T, k)` sorted decreasing -> `(T,)`."""
+    index = np.arange(1, S.shape[1] + 1)
+    mid = (index >= first) & (index <= S.shape[1] // 2)
+    return np.array([np.polyfit(np.log(index[mid]), np.log(s[mid]), 1)[0] for s in S])
+
+
+def draw_sets(n_s: int, sizes: list[int], seed: int = 0) -> list[np.ndarray]:
+    """Sets of pilots drawn one after the other from one generator seeded by `seed`, each of `sizes[j]`
+    distinct pilots among `n_s` (at most `n_s`), sorted."""
+    rng = np.random.default_rng(seed)
+    return [np.sort(rng.choice(n_s, size=min(n, n_s), replace=False)) for n in sizes]

@@ -23,9 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from tqdm.auto import tqdm
 
 from ..intervals import LEVEL, Estimate
+from .ensemble import align_bases, ensemble_svd
+from .extrapolation import residuals
 
 
 def singular_coordinates(X: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -296,8 +299,377 @@ def offdiagonal_correlation(W: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(pairs / count / (d * (d - 1)), 0.0, None))
 
 
-def mean_abs_offdiagonal(W: np.ndarray) -> float:
-    """Mean abs(correlation) between distinct coordinates of W `(N, k)` over the ensemble (independent
-    Gaussian coordinates give about sqrt(2 / (pi N)))."""
-    C = np.corrcoef(W, rowvar=False)
-    return float(np.abs(C[~np.eye(len(C), dtype=bool)]).mean())
+@dataclass
+class PairLayers:
+    """B4's layers: block outputs 1..L (`layers`), T = L + 1, and the pairs `[t, t + tau]` `(T, T)` it
+    summarizes: `all` (1 <= t), `late` (t >= early_layers), `early` (the rest) and `fit` (fit_first <= t,
+    t + tau <= fit_last); `t_pdf` is the departure of the noise PDFs and correlations."""
+
+    L: int
+    fit_first: int
+    fit_last: int
+    early_layers: int
+    t_pdf: int
+
+    @classmethod
+    def of(
+        cls,
+        L: int,
+        model: str,
+        fit_first=1,
+        fit_last=None,
+        early_layers=None,
+        t_pdf=None,
+    ):
+        """Checked layer parameters (`lotlib.models.bounds.layer_index`); None: L, L // 4, L // 2."""
+        from ..models.bounds import layer_index
+
+        def check(value, name, default):
+            return default if value is None else layer_index(value, L, name, model)
+
+        return cls(
+            L,
+            check(fit_first, "fit_first", 1),
+            check(fit_last, "fit_last", L),
+            check(early_layers, "early_layers", L // 4),
+            check(t_pdf, "t_pdf", L // 2),
+        )
+
+    @property
+    def T(self) -> int:
+        return self.L + 1
+
+    @property
+    def layers(self) -> np.ndarray:
+        return np.arange(1, self.L + 1)
+
+    @property
+    def all(self) -> np.ndarray:
+        return pair_mask(self.T, 1, self.L)
+
+    @property
+    def late(self) -> np.ndarray:
+        return pair_mask(self.T, self.early_layers, self.L)
+
+    @property
+    def early(self) -> np.ndarray:
+        return self.all & ~self.late
+
+    @property
+    def fit(self) -> np.ndarray:
+        return pair_mask(self.T, self.fit_first, self.fit_last)
+
+    def subsets(self) -> dict[str, tuple[str, int, int]]:
+        """The layer subsets the law is refit on: key -> (description, first t, last t + tau)."""
+        L, early = self.L, self.early_layers
+        return {
+            "default": (
+                f"t >= {self.fit_first}, t+tau <= {self.fit_last}",
+                self.fit_first,
+                self.fit_last,
+            ),
+            "all": (f"all layers 1..{L}", 1, L),
+            "no_last": (f"without the last layer (t+tau <= {L - 1})", 1, L - 1),
+            "no_early": (f"without early departures (t >= {early})", early, L),
+            "no_both": ("without both", early, L - 1),
+        }
+
+
+def gaussian_reference(n: int, k: int, seed: int = 0) -> tuple[float, float]:
+    """Mean abs(mu / sigma) and mean abs(excess kurtosis) of a standard Gaussian `(n, k)` sample (seeded):
+    what "about zero" means at n pilots."""
+    z, _, kurt = coordinate_moments(
+        np.random.default_rng(seed).standard_normal((n, k), dtype=np.float32)
+    )
+    return float(np.mean(np.abs(z))), float(np.mean(np.abs(kurt)))
+
+
+def moment_table(
+    stats: dict[str, PairStatistics | None], pairs: PairLayers
+) -> pd.DataFrame:
+    """Mean abs(mu / sigma) over all pairs (and its max), mean abs(excess kurtosis) over all, early and
+    late departures, one row per basis of `stats` (None skipped)."""
+    rows = {}
+    for name, s in stats.items():
+        if s is None:
+            continue
+        z, kurt = s.mean_abs_z(), s.mean_abs_kurtosis()
+        rows[name] = {
+            "mean |μ/σ|": np.mean(z[pairs.all]),
+            "max |μ/σ|": np.max(z[pairs.all]),
+            "mean |κ|": np.mean(kurt[pairs.all]),
+            f"mean |κ|, t < {pairs.early_layers}": np.mean(kurt[pairs.early]),
+            f"mean |κ|, t ≥ {pairs.early_layers}": np.mean(kurt[pairs.late]),
+        }
+    return pd.DataFrame(rows).T
+
+
+def law_subsets(
+    stats: PairStatistics, pairs: PairLayers
+) -> dict[tuple[str, str], dict]:
+    """`fit_variance` of both conventions ("log_mean": ln(mean variance), "mean_log": mean(ln variance))
+    on every subset of `PairLayers.subsets`: (convention, subset) -> fit."""
+    conventions = {"log_mean": stats.log_mean_var(), "mean_log": stats.mean_log_var()}
+    return {
+        (c, s): fit_variance(values, pair_mask(pairs.T, first, last))
+        for c, values in conventions.items()
+        for s, (_, first, last) in pairs.subsets().items()
+    }
+
+
+def law_subset_table(fits: dict, pairs: PairLayers) -> pd.DataFrame:
+    """`law_subsets` as a table: alpha, lambda, lambda L, R², arrival R² and pairs per fit."""
+    names = {"log_mean": "ln(mean variance)", "mean_log": "mean(ln variance)"}
+    subsets = pairs.subsets()
+    return pd.DataFrame(
+        [
+            {
+                "convention": names[c],
+                "layers fitted": subsets[s][0],
+                "α": f["alpha"],
+                "λ": f["lambda"],
+                "λ·L": f["lambda"] * pairs.L,
+                "R²": f["r2"],
+                "arrival R²": f["arrival_r2"],
+                "pairs": f["n_pairs"],
+            }
+            for (c, s), f in fits.items()
+        ]
+    ).set_index(["convention", "layers fitted"])
+
+
+def heavy_share_z(stats: PairStatistics, mask: np.ndarray) -> tuple[float, float]:
+    """Mean abs(mu / sigma) of the coordinates whose share of their pair's variance is in the top 1%, and of
+    the rest, over the pairs in `mask`."""
+    share = stats.var[mask] / stats.var[mask].sum(-1, keepdims=True)  # (pairs, k)
+    z_abs = np.abs(stats.z[mask])
+    heavy = share >= np.quantile(share, 0.99)
+    return float(z_abs[heavy].mean()), float(z_abs[~heavy].mean())
+
+
+def tau1_variances(
+    stats: PairStatistics, pairs: PairLayers
+) -> tuple[np.ndarray, float]:
+    """Per-coordinate residual variance at tau = 1 for arrival layers 2..L, `(L-1, k)`, and the largest
+    spread over arrivals of the coordinates' variances, in decades (95th over 5th percentile)."""
+    var = np.array([stats.var[t, t + 1] for t in pairs.layers[:-1]])
+    spread = np.log10(np.percentile(var, 95, axis=1) / np.percentile(var, 5, axis=1))
+    return var, float(spread.max())
+
+
+QUANTITIES = {
+    "ln(mean variance)": "log_mean_var",
+    "mean(ln variance)": "mean_log_var",
+    "ln ρ (relative to the arrival spread)": "log_relative_var",
+}
+RELATIVE = "ln ρ (relative to the arrival spread)"
+SUFFIXES = {
+    "model": "",
+    "structureless cloud": "_cloud",
+    "shuffled pilots": "_shuffled",
+}
+
+
+@dataclass
+class ResidualNulls:
+    """The model's trajectories X `(N, T, D)` and two nulls with the same norm growth ("structureless
+    cloud", "shuffled pilots"), each with its own aligned bases (`bases`: name -> (U, S)) and its
+    `ResampledPairs` over the same bootstrap `weights` `(B, N)` of the pilots (`resampled`)."""
+
+    ensembles: dict[str, np.ndarray]
+    bases: dict[str, tuple[np.ndarray, np.ndarray]]
+    resampled: dict[str, ResampledPairs]
+    weights: np.ndarray
+    pairs: PairLayers
+
+    def estimate(self, values: np.ndarray) -> Estimate:
+        """`percentile_estimate` of a statistic per resample `(B,)` (row 0: the sample) over the pilots."""
+        return percentile_estimate(values, self.weights.shape[1], unit="pilots")
+
+    def laws(self) -> dict[str, dict[str, dict[str, np.ndarray]]]:
+        """`fit_laws` over the fit pairs of each quantity of `QUANTITIES`, per ensemble, per resample."""
+        fit = self.pairs.fit
+        return {
+            name: {
+                q: fit_laws(_quantity(r, attr), fit) for q, attr in QUANTITIES.items()
+            }
+            for name, r in self.resampled.items()
+        }
+
+    def law_table(self, laws: dict) -> pd.DataFrame:
+        """λ·L, R² and arrival R² of every quantity and ensemble, with their intervals, as text."""
+        rows = [
+            {
+                "ensemble": name,
+                "quantity": q,
+                "λ·L": format(self.estimate(fit["lambda"] * self.pairs.L), ".3g"),
+                "R²": format(self.estimate(fit["r2"]), ".3f"),
+                "arrival R²": format(self.estimate(fit["arrival_r2"]), ".3f"),
+            }
+            for name, fits in laws.items()
+            for q, fit in fits.items()
+        ]
+        return pd.DataFrame(rows).set_index(["quantity", "ensemble"]).sort_index()
+
+    def rho_by_tau(self) -> dict[str, float]:
+        """The model's geometric mean of rho over departures t >= 1 for tau = 1, 2, L/4, L/2."""
+        rho = self.resampled["model"].log_relative_var()[0]
+        L = self.pairs.L
+        return {
+            str(tau): float(np.exp(np.nanmean(np.diagonal(rho, tau)[1:])))
+            for tau in (1, 2, L // 4, L // 2)
+            if tau >= 1
+        }
+
+    def dimensionless(self, laws: dict) -> dict[str, dict[str, Estimate]]:
+        """λ·L of both conventions, α_rel (geometric mean of rho over the fit pairs) and the λ·L of rho,
+        per ensemble."""
+        L, fit = self.pairs.L, self.pairs.fit
+        return {
+            name: {
+                "λ·L, ln(mean variance)": self.estimate(
+                    law["ln(mean variance)"]["lambda"] * L
+                ),
+                "λ·L, mean(ln variance)": self.estimate(
+                    law["mean(ln variance)"]["lambda"] * L
+                ),
+                "α_rel (geometric mean of ρ)": self.estimate(
+                    np.exp(self.resampled[name].log_relative_var()[:, fit].mean(1))
+                ),
+                "λ·L of ρ (growth beyond the spread)": self.estimate(
+                    law[RELATIVE]["lambda"] * L
+                ),
+            }
+            for name, law in laws.items()
+        }
+
+    def dimensionless_table(self, laws: dict) -> pd.DataFrame:
+        """`dimensionless` as text with intervals, one column per ensemble."""
+        return pd.DataFrame(
+            {
+                name: {q: format(v, ".3g") for q, v in d.items()}
+                for name, d in self.dimensionless(laws).items()
+            }
+        )
+
+    def offsets(self) -> dict[str, Estimate]:
+        """Root mean square over all pairs of the offset abs(E w) / sqrt(tr Cov w), per ensemble."""
+        return {
+            name: self.estimate(
+                np.sqrt(np.clip(r.offset[:, self.pairs.all].mean(1), 0.0, None))
+            )
+            for name, r in self.resampled.items()
+        }
+
+    def kurtosis(self) -> dict[str, Estimate]:
+        """Median over late pairs of the variance-weighted excess kurtosis, per ensemble."""
+        late = self.pairs.late
+        return {
+            name: self.estimate(np.median(r.kurtosis[:, late], axis=1))
+            for name, r in self.resampled.items()
+        }
+
+    def model_kurtosis(self) -> dict:
+        """The model's kurtosis: mean over late pairs (`kurtosis_late_mean`), median over early ones
+        (`kurtosis_early`, None without early pairs) and the departures whose median over arrivals
+        exceeds 1 (`kurtosis_heavy_departures`)."""
+        k, pairs = self.resampled["model"].kurtosis, self.pairs
+        early = pairs.early
+        return {
+            "kurtosis_early": self.estimate(np.median(k[:, early], axis=1))
+            if early.any()
+            else None,
+            "kurtosis_late_mean": self.estimate(k[:, pairs.late].mean(1)),
+            "kurtosis_heavy_departures": [
+                int(t) for t in pairs.layers[:-1] if np.median(k[0, t, t + 1 :]) > 1.0
+            ],
+        }
+
+    def correlation(self) -> dict[str, Estimate]:
+        """`offdiagonal_correlation` of the raw Eq. 1 residual at t_pdf, tau = 1, per ensemble."""
+        t = self.pairs.t_pdf
+        return {
+            name: self.estimate(
+                offdiagonal_correlation(
+                    residuals(Z, *self.bases[name], t, 1), self.weights
+                )
+            )
+            for name, Z in self.ensembles.items()
+        }
+
+    def claim_values(self, laws: dict) -> dict:
+        """B4's claim values of every ensemble (suffix "", "_cloud", "_shuffled"): arrival R² and R² of rho
+        and of ln(mean variance), R² of mean(ln variance), the dimensionless numbers, offset, kurtosis and
+        correlation."""
+        dimensionless, offsets = self.dimensionless(laws), self.offsets()
+        kurtosis, correlation = self.kurtosis(), self.correlation()
+        values = {}
+        for name, suffix in SUFFIXES.items():
+            law, d = laws[name], dimensionless[name]
+            values |= {
+                f"arrival_r2_relative{suffix}": self.estimate(
+                    law[RELATIVE]["arrival_r2"]
+                ),
+                f"r2_relative{suffix}": self.estimate(law[RELATIVE]["r2"]),
+                f"arrival_r2_log_mean{suffix}": self.estimate(
+                    law["ln(mean variance)"]["arrival_r2"]
+                ),
+                f"r2_log_mean{suffix}": self.estimate(law["ln(mean variance)"]["r2"]),
+                f"r2_mean_log{suffix}": self.estimate(law["mean(ln variance)"]["r2"]),
+                f"lambda_L_log_mean{suffix}": d["λ·L, ln(mean variance)"],
+                f"lambda_L_mean_log{suffix}": d["λ·L, mean(ln variance)"],
+                f"alpha_relative{suffix}": d["α_rel (geometric mean of ρ)"],
+                f"lambda_L_relative{suffix}": d["λ·L of ρ (growth beyond the spread)"],
+                f"mean_offset{suffix}": offsets[name],
+                f"kurtosis_late{suffix}": kurtosis[name],
+                f"offdiag_corr_raw{suffix}": correlation[name],
+            }
+        return values
+
+
+def _quantity(r: ResampledPairs, attr: str) -> np.ndarray:
+    value = getattr(r, attr)
+    return value() if callable(value) else value
+
+
+def residual_nulls(
+    X: np.ndarray,
+    U: np.ndarray,
+    S: np.ndarray,
+    pairs: PairLayers,
+    n_boot: int,
+    seed: int = 0,
+) -> ResidualNulls:
+    """`ResidualNulls` of trajectories X `(N, T, D)` with aligned bases U, S: the nulls
+    (`structureless_cloud`, `shuffled_pilots`, seeded) get their own bases; every ensemble's
+    `resampled_pairs` uses the same `n_boot` resamples of the pilots (`resampling_weights`)."""
+    from .null_tests import (
+        resampling_weights,
+        structureless_cloud,
+    )  # it imports this module
+
+    weights = resampling_weights(len(X), n_boot, seed)
+    ensembles = {
+        "model": X,
+        "structureless cloud": structureless_cloud(X, seed),
+        "shuffled pilots": shuffled_pilots(X, seed),
+    }
+    bases, resampled = {"model": (U, S)}, {}
+    for name, Z in ensembles.items():
+        if name not in bases:
+            bases[name] = align_bases(*ensemble_svd(Z))
+        U_z, S_z = bases[name]
+        resampled[name] = resampled_pairs(
+            singular_coordinates(Z, U_z), S_z, pairs.layers, weights
+        )
+    return ResidualNulls(ensembles, bases, resampled, weights, pairs)
+
+
+def residual_consistency(
+    X: np.ndarray, Y: np.ndarray, U: np.ndarray, S: np.ndarray, t: int
+) -> tuple[np.ndarray, float]:
+    """The residual at t, tau = 1 in the aligned basis of t + 1, `(N, k)` float64, and its largest relative
+    difference from the direct Eq. 1 residual (`extrapolation.residuals`) mapped to that basis."""
+    w = residual_coordinates(Y, S, t, 1).astype(np.float64)
+    direct = residuals(X, U, S, t, 1) @ U[t + 1]
+    return w, float(np.abs(direct - w).max() / np.abs(w).max())

@@ -209,3 +209,97 @@ def _pilot_last_state(
     with view.trace(visit):
         view.run(pilot, cache=cache)
     return states[view.n_layers]
+
+
+# --- B2: the authors' criterion read off the truncation curves ---------------------------------------------
+
+PAPER_DROP = 0.1  # the authors' criterion: the mean KL falls to about a tenth of its value at K = 1
+UNITS = {"last layer": "pilots", "every layer": "pilots (propagated)"}
+
+
+def truncation_grid(d: int) -> list[int]:
+    """The K of B2: the powers of two below `d`, the multiples of d/16 from d/8 to d/2, and `d`, sorted."""
+    powers = {2**j for j in range(int(np.log2(d)) + 1) if 2**j < d}
+    return sorted(powers | {j * d // 16 for j in range(2, 9)} | {d})
+
+
+def random_orthonormal(d: int, seed: int = 0) -> np.ndarray:
+    """`d` random orthonormal directions `(d, d)` (QR of a standard normal matrix): the null basis of B2."""
+    return np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))[0]
+
+
+def truncation_protocols(
+    model: Model,
+    ids: np.ndarray,
+    x_last: np.ndarray,
+    bases: np.ndarray,
+    ks: list[int],
+    picked: np.ndarray,
+    sub: np.ndarray,
+    top: int = 5,
+) -> dict[str, Truncation]:
+    """Both protocols of B2 on the grid `ks`: "last layer" (`truncation_scores` of the pilots `picked`,
+    states `x_last` `(N, D)` on the basis `bases[-1]`) and "every layer" (`propagated_truncation` of the
+    pseudo-sentences `ids[sub]` `(n, T)` with `bases` `(L+1, D, k)`; left out with fewer than 2 pilots)."""
+    out = {
+        "last layer": truncation_scores(
+            model.view, x_last[picked], bases[-1], ks, top=top
+        )
+    }
+    if len(sub) > 1:
+        out["every layer"] = propagated_truncation(model, ids[sub], bases, ks, top=top)
+    return out
+
+
+def truncation_criteria(
+    result: Truncation,
+    d: int,
+    unit: str = "pilots",
+    n_boot: int = 2000,
+    seed: int = 0,
+    k0: bool = True,
+) -> dict:
+    """The authors' numbers from per-pilot scores, each an `Estimate` over the pilots of `result`
+    (recomputed on every bootstrap resample): `kl_drop` KL(d/4) / KL(1) (means over pilots), `kl_quarter_d`
+    and `overlap_quarter_d` (means at K = d/4) and, with `k0`, `k0_over_d`: the smallest K of the grid
+    whose mean KL is at most `PAPER_DROP` x the mean KL at K = 1, over d. Needs K = 1 and d/4 in the grid."""
+    from ..intervals import bootstrap, bootstrap_mean
+
+    one, quarter, n = result.ks.index(1), result.ks.index(d // 4), result.kl.shape[1]
+
+    def drop(i: np.ndarray) -> float:
+        return result.kl[quarter, i].mean() / result.kl[one, i].mean()
+
+    def k0_over_d(i: np.ndarray) -> float:
+        curve = result.kl[:, i].mean(1)
+        return result.ks[int(np.argmax(curve <= PAPER_DROP * curve[one]))] / d
+
+    ask = {"unit": unit, "n_boot": n_boot, "seed": seed}
+    out = {
+        "kl_drop": bootstrap(drop, n, **ask),
+        "kl_quarter_d": bootstrap_mean(result.kl[quarter], **ask),
+        "overlap_quarter_d": bootstrap_mean(result.overlap[quarter], **ask),
+    }
+    if k0:
+        out["k0_over_d"] = bootstrap(k0_over_d, n, **ask)
+    return out
+
+
+def truncation_summary(
+    protocols: dict[str, Truncation], found: dict[str, dict], random: dict
+) -> dict:
+    """B2's summary of the protocols (`truncation_protocols`), their criteria (`truncation_criteria` per
+    protocol) and the random-directions null's: mean KL and overlap per K of each protocol (None for a
+    protocol not run) and every criterion under `<name>_last_layer`, `_every_layer`, `_random_directions`."""
+    out = {}
+    for name in UNITS:
+        suffix = name.replace(" ", "_")
+        result = protocols.get(name)
+        out[f"kl_{suffix}_mean"] = None if result is None else result.kl.mean(1)
+        out[f"overlap_{suffix}_mean"] = (
+            None if result is None else result.overlap.mean(1)
+        )
+    for name, criteria in [*found.items(), ("random directions", random)]:
+        suffix = name.replace(" ", "_")
+        out.update({f"{key}_{suffix}": value for key, value in criteria.items()})
+    return out

@@ -83,3 +83,91 @@ def test_variance_captured_out_of_sample_by_the_principal_directions_of_other_st
     mean, directions = principal_directions(cloud[:300], 3)
     captured, total = variance_captured(cloud[300:], mean, directions)
     assert captured.sum() / total.sum() < 0.5
+
+
+def test_draw_pilots_then_splits_all_pilots_in_two_halves():
+    from lotlib.lines_of_thought.ensemble import draw_pilots
+
+    pilots, fit, held = draw_pilots(11, 4, seed=3)
+    rng = np.random.default_rng(3)
+    np.testing.assert_array_equal(pilots, np.sort(rng.choice(11, size=4, replace=False)))
+    assert len(fit) == 5 and len(held) == 6
+    np.testing.assert_array_equal(np.sort(np.concatenate([fit, held])), np.arange(11))
+    assert len(draw_pilots(3, 10)[0]) == 3
+
+
+def test_direction_counts_follow_each_reading():
+    from lotlib.lines_of_thought.ensemble import READINGS, direction_counts, gaussian_cloud, squared_norm_shares
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, 3, 10)) * np.linspace(5.0, 0.1, 10) + 20.0  # a large mean
+    U, S = ensemble_svd(X)
+    np.testing.assert_allclose(squared_norm_shares(S[0]).sum(), 1.0)
+    counts = direction_counts(X, S, share=0.9, seed=1)
+    assert list(counts) == list(READINGS) and all(c.shape == (3,) for c in counts.values())
+    np.testing.assert_array_equal(counts["squared norm (uncentered)"], 1)  # the mean's direction alone
+    for t in range(3):
+        assert counts["variance around the mean"][t] == directions_for(centered_spectrum(X[:, t]), 0.9)
+        cloud = gaussian_cloud(X[:, t], seed=1 + t)
+        assert counts["structureless cloud, variance"][t] == directions_for(centered_spectrum(cloud), 0.9)
+
+
+def test_held_out_share_is_one_for_states_inside_k_directions_and_summarised_per_layer():
+    from lotlib.lines_of_thought.ensemble import dimension_summary, direction_counts, draw_pilots, held_out_shares
+
+    rng = np.random.default_rng(5)
+    basis = np.linalg.qr(rng.normal(size=(12, 12)))[0][:, :3]
+    X = (rng.normal(size=(40, 2, 3)) @ basis.T) + 1.0  # every layer inside 3 directions around a mean
+    _, fit, held = draw_pilots(40, 5, seed=0)
+    per_layer = held_out_shares(X, fit, held, 3, n_boot=50)
+    for e in per_layer["ensemble"]:
+        assert abs(e.value - 1.0) < 1e-9 and e.n == len(held)
+    assert all(e.value < 0.9 for e in per_layer["structureless cloud"])  # spread over 12 coordinates
+    summary = dimension_summary(direction_counts(X, ensemble_svd(X)[1]), per_layer, 1)
+    assert summary["held_out_share_quarter_d_last_layer"] is per_layer["ensemble"][1]
+    assert summary["k90_centered_last_layer"] <= 3.0
+    assert len(summary["held_out_share_quarter_d_by_layer_cloud"]) == 2
+
+
+def test_widest_coordinates():
+    from lotlib.lines_of_thought.ensemble import widest_coordinates
+
+    x = np.random.default_rng(6).normal(size=(100, 6)) * np.array([1, 9, 2, 7, 0.5, 3])
+    np.testing.assert_array_equal(widest_coordinates(x), [1, 3, 5])
+
+
+def test_draw_sets_are_successive_draws_of_one_generator():
+    from lotlib.lines_of_thought.ensemble import draw_sets
+
+    a, b = draw_sets(20, [5, 30], seed=2)
+    rng = np.random.default_rng(2)
+    np.testing.assert_array_equal(a, np.sort(rng.choice(20, 5, replace=False)))
+    np.testing.assert_array_equal(b, np.sort(rng.choice(20, 20, replace=False)))
+
+
+def test_basis_turning_reads_angles_and_ranks_of_aligned_directions():
+    from lotlib.lines_of_thought.ensemble import basis_turning, turning_summary
+
+    rng = np.random.default_rng(7)
+    D, T = 6, 5
+    Q = np.linalg.qr(rng.normal(size=(D, D)))[0]
+    U = np.stack([Q] * T)
+    theta = np.radians(30.0)  # u1 turns by 30 degrees in the (u1, u2) plane at the last step only
+    U[-1][:, 0] = np.cos(theta) * Q[:, 0] + np.sin(theta) * Q[:, 1]
+    U[-1][:, 1] = -np.sin(theta) * Q[:, 0] + np.cos(theta) * Q[:, 1]
+    S = np.tile(np.arange(D, 0, -1.0), (T, 1))
+    turning = basis_turning(U, S, S, n=4)
+    assert turning.angles.shape == (4, T, T)
+    np.testing.assert_allclose(turning.last_step[:2], 30.0, atol=1e-8)
+    np.testing.assert_allclose(turning.step[:, :-1], 0.0, atol=1e-5)
+    np.testing.assert_array_equal(turning.top, [1, 2, 3, 4])
+    summary = turning_summary(turning)
+    assert summary["max_rank_u1_to_u4"] == 4 and abs(summary["angle_u1_last_step"] - 30.0) < 1e-8
+
+
+def test_spectrum_slopes_recover_a_power_law():
+    from lotlib.lines_of_thought.ensemble import spectrum_slopes
+
+    i = np.arange(1, 101)
+    S = np.stack([3.0 * i**-0.5, 2.0 * i**-1.5])
+    np.testing.assert_allclose(spectrum_slopes(S), [-0.5, -1.5], atol=1e-10)

@@ -3,7 +3,9 @@ import numpy as np
 from scipy.linalg import expm
 from scipy.stats import norm
 
-from lotlib.lines_of_thought.extrapolation import basis_angles, extrapolate, residuals, svm_accuracy
+from lotlib.lines_of_thought.extrapolation import (HeldOutBases, basis_angles, extrapolate, prediction_errors,
+                                                    repeated_svm, residuals, subsamples, svm_accuracy, svm_by_tau,
+                                                    svm_true_vs_true)
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 
 
@@ -79,3 +81,57 @@ def test_alignment_from_the_last_layer_names_columns_by_its_order():
     Ua, Sa = align_bases(U, S, reference=-1)
     np.testing.assert_allclose(Ua, np.stack([Q, Q]), atol=1e-12)
     np.testing.assert_allclose(Sa[0], S[1])
+
+
+def _growing(N=200, T=8, D=6, c=1.3, loc=1.0, seed=0):
+    """x(t) = c^t x(0): every layer's basis is layer 0's, and Eq. 1 is exact for every pilot, fit or not."""
+    X0 = np.random.default_rng(seed).normal(size=(N, D)) * np.linspace(3.0, 1.0, D) + loc
+    return np.stack([X0 * c**t for t in range(T)], axis=1)
+
+
+def test_held_out_split_and_prediction_errors():
+    X = _growing()
+    study = HeldOutBases.split(X, first=3, seed=1)
+    assert study.L == 7 and study.columns == 6
+    assert np.array_equal(np.sort(np.concatenate([study.fit, study.held])), np.arange(200))
+    np.testing.assert_allclose(study.extrapolate(study.held, 4, 2), X[study.held, 6], rtol=1e-9)
+    errors = prediction_errors(study, 3)
+    held = study.held
+    assert errors.distances["Eq. 1"].max() < 1e-9
+    naive = np.linalg.norm(X[held, 3 + 2] - X[held, 3], axis=1)
+    np.testing.assert_allclose(errors.distances["naive x(t)"][1], naive)
+    blind = np.linalg.norm(X[held, 6] - X[study.fit, 6].mean(0), axis=1)
+    np.testing.assert_allclose(errors.distances["pilot-blind: mean of x(t+τ)"][2], blind)
+    np.testing.assert_allclose(errors.state_norm, np.linalg.norm(X[held, 4:7], axis=-1).mean(0))
+    assert errors.ratio("naive x(t)", 2, n_boot=50).value == 1.0
+    assert errors.ratio("Eq. 1", 1, n_boot=50).hi < 1e-6
+    summary = errors.summary(n_boot=50)
+    assert summary["error_ratio_mean_tau_max"] == errors.ratio("pilot-blind: mean of x(t+τ)", 3, 50)
+    np.testing.assert_allclose(summary["relative_error_naive_by_tau"][1], naive.mean() / errors.state_norm[1])
+    assert study.starts(3).tolist() == [3, 4, 6] and study.starts(2, last=5).tolist() == [3, 5]
+
+
+def test_subsamples_come_from_their_halves():
+    study = HeldOutBases.split(_growing(), first=2)
+    drawn = subsamples(study, seed=0, n_plot=30, n_svm=500)
+    assert len(drawn.drawn) == 30 and set(drawn.drawn) <= set(study.held)
+    assert np.array_equal(drawn.test, study.held) and np.array_equal(drawn.inside, study.fit)
+    assert np.array_equal(np.sort(drawn.shuffled), drawn.test)
+
+
+def test_svm_verdicts_on_an_exact_extrapolation():
+    X = _growing(N=300, T=6, loc=10.0)
+    study = HeldOutBases.split(X, first=2, seed=0)
+    curves = svm_by_tau(study, study.held, [1, 2], seed=0, C=1.0)
+    assert np.all(curves["Eq. 1"] <= 0.55)  # identical sets: nothing to learn
+    assert np.all(curves["naive x(t)"] > 0.9)  # the mean moves by 30% a layer
+    same = svm_true_vs_true(study, np.random.default_rng(0).permutation(study.held), [1])
+    assert 0.3 < same[0] < 0.7
+    verdicts = repeated_svm(study, study.starts(2, last=3), 2, n_seeds=2, n_svm=100)
+    tau1, far = verdicts["svm_extrapolated_tau1"], verdicts["svm_extrapolated_tau_max"]
+    assert tau1.n == 2 and far.value <= 0.55 and len(verdicts) == 6
+    assert np.isclose(verdicts["svm_extrapolated_growth"].value, far.value - tau1.value)
+    once = repeated_svm(study, np.array([2]), 2, n_seeds=1, n_svm=100, seed=3)
+    scored = np.sort(np.random.default_rng(3).choice(study.held, size=100, replace=False))
+    for key, against in (("svm_extrapolated_tau_max", "Eq. 1"), ("svm_cloud_tau_max", "cloud")):
+        assert once[key].value == study.svm(scored, 2, 2, against, seed=3)

@@ -5,10 +5,12 @@ from scipy import stats
 
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import residuals
-from lotlib.lines_of_thought.residuals import (coordinate_moments, fit_accumulated, fit_laws, fit_variance,
-                                               mean_abs_offdiagonal, offdiagonal_correlation, pair_mask, pair_statistics,
-                                               percentile_estimate, resampled_pairs, residual_coordinates,
-                                               shuffled_pilots, singular_coordinates)
+from lotlib.lines_of_thought.residuals import (PairLayers, coordinate_moments, fit_accumulated, fit_laws,
+                                               fit_variance, gaussian_reference, heavy_share_z, law_subset_table,
+                                               law_subsets, offdiagonal_correlation, pair_mask, pair_statistics,
+                                               percentile_estimate, resampled_pairs, residual_consistency,
+                                               residual_coordinates, residual_nulls, shuffled_pilots,
+                                               singular_coordinates, tau1_variances)
 
 
 def _gaussian_layers(N=4000, T=4, D=6, seed=0):
@@ -87,15 +89,6 @@ def test_variance_fit_recovers_alpha_and_lambda_under_both_conventions():
     departure_dependent = np.log(alpha) + lam * s - 0.3 * t  # depends on t as well as t + tau
     assert fit_variance(departure_dependent, mask)["arrival_r2"] < 0.9
     assert pair_mask(5, 2, 3).sum() == 1 and pair_mask(5, 0, 4).sum() == 10
-
-
-def test_offdiagonal_correlation():
-    rng = np.random.default_rng(5)
-    N = 2000
-    independent = rng.normal(size=(N, 20))
-    assert abs(mean_abs_offdiagonal(independent) - np.sqrt(2 / (np.pi * N))) < 0.005
-    shared = independent + 2.0 * rng.normal(size=(N, 1))
-    assert mean_abs_offdiagonal(shared) > 0.7
 
 
 def test_resampled_pairs_match_the_direct_statistics_of_each_resample():
@@ -199,3 +192,57 @@ def test_percentile_estimate_of_resampled_values():
     assert (estimate.value, estimate.n, estimate.unit, estimate.method) == (0.5, 40, "pilots", "bootstrap")
     assert estimate.lo == pytest.approx(0.025) and estimate.hi == pytest.approx(0.975)
     assert np.isnan(percentile_estimate([1.0, np.nan], 5, unit="pilots").lo)
+
+
+def _walk(N=80, T=9, D=12, seed=0):
+    rng = np.random.default_rng(seed)
+    return (np.cumsum(rng.normal(size=(N, T, D)), axis=1) + 3).astype(np.float32)
+
+
+def test_pair_layers_split_the_pairs():
+    pairs = PairLayers.of(8, "test", early_layers=3)
+    assert (pairs.fit_last, pairs.t_pdf, pairs.T) == (8, 4, 9)
+    assert np.array_equal(pairs.early | pairs.late, pairs.all) and not (pairs.early & pairs.late).any()
+    assert pairs.all.sum() == 28 and pairs.late.sum() == pair_mask(9, 3, 8).sum()
+    assert set(pairs.subsets()) == {"default", "all", "no_last", "no_early", "no_both"}
+
+
+def test_residual_nulls_summaries_against_direct_computations():
+    X = _walk()
+    U, S = align_bases(*ensemble_svd(X))
+    pairs = PairLayers.of(8, "test")
+    nulls = residual_nulls(X, U, S, pairs, n_boot=10, seed=0)
+    laws = nulls.laws()
+    values = nulls.claim_values(laws)
+    assert len(values) == 36
+    model = nulls.resampled["model"]
+    offset = np.sqrt(max(np.mean(model.offset[0][pairs.all]), 0.0))
+    assert np.isclose(values["mean_offset"].value, offset)
+    rho = np.log(model.trace[0] / model.spread[0][None, :])
+    one = np.exp(np.mean([rho[t, t + 1] for t in range(1, 8)]))
+    assert np.isclose(nulls.rho_by_tau()["1"], one)
+    direct = offdiagonal_correlation(residuals(X, U, S, pairs.t_pdf, 1), np.ones((1, 80)))[0]
+    assert np.isclose(values["offdiag_corr_raw"].value, direct)
+    assert nulls.law_table(laws).shape == (9, 3)
+    # the structureless cloud lands about as far as a map that knows nothing: rho ~ 2
+    assert 1.5 < values["alpha_relative_cloud"].value < 2.5 > values["alpha_relative"].value
+
+
+def test_subset_fits_variances_and_consistency():
+    X = _walk()
+    U, S = align_bases(*ensemble_svd(X))
+    pairs = PairLayers.of(8, "test")
+    Y = singular_coordinates(X, U)
+    st = pair_statistics(Y, S, pairs.layers, progress=False)
+    fits = law_subsets(st, pairs)
+    assert fits["log_mean", "default"] == fit_variance(st.log_mean_var(), pairs.fit)
+    assert law_subset_table(fits, pairs).shape == (10, 6)
+    var, decades = tau1_variances(st, pairs)
+    np.testing.assert_array_equal(var[2], st.var[3, 4])
+    assert decades > 0
+    w, consistency = residual_consistency(X, Y, U, S, 4)
+    assert w.shape == (80, 12) and consistency < 1e-4
+    heavy, rest = heavy_share_z(st, pairs.all)
+    assert heavy >= 0 and rest >= 0
+    z, kurt = gaussian_reference(4000, 50)
+    assert abs(z - np.sqrt(2 / (np.pi * 4000))) < 0.003 and kurt < 0.1

@@ -117,3 +117,46 @@ def test_propagated_truncation_runs_on_a_half_precision_model(tiny_llama_dir):
     out = propagated_truncation(model, ids[:4], U, [2, D], top=3, batch_size=4, progress=False)
     assert np.isfinite(out.kl).all() and (out.kl >= 0).all()
     assert out.overlap.shape == (2, 4) and out.overlap.max() <= 3
+
+
+def test_truncation_grid_and_random_directions():
+    from lotlib.lines_of_thought.truncation import random_orthonormal, truncation_grid
+
+    assert truncation_grid(64) == [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64]
+    Q = random_orthonormal(8, seed=3)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(8), atol=1e-12)
+
+
+def test_truncation_criteria_and_summary_on_known_scores():
+    from lotlib.lines_of_thought.truncation import Truncation, truncation_criteria, truncation_summary
+
+    ks = [1, 2, 4, 8, 16]  # d = 16, d/4 = 4
+    kl_curve = np.array([10.0, 5.0, 2.0, 0.5, 0.0])
+    result = Truncation(ks, np.tile(kl_curve[:, None], (1, 6)), np.tile(np.arange(5.0)[:, None], (1, 6)), 5)
+    found = truncation_criteria(result, 16, n_boot=50)
+    assert found["kl_drop"].value == pytest.approx(0.2)
+    assert found["kl_quarter_d"].value == pytest.approx(2.0)
+    assert found["overlap_quarter_d"].value == pytest.approx(2.0)
+    assert found["k0_over_d"].value == pytest.approx(8 / 16)  # the first K with KL <= 0.1 x KL(1)
+    random = truncation_criteria(Truncation([1, 4], result.kl[[0, 2]], result.overlap[[0, 2]], 5), 16, k0=False)
+    assert "k0_over_d" not in random and random["kl_drop"].value == pytest.approx(0.2)
+    summary = truncation_summary({"last layer": result}, {"last layer": found}, random)
+    assert summary["kl_every_layer_mean"] is None
+    np.testing.assert_allclose(summary["kl_last_layer_mean"], kl_curve)
+    assert summary["k0_over_d_last_layer"] is found["k0_over_d"]
+    assert summary["kl_drop_random_directions"] is random["kl_drop"]
+
+
+def test_truncation_protocols_run_both_readings(tiny):
+    from lotlib.lines_of_thought.truncation import truncation_protocols
+
+    model, ids, X = tiny
+    U, _ = ensemble_svd(X)
+    D = X.shape[2]
+    picked, sub = np.arange(10), np.arange(3)
+    both = truncation_protocols(model, ids, X[:, -1], U, [1, D], picked, sub)
+    np.testing.assert_allclose(
+        both["last layer"].kl, truncation_scores(model.view, X[picked, -1], U[-1], [1, D], progress=False).kl
+    )
+    assert both["every layer"].kl.shape == (2, 3)
+    assert list(truncation_protocols(model, ids, X[:, -1], U, [1, D], picked, sub[:1])) == ["last layer"]
