@@ -32,77 +32,68 @@
 # is started again, a run that fails records its error and the others go on, and the shared trajectory
 # cache is locked so that two runs never compute the same entry twice.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the model every run uses (the book's model)
-device: str = (
-    "auto"  # where the model runs: auto (a GPU when there is one), cpu, cuda, mps
-)
+device: str = "auto"  # where the model runs: auto, cpu, cuda, mps
 dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
 chapter: str = "c2_travel_full_space"  # the chapter to sweep (a name in notebooks/)
 grid: dict = {"n_k": [10, 25, 50], "seed": [0, 1, 2]}  # swept parameters
 base: dict = {"n_sentences": 32, "n_boot": 500}  # fixed parameters of every run
 y: str = "trip_difference"  # the summary value to plot
 x: str = "n_k"  # the swept parameter on the x axis
-hue: "str | None" = None  # a swept parameter drawn as separate lines (None: one line, a band over the rest)
+hue: "str | None" = (
+    None  # a swept parameter drawn as lines (None: a band over the rest)
+)
 workers: int = 2  # parallel worker processes
 out: str = "sweep-demo"  # sweep folder, beside this executed notebook
 
-# %% tags=["remove-input"]
-import matplotlib.pyplot as plt
-from IPython.display import HTML
-
+# %% tags=["hide-input"]
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.summary import record
-from lotlib.book.sweep import run_sweep
+from lotlib.book.summary import glue, record
+from lotlib.book.sweep import run_sweep, sweep_summary
 
 plots.apply_theme()
-source = project_root() / "notebooks" / f"{chapter}.py"
-table = run_sweep(
-    source,
-    grid,
-    out,
-    base={**base, "model": model, "device": device, "dtype": dtype},
-    workers=workers,
-)
-counts = table["status"].value_counts().to_dict()
-print(
-    f"{len(table)} runs of {chapter} on {model}: {counts}; results in {out}/results.csv"
-)
+
+# %% [markdown]
+# The sweep is one call: the chapter's source, the grid, the folder, and the parameters every run shares.
+# Each run is a real execution of the chapter by papermill, in its own folder; its values are read from its
+# executed notebook, never from a file another run could have written.
 
 # %%
-values = plots.sweep_values(table[y])
-HTML(
-    table.assign(**{y: values})[["status", *grid, y]].to_html(
-        index=False, float_format=lambda v: f"{v:.4g}"
-    )
-)
+source = project_root() / "notebooks" / f"{chapter}.py"
+common = {**base, "model": model, "device": device, "dtype": dtype}
+table = run_sweep(source, grid, out, base=common, workers=workers)
+table[["status", *grid, y]]
+
+# %% [markdown]
+# One row per run: whether it finished, the swept parameters it ran with, and the value it recorded (the
+# full table, `results.csv`, has every recorded value, an Estimate as three columns: value, `_lo`, `_hi`).
+# A run is named by its parameters, so the same grid started again finds its finished runs and skips them;
+# a changed chapter, parameter or lotlib module makes a run stale, and it runs again.
+#
+# {glue:text}`runs` runs of {glue:text}`chapter` on {glue:text}`model`: {glue:text}`runs_ok` finished,
+# {glue:text}`runs_failed` failed; their executed notebooks and `results.csv` are in the folder
+# {glue:text}`out` beside this page's notebook. A failed run would show its error in the table and leave
+# the others standing; started again, the sweep would run only what did not finish.
 
 # %%
 plots.sweep_plot(table, y, x, hue)
-plt.show()
-ok = table[table["status"] == "ok"].assign(**{y: values})
-means = ok.groupby(x)[y].mean()
-spread = ok.groupby(x)[y].std()
-print(
-    f"{y} by {x} (mean ± standard deviation over the other swept parameters): "
-    + ", ".join(
-        f"{k}: {m:.4g} ± {s:.2g}" for k, m, s in zip(means.index, means, spread)
-    )
-)
+# %% tags=["remove-input"]
+values, by_x = sweep_summary(table, x, y)
+glue("chapter", chapter), glue("model", model), glue("out", out), glue("by_x", by_x)
+record(values)
 
 # %% [markdown]
+# The figure is `lotlib.plots.sweep_plot`, seaborn's line with its 95% band over repeated runs; the command
+# line draws the same with `--plot VALUE`.
+#
 # **What to notice.** Each point is the mean of the runs that share an x value (one executed notebook each)
 # and the band its 95% confidence interval over those runs, here the seeds, which choose the pseudo-sentences
 # a run reads. Where the bands of two x values overlap, the sweep cannot tell the settings apart at this
-# size; the printed means and spreads are the figure's numbers.
-
-# %%
-record(
-    {
-        "runs": len(table),
-        "runs_ok": counts.get("ok", 0),
-        "runs_failed": counts.get("failed", 0),
-        **{f"{y}_at_{x}_{k}": v for k, v in means.items()},
-    }
-)
+# size. The means and standard deviations over the other swept parameters, by x: {glue:text}`by_x`.
+#
+# **Going further.** The grid may name any parameter of the chapter, the model included, and several at
+# once: the runs are the cartesian product. On one machine the runs share its cores through the worker
+# pool; with `--scheduler` they go to a Dask cluster, and the trajectory cache (locked, keyed by the model,
+# its dtype and the corpus) is shared so that no two runs compute the same forward pass.

@@ -63,17 +63,18 @@ for _logger in ("papermill", "papermill.translators"):
 def project_root(start: Path | None = None) -> Path:
     """The folder holding `book/_config.yml` and `notebooks/`: in a notebook run by the pipeline, the project
     of the notebook's source (its kernel's LOTLIB_PROJECT, wherever the output goes); otherwise searched
-    upward from `start` (cwd)."""
+    upward from `start`, or from the working folder and then from the checkout lotlib is imported from (a
+    chapter opened by hand elsewhere)."""
     if start is None and os.environ.get(PROJECT_VARIABLE):
         return Path(os.environ[PROJECT_VARIABLE])
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "book" / "_config.yml").exists() and (
-            folder / "notebooks"
-        ).is_dir():
-            return folder
+    starts = [start] if start is not None else [Path.cwd(), Path(__file__)]
+    for here in (Path(s).resolve() for s in starts):
+        for folder in (here, *here.parents):
+            book, notebooks = folder / "book" / "_config.yml", folder / "notebooks"
+            if book.exists() and notebooks.is_dir():
+                return folder
     raise FileNotFoundError(
-        f"no lotlib project (book/_config.yml and notebooks/) in {here} or above; "
+        f"no lotlib project (book/_config.yml and notebooks/) in {starts[0]} or above; "
         f"run from the project folder"
     )
 

@@ -323,15 +323,10 @@ def headline(table: pd.DataFrame) -> pd.DataFrame:
 def chapter_claims(
     notebook: str, claims_folder: str | Path | None = None
 ) -> list[dict]:
-    """The claims of one chapter, from `claims_folder`; by default `book/claims` of the project running it (the
-    run's, or the one above the working folder), else of the checkout lotlib is imported from (a chapter opened
-    by hand elsewhere)."""
+    """The claims of one chapter, from `claims_folder`; by default `book/claims` of the project running it
+    (`project_root`)."""
     if claims_folder is None:
-        try:
-            root = project_root()
-        except FileNotFoundError:
-            root = project_root(Path(__file__))
-        claims_folder = root / "book" / "claims"
+        claims_folder = project_root() / "book" / "claims"
     return load_claims(claims_folder, notebook)
 
 

@@ -228,6 +228,27 @@ def _flat(values: dict) -> dict:
     return out
 
 
+def sweep_summary(table: pd.DataFrame, x: str, y: str) -> tuple[dict, str]:
+    """What a sweep's page records: the runs (all, ok, failed) and the mean of value `y` (numbers, see
+    `lotlib.plots.sweep_values`) at each value of swept parameter `x` over the runs that are ok; and the same
+    means with their standard deviations over the other swept parameters, as one line of text."""
+    from ..plots import sweep_values
+
+    counts = table["status"].value_counts()
+    ok = table[table["status"] == "ok"].assign(**{y: sweep_values(table[y])})
+    means, spread = ok.groupby(x)[y].mean(), ok.groupby(x)[y].std()
+    values = {
+        "runs": len(table),
+        "runs_ok": int(counts.get("ok", 0)),
+        "runs_failed": int(counts.get("failed", 0)),
+        **{f"{y}_at_{x}_{k}": float(v) for k, v in means.items()},
+    }
+    text = ", ".join(
+        f"{k}: {m:.4g} ± {s:.2g}" for k, m, s in zip(means.index, means, spread)
+    )
+    return values, text
+
+
 def results_table(out: Path, folders: dict[str, dict], notebook: str) -> pd.DataFrame:
     """One row per run: its parameters, status (and error), and, for a run that is ok, every value its
     executed notebook recorded, read from the notebook itself (an Estimate gives three columns: the value,

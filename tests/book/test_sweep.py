@@ -13,8 +13,6 @@ from lotlib.book.workers import Run, execute
 
 from ..conftest import ROOT
 
-pytestmark = pytest.mark.slow  # notebooks executed by papermill
-
 NOTEBOOK = '''# %% tags=["parameters"]
 n = 1
 scale = 0.5
@@ -70,6 +68,7 @@ def test_bad_grids_fail_before_anything_runs(notebook):
         validate_grid(read_spec(ROOT / "notebooks" / "b1_lines_of_thought.py"), {"n_s": ["abc"]})
 
 
+@pytest.mark.slow
 def test_failed_and_killed_runs_are_recorded_and_the_others_go_on(notebook, tmp_path):
     out = tmp_path / "sweep"
     grid = {"n": [1, 2, 3], "label": ["fail"]}
@@ -90,6 +89,7 @@ def test_failed_and_killed_runs_are_recorded_and_the_others_go_on(notebook, tmp_
     assert list(again.set_index("n")["status"]) == ["ok", "failed", "failed"]
 
 
+@pytest.mark.slow
 def test_runs_in_threads_of_one_process_keep_their_own_summaries(notebook, tmp_path):
     runs = [{"n": n, "scale": 0.5, "label": "a"} for n in (1, 4, 5, 6)]
     statuses = {}
@@ -109,6 +109,7 @@ def test_runs_in_threads_of_one_process_keep_their_own_summaries(notebook, tmp_p
         assert summary["values"]["ran_n"] == p["n"] and summary["parameters"]["n"] == p["n"]
 
 
+@pytest.mark.slow
 def test_dask_sweep_on_multi_thread_workers_equals_the_serial_sweep(notebook, tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
     serial = tmp_path / "serial"
@@ -127,6 +128,7 @@ def test_dask_sweep_on_multi_thread_workers_equals_the_serial_sweep(notebook, tm
     assert "it takes: n" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_dask_task_whose_worker_dies_is_a_failed_run(notebook, tmp_path):
     distributed = pytest.importorskip("distributed")
     import dask
@@ -148,3 +150,14 @@ def test_estimates_become_value_and_interval_columns():
 
     flat = _flat({"k90": Estimate(0.2, 0.1, 0.3, 50, "pilots").to_json(), "n_s": 40})
     assert flat == {"k90": 0.2, "k90_lo": 0.1, "k90_hi": 0.3, "n_s": 40}
+
+
+def test_a_sweep_page_records_its_runs_and_the_means_by_x():
+    from lotlib.book.sweep import sweep_summary
+    from lotlib.intervals import Estimate
+
+    table = pd.DataFrame({"status": ["ok", "ok", "ok", "failed"], "n_k": [10, 10, 50, 50],
+                          "y": [Estimate(1.0, 0.9, 1.1, 8, "s").to_json(), 3.0, 5.0, None]})
+    values, text = sweep_summary(table, "n_k", "y")
+    assert values == {"runs": 4, "runs_ok": 3, "runs_failed": 1, "y_at_n_k_10": 2.0, "y_at_n_k_50": 5.0}
+    assert text.startswith("10: 2 ± 1.4, 50: 5 ± ")  # the failed run is left out; one run has no spread
