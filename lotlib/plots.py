@@ -15,7 +15,6 @@ import plotly.graph_objects as go
 from matplotlib import cm, colors
 
 
-
 THEME = {
     "context": "notebook",
     "style": "whitegrid",
