@@ -51,7 +51,7 @@ def residuals(
 
 
 def basis_angles(U: np.ndarray, i: int) -> np.ndarray:
-    """Angle in degrees between singular vector i at every pair of layers, arccos|u_i(t1).u_i(t2)|: `(T, T)`.
+    """Angle in degrees between singular vector i at every pair of layers, arccos`|u_i(t1).u_i(t2)|`: `(T, T)`.
 
     U `(T, D, k)` aligned; 0 on the diagonal, 90 for orthogonal directions.
     """

@@ -12,13 +12,19 @@ exactly over each step), vectorized over all trajectories, looping over time ste
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 from scipy.interpolate import CubicSpline
 from scipy.linalg import schur
 from threadpoolctl import threadpool_limits
+
+if TYPE_CHECKING:
+    from ..intervals import Estimate
 
 NoiseRate = Callable[
     [float], float
@@ -227,11 +233,6 @@ def exponential_noise(alpha: float, lam: float) -> NoiseRate:
     return lambda t: alpha * lam * np.exp(lam * t)
 
 
-def constant_noise(rate: float) -> NoiseRate:
-    """B(t)^2 = rate at every t."""
-    return lambda t: rate
-
-
 def matched_noise(steps: Steps, variance: Callable[[int], float]) -> NoiseRate:
     """A noise rate constant over each layer, chosen so that the noise accumulated since the first step and
     carried by the steps' linear maps has mean variance per coordinate `variance(s)` at every integer layer s
@@ -309,7 +310,7 @@ def covariance_distance(
     Z: np.ndarray | None = None,
     fixed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Relative Frobenius distance || Cov(Z) + fixed - Cov(T) || / || Cov(T) || between the covariances of the
+    """Relative Frobenius distance `|| Cov(Z) + fixed - Cov(T) ||` / `|| Cov(T) ||` between the covariances of the
     distributions behind the paired rows of T `(n, D)` and Z `(n, D)`, for each row of `weights` `(B, n)` (a
     bootstrap of the pilots: row b counts how many times each pilot is drawn): `(B,)`.
 
@@ -344,7 +345,7 @@ def energy_distance(
     A: np.ndarray, B: np.ndarray, n: int = 1000, seed: int = 0
 ) -> float:
     """Energy distance between the samples A `(n_a, D)` and B `(n_b, D)`, each subsampled to at most n
-    rows (seeded): 2 E|a - b| - E|a - a'| - E|b - b'| (within-sample means exclude the diagonal).
+    rows (seeded): `2 E|a - b| - E|a - a'| - E|b - b'|` (within-sample means exclude the diagonal).
     Zero when the two distributions are equal; same units as the states."""
     rng = np.random.default_rng(seed)
     A, B = (
@@ -370,3 +371,522 @@ def energy_distance(
         - mean_distance(A, A, True)
         - mean_distance(B, B, True)
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# the model fitted on a share of the pilots and scored on the others (chapter B5)
+
+
+@dataclass
+class HeldOutLangevin:
+    """Eq. 3 fitted on the pilots `fitted` of X `(N, L+1, D)` and scored on the pilots `held`: aligned U
+    `(L+1, D, D)`, S `(L+1, D)` of the fitted pilots, the flow and the steps `plan` from t0 over `n_layers`,
+    the noise law (`law`: Eq. 2, `accumulated`: the paper's rate started at the departure layer, each a dict of
+    alpha, lambda, r2), the noise rates by name ("eq2", "paper", "constant") and the covariance each
+    accumulates from zero, `noise_cov[name]` `(n_layers + 1, D, D)` (also "noiseless"). `noise` names the
+    simulated rate."""
+
+    X: np.ndarray
+    held: np.ndarray
+    fitted: np.ndarray
+    U: np.ndarray
+    S: np.ndarray
+    t0: int
+    n_layers: int
+    flow: Flow
+    plan: Steps
+    law: dict
+    accumulated: dict
+    rates: dict[str, NoiseRate]
+    noise_cov: dict[str, np.ndarray]
+    noise: str
+
+    @property
+    def D(self) -> int:
+        return self.X.shape[2]
+
+    @property
+    def layers(self) -> np.ndarray:
+        """The block outputs 1..L."""
+        return np.arange(1, self.X.shape[1])
+
+    @property
+    def arrivals(self) -> np.ndarray:
+        """t0, ..., t0 + n_layers."""
+        return np.arange(self.t0, self.t0 + self.n_layers + 1)
+
+    @property
+    def truth(self) -> np.ndarray:
+        """The held-out pilots' true states at the arrivals: `(n_h, n_layers + 1, D)` float64."""
+        return self.X[self.held][:, self.arrivals].astype(np.float64)
+
+    @property
+    def other(self) -> str:
+        """The noise rate not simulated ("paper" or "eq2")."""
+        return "paper" if self.noise == "eq2" else "eq2"
+
+    def eq2_variance(self, s) -> float:
+        """Eq. 2: the residual's variance per coordinate at arrival layer s, alpha e^(lambda s)."""
+        return self.law["alpha"] * np.exp(self.law["lambda"] * s)
+
+    def top_directions(self, t: int, k: int = 4) -> np.ndarray:
+        """u1..uk of the fitted pilots at layer t (the largest singular values): `(D, k)`."""
+        return self.U[t][:, np.argsort(self.S[t])[::-1][:k]]
+
+    def sigma_zero_crossings(self) -> int:
+        """How many singular values a spline of sigma (the authors') takes through zero on [t0, t0 + n_layers]."""
+        spline = sigma_spline(self.S, self.layers, log=False)
+        return spline.zero_crossings(self.t0, self.t0 + self.n_layers)
+
+    def summary(self) -> dict:
+        """The split, the noise law, the rates and the flow's corrections, under the chapter's summary keys."""
+        lam, L, rates = self.law["lambda"], self.X.shape[1] - 1, self.rate_table()
+        return {
+            "n_fitted": len(self.fitted),
+            "n_held_out": len(self.held),
+            "n_layers": L,
+            "d_model": self.D,
+            "t_start": self.t0,
+            "layers_simulated": self.n_layers,
+            "noise": self.noise,
+            "alpha": self.law["alpha"],
+            "lambda": lam,
+            "lambda_L": lam * L,
+            "r2_eq2": self.law["r2"],
+            "r2_accumulated": self.accumulated["r2"],
+            "paper_rate_share_first_layer": float(1 - np.exp(-lam)),
+            "rate_eq2_by_layer": rates["eq2"].tolist(),
+            "rate_paper_by_layer": rates["paper"].tolist(),
+            "flipped_layers": sum(c is not None for c in self.flow.flipped.values()),
+            "sigma_spline_zero_crossings": self.sigma_zero_crossings(),
+        }
+
+    def rate_table(self) -> pd.DataFrame:
+        """The rate B^2 of every noise over each simulated layer [t, t+1]."""
+        return pd.DataFrame(
+            {
+                name: [float(r(t)) for t in self.arrivals[:-1]]
+                for name, r in self.rates.items()
+            },
+            index=pd.Index(
+                [f"[{t}, {t + 1}]" for t in self.arrivals[:-1]], name="layer"
+            ),
+        )
+
+    def turn_table(self) -> pd.DataFrame:
+        """Median and largest turn angle (degrees) of the rotation between consecutive bases, per interval."""
+        return pd.DataFrame(
+            {
+                "median turn (deg)": [
+                    np.degrees(np.median(np.abs(r.theta)))
+                    for r in self.flow.rotations.values()
+                ],
+                "largest turn (deg)": [
+                    np.degrees(np.max(np.abs(r.theta)))
+                    for r in self.flow.rotations.values()
+                ],
+            },
+            index=pd.Index(
+                [f"[{t}, {t + 1}]" for t in self.flow.rotations], name="interval"
+            ),
+        ).round(1)
+
+
+def split_pilots(
+    n: int, held_out: float, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded split of `n` pilots: (held, fitted) sorted indices, a share `held_out` held."""
+    split = np.random.default_rng(seed).permutation(n)
+    cut = round(held_out * n)
+    return np.sort(split[:cut]), np.sort(split[cut:])
+
+
+def held_out_langevin(
+    X: np.ndarray,
+    t_start,
+    n_layers: int,
+    *,
+    held_out: float = 0.25,
+    dt: float = 0.1,
+    scheme: str = "euler",
+    log_spline: bool = True,
+    noise: str = "eq2",
+    noise_convention: str = "log_mean",
+    seed: int = 0,
+    model: str = "the model",
+) -> HeldOutLangevin:
+    """Fit Eq. 3 on a share 1 - `held_out` of the pilots of X `(N, L+1, D)` (seeded split): aligned full bases,
+    the noise law of B4 over all pairs of layers 1..L, the flow and steps from t0 (`t_start`, None: L // 2)
+    over `n_layers`, and the noise rates: "eq2" (`matched_noise` to Eq. 2), "paper" (alpha lambda e^(lambda t))
+    and "constant" (the simulated noise's final variance, injected evenly). Raises ParameterError on bounds."""
+    from ..models.bounds import ParameterError, layer_index
+    from .ensemble import align_bases, ensemble_svd
+    from .residuals import (
+        fit_accumulated,
+        fit_variance,
+        pair_mask,
+        pair_statistics,
+        singular_coordinates,
+    )
+
+    N, T, D = X.shape
+    L = T - 1
+    t0 = L // 2 if t_start is None else layer_index(t_start, L, "t_start", model)
+    if not 1 <= n_layers <= L - t0:
+        raise ParameterError(
+            f"parameter n_layers = {n_layers}: from t_start = {t0}, {model} (L = {L}) allows 1..{L - t0}"
+        )
+    held, fitted = split_pilots(N, held_out, seed)
+    if len(fitted) < D or len(held) < 2:
+        raise ParameterError(
+            f"parameter held_out = {held_out}: {len(fitted)} pilots to fit and {len(held)} held out of {N}; "
+            f"the full-space drift needs at least D = {D} to fit: raise n_s or lower held_out"
+        )
+    U, S = align_bases(*ensemble_svd(X[fitted]))
+    layers = np.arange(1, T)
+    st = pair_statistics(singular_coordinates(X[fitted], U), S, layers)
+    log_var = st.log_mean_var() if noise_convention == "log_mean" else st.mean_log_var()
+    pairs = pair_mask(T, 1, L)
+    fit, accumulated = fit_variance(log_var, pairs), fit_accumulated(log_var, pairs)
+    flow = langevin_flow(
+        U, S, layers, intervals=range(t0, t0 + n_layers), log=log_spline
+    )
+    plan = steps(flow, t0, n_layers, dt, scheme)
+    sde = HeldOutLangevin(
+        X, held, fitted, U, S, t0, n_layers, flow, plan, fit, accumulated, {}, {}, noise
+    )
+    sde.rates = {
+        "eq2": matched_noise(plan, sde.eq2_variance),
+        "paper": exponential_noise(fit["alpha"], fit["lambda"]),
+    }
+    zero = (np.zeros(D), np.zeros((D, D)))
+    sde.noise_cov = {name: moments(*zero, plan, r)[1] for name, r in sde.rates.items()}
+    unit = moments(*zero, plan, lambda t: 1.0)[1]
+    flat = float(np.trace(sde.noise_cov[noise][-1]) / np.trace(unit[-1]))
+    sde.rates["constant"], sde.noise_cov["constant"] = (
+        (lambda t: flat),
+        flat * unit,
+    )
+    sde.noise_cov["noiseless"] = np.zeros_like(unit)
+    return sde
+
+
+def predictions(
+    model: HeldOutLangevin, n_samples: int, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """The held-out ensemble at t0..t0 + n_layers predicted from its own states at t0, by name, each
+    `(n_h, samples, n_layers + 1, D)`: the Langevin simulation with the chosen noise and with the other one,
+    the same drift with constant-variance noise, and the noiseless linear map (Eq. 1, one sample)."""
+    X0 = model.X[model.held, model.t0]
+    run = lambda name: simulate(X0, model.plan, model.rates[name], n_samples, seed=seed)
+    return {
+        f"Langevin (noise {model.noise})": run(model.noise),
+        f"Langevin (noise {model.other})": run(model.other),
+        "constant-variance noise": run("constant"),
+        "noiseless linear map (Eq. 1)": noiseless_map(model)[:, None],
+    }
+
+
+def noiseless_map(model: HeldOutLangevin) -> np.ndarray:
+    """Eq. 1 from t0 with the fitted bases, on the held-out pilots: `(n_h, n_layers + 1, D)`."""
+    from .extrapolation import extrapolate
+
+    Xh, t0 = model.X[model.held], model.t0
+    return np.stack(
+        [
+            extrapolate(Xh, model.U, model.S, t0, tau)
+            for tau in range(model.n_layers + 1)
+        ],
+        axis=1,
+    )
+
+
+def scheme_error(model: HeldOutLangevin) -> float:
+    """Median relative difference at t0 + n_layers between the noiseless scheme and Eq. 1 on the held-out pilots."""
+    drift = simulate(model.X[model.held, model.t0], model.plan, lambda t: 0.0)[:, 0, -1]
+    eq1 = noiseless_map(model)[:, -1]
+    return float(
+        np.median(np.linalg.norm(drift - eq1, axis=-1) / np.linalg.norm(eq1, axis=-1))
+    )
+
+
+def total_variance(Z: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Total variance of the pooled samples of the pilots Z `(n, samples, f)` for each row of `weights` `(B, n)`
+    (how many times each pilot is drawn, with all its samples): `(B,)`."""
+    count = weights.sum(1) * Z.shape[1]
+    mean = weights @ Z.sum(1) / count[:, None]
+    return weights @ np.sum(Z**2, axis=(1, 2)) / count - np.sum(mean**2, 1)
+
+
+def variance_ratios(
+    model: HeldOutLangevin, predicted: dict[str, np.ndarray], n_boot: int, seed: int = 0
+) -> dict[str, dict[str, Estimate]]:
+    """Total variance of each prediction `(n_h, samples, n_layers + 1, D)` at t0 + n_layers over the true held-out
+    ensemble's, along u1..u4 of that layer and in all D, with percentile intervals over the held-out pilots."""
+    from .null_tests import resampling_weights
+    from .residuals import percentile_estimate
+
+    boot = resampling_weights(len(model.held), n_boot, seed)
+    true, basis = model.truth[:, -1], model.top_directions(model.t0 + model.n_layers)
+
+    def ratio(Z: np.ndarray, B: np.ndarray | None) -> Estimate:
+        sim, tr = Z[:, :, -1].astype(np.float64), true
+        if B is not None:
+            sim, tr = sim @ B, tr @ B
+        values = total_variance(sim, boot) / total_variance(tr[:, None], boot)
+        return percentile_estimate(values, len(model.held), unit="held-out pilots")
+
+    return {
+        name: {"u1..u4": ratio(Z, basis), "all D": ratio(Z, None)}
+        for name, Z in predicted.items()
+    }
+
+
+def residual_shares(model: HeldOutLangevin) -> pd.DataFrame:
+    """tr Cov(x~, w) / tr Cov(w) for Eq. 1 from t0 over tau = 1..n_layers (x~ the extrapolation, w the residual),
+    on the fitted and on the held-out pilots: 0 for noise independent of the state, -1/2 when the map already
+    has the right spread."""
+    from .extrapolation import extrapolate
+
+    def share(Z: np.ndarray, tau: int) -> float:
+        tilde = extrapolate(Z, model.U, model.S, model.t0, tau)
+        w = Z[:, model.t0 + tau].astype(np.float64) - tilde
+        tc, wc = tilde - tilde.mean(0), w - w.mean(0)
+        return float(np.sum(tc * wc) / np.sum(wc**2))
+
+    taus = range(1, model.n_layers + 1)
+    return pd.DataFrame(
+        {
+            name: [share(model.X[rows], tau) for tau in taus]
+            for name, rows in (("fitted", model.fitted), ("held out", model.held))
+        },
+        index=pd.Index(list(taus), name="τ"),
+    )
+
+
+ENERGY_COLUMNS = {
+    "constant": "constant-variance noise",
+    "linear": "noiseless linear map (Eq. 1)",
+    "floor": "floor (two halves of the truth)",
+}
+
+
+def energy_distances(
+    model: HeldOutLangevin, n_samples: int, n_distance: int, n_seeds: int, seed: int = 0
+) -> pd.DataFrame:
+    """Energy distance in the full space between the true held-out ensemble at each layer t0 + tau and: the
+    Langevin simulation, the constant-variance noise, the noiseless linear map, and a second half of the truth
+    (the floor); with the ensemble's scale, the mean `|x - x'|` (300 points). One row per seed and layer; each seed
+    draws new noise, subsamples and halves."""
+    X0 = model.X[model.held, model.t0]
+    noiseless = noiseless_map(model)
+    truth, rows = model.truth, []
+    for run in range(n_seeds):
+        rng = np.random.default_rng(seed + run)
+        distance = partial(energy_distance, n=n_distance, seed=seed + run)
+        sims = {
+            f"Langevin (noise {model.noise})": simulate(
+                X0, model.plan, model.rates[model.noise], n_samples, seed=seed + run
+            ),
+            ENERGY_COLUMNS["constant"]: simulate(
+                X0, model.plan, model.rates["constant"], n_samples, seed=seed + run
+            ),
+        }
+        for tau in range(1, model.n_layers + 1):
+            true = truth[:, tau]
+            halves = np.array_split(rng.permutation(len(true)), 2)
+            row = {
+                name: distance(Z[:, :, tau].reshape(-1, model.D), true)
+                for name, Z in sims.items()
+            }
+            row[ENERGY_COLUMNS["linear"]] = distance(noiseless[:, tau], true)
+            row[ENERGY_COLUMNS["floor"]] = distance(true[halves[0]], true[halves[1]])
+            few = true[rng.choice(len(true), size=min(300, len(true)), replace=False)]
+            row["scale"] = float(
+                np.mean(np.linalg.norm(few[:, None] - few[None], axis=-1))
+            )
+            rows.append({"seed": run, "layer t": int(model.t0 + tau), **row})
+    return pd.DataFrame(rows)
+
+
+def energy_margin(energy: pd.DataFrame, langevin: str, other: str) -> Estimate:
+    """(E_other - E_langevin - `|floor|`) / the mean `|x - x'|` at the last layer of `energy_distances`, mean and t-interval
+    over seeds: positive when the Langevin model is closer to the truth by more than sampling alone."""
+    from ..intervals import over_seeds
+
+    last = energy[energy["layer t"] == energy["layer t"].max()]
+    return over_seeds(
+        (last[other] - last[langevin] - last[ENERGY_COLUMNS["floor"]].abs())
+        / last["scale"]
+    )
+
+
+def energy_summary(energy: pd.DataFrame, langevin: str) -> dict:
+    """The margins of the Langevin model (column `langevin`) over constant-variance noise and over the noiseless
+    map (`energy_margin`), and each mean energy distance at the last layer, under the chapter's summary keys."""
+    last = energy[energy["layer t"] == energy["layer t"].max()]
+    columns = {"langevin": langevin, **ENERGY_COLUMNS}
+    return {
+        "energy_margin_over_constant": energy_margin(
+            energy, langevin, ENERGY_COLUMNS["constant"]
+        ),
+        "energy_margin_over_linear": energy_margin(
+            energy, langevin, ENERGY_COLUMNS["linear"]
+        ),
+        **{
+            f"energy_{key}_last": float(last[name].mean())
+            for key, name in columns.items()
+        },
+    }
+
+
+FP_STATS = (
+    "mean error / spread",
+    "covariance distance",
+    "total variance, predicted / true",
+)
+
+
+def fp_stats(
+    starts: np.ndarray,
+    true: np.ndarray,
+    maps: np.ndarray,
+    added: np.ndarray,
+    weights: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The Fokker-Planck moments against the truth at one layer: the starts `(n, D)` carried by `maps` `(D, D)`
+    plus the accumulated noise `added` `(D, D)`, against the true states `(n, D)`. For each row of `weights`
+    `(B, n)`: the error of the mean over the truth's spread (from pairs of distinct pilots), the covariance
+    distance (`covariance_distance`) and the ratio of total variances, each `(B,)`."""
+    Z = starts @ maps.T
+    n, distinct = weights.sum(1), weights.sum(1) ** 2 - np.sum(weights**2, 1)
+    errors = Z - true  # each pilot's share of the error of the predicted mean
+    mean_sq = (
+        np.sum((weights @ errors) ** 2, 1) - (weights**2) @ np.sum(errors**2, 1)
+    ) / distinct
+    var_true = weights @ np.sum((true - true.mean(0)) ** 2, 1) / n
+    var_pred = weights @ np.sum((Z - Z.mean(0)) ** 2, 1) / n + np.trace(added)
+    return dict(
+        zip(
+            FP_STATS,
+            (
+                np.sqrt(np.clip(mean_sq, 0.0, None) / var_true),
+                covariance_distance(true, weights, Z, added),
+                var_pred / var_true,
+            ),
+        )
+    )
+
+
+@dataclass
+class FokkerPlanck:
+    """The Fokker-Planck moments of three models (`FP_STATS` per layer in `by_layer`, one row per model and
+    layer), their estimates at t0 + n_layers with percentile intervals over the held-out pilots (`last`), and
+    the covariance distance between the fitted and the held-out pilots' true states there (`sample_check`)."""
+
+    by_layer: pd.DataFrame
+    last: dict[str, dict[str, Estimate]]
+    sample_check: float
+
+    def summary(self, langevin: str) -> dict:
+        """The Langevin model's (`langevin`, a key of `last`) estimates, the noiseless drift's covariance distance
+        and the sample check, under the chapter's summary keys."""
+        lang = self.last[langevin]
+        return {
+            "fp_mean_error_last": lang[FP_STATS[0]],
+            "fp_cov_distance_last": lang[FP_STATS[1]],
+            "fp_variance_ratio_last": lang[FP_STATS[2]],
+            "fp_cov_distance_noiseless_last": self.last["noiseless drift"][FP_STATS[1]],
+            "fp_cov_distance_fitted_vs_held_out": self.sample_check,
+        }
+
+    def table(self) -> pd.DataFrame:
+        """`last` as a table of texts, one row per model."""
+        return pd.DataFrame(
+            {
+                name: {k: format(v, ".3g") for k, v in s.items()}
+                for name, s in self.last.items()
+            }
+        ).T
+
+
+def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerPlanck:
+    """Mean and covariance carried by the scheme from the held-out pilots at t0 (`propagators`, `moments`) with
+    the chosen noise, constant-variance noise and no noise, against the held-out truth at every layer."""
+    from .null_tests import resampling_weights
+    from .residuals import percentile_estimate
+
+    P, truth = propagators(model.plan), model.truth
+    starts = truth[:, 0]
+    models = {
+        f"Langevin (noise {model.noise})": model.noise_cov[model.noise],
+        "constant-variance noise": model.noise_cov["constant"],
+        "noiseless drift": model.noise_cov["noiseless"],
+    }
+    unit, boot = (
+        resampling_weights(len(model.held), 0),
+        resampling_weights(len(model.held), n_boot, seed),
+    )
+    rows = [
+        {
+            "layer t": model.t0 + tau,
+            "model": name,
+            **{
+                k: v[0]
+                for k, v in fp_stats(
+                    starts, truth[:, tau], P[tau], added[tau], unit
+                ).items()
+            },
+        }
+        for name, added in models.items()
+        for tau in range(1, model.n_layers + 1)
+    ]
+    last = {
+        name: {
+            k: percentile_estimate(v, len(model.held), unit="held-out pilots")
+            for k, v in fp_stats(starts, truth[:, -1], P[-1], added[-1], boot).items()
+        }
+        for name, added in models.items()
+    }
+    fitted_cov = np.cov(
+        model.X[model.fitted, model.t0 + model.n_layers].T.astype(np.float64), bias=True
+    )
+    check = float(covariance_distance(truth[:, -1], unit, fixed=fitted_cov)[0])
+    return FokkerPlanck(pd.DataFrame(rows), last, check)
+
+
+def scheme_variants(model: HeldOutLangevin) -> pd.DataFrame:
+    """The Fokker-Planck moments at t0 + n_layers for the four combinations of scheme ("euler", "exact") and
+    spline (of sigma or of ln sigma), each with its own matched noise when the noise is "eq2" (the same rotations).
+    One row per combination, columns `FP_STATS`."""
+    from dataclasses import replace
+
+    D, truth, chosen = model.D, model.truth, model.rates[model.noise]
+    rows = []
+    for scheme in SCHEMES:
+        for log in (False, True):
+            flow = replace(
+                model.flow, sigma=sigma_spline(model.S, model.layers, log=log)
+            )
+            plan = steps(flow, model.t0, model.n_layers, model.plan.dt, scheme)
+            rate = (
+                matched_noise(plan, model.eq2_variance)
+                if model.noise == "eq2"
+                else chosen
+            )
+            added = moments(np.zeros(D), np.zeros((D, D)), plan, rate)[1][-1]
+            stats = fp_stats(
+                truth[:, 0],
+                truth[:, -1],
+                propagators(plan)[-1],
+                added,
+                np.ones((1, len(truth))),
+            )
+            rows.append(
+                {
+                    "scheme": scheme,
+                    "spline": "ln sigma" if log else "sigma",
+                    **{k: float(v[0]) for k, v in stats.items()},
+                }
+            )
+    return pd.DataFrame(rows).set_index(["scheme", "spline"])

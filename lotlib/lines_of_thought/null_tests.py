@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
@@ -103,7 +104,7 @@ def layer_separability(
 
 
 def relative_steps(X: np.ndarray) -> np.ndarray:
-    """Step length relative to the state, ||x(t+1) - x(t)|| / ||x(t)||, `(N, T-1)` (index t: step t -> t+1)."""
+    """Step length relative to the state, `||x(t+1) - x(t)||` / `||x(t)||`, `(N, T-1)` (index t: step t -> t+1)."""
     X = X.astype(np.float64)
     return np.linalg.norm(np.diff(X, axis=1), axis=-1) / np.linalg.norm(
         X[:, :-1], axis=-1
@@ -119,7 +120,7 @@ def step_cosines(X: np.ndarray) -> np.ndarray:
 
 
 def straightness(X: np.ndarray) -> np.ndarray:
-    """End-to-end distance over path length, ||x(T-1) - x(0)|| / sum_t ||x(t+1) - x(t)||, per path `(N,)`:
+    """End-to-end distance over path length, `||x(T-1) - x(0)||` / sum_t `||x(t+1) - x(t)||`, per path `(N,)`:
     1 for a straight path, about 1/sqrt(T-1) for a random walk of T-1 independent steps."""
     X = X.astype(np.float64)
     return np.linalg.norm(X[:, -1] - X[:, 0], axis=-1) / np.linalg.norm(
@@ -213,9 +214,9 @@ def resampled_estimate(
 class PilotResiduals:
     """The noise law's total variances pilot by pilot, so that a resample of the pilots costs one weighted mean.
 
-    `energy` `(N, T, T)`: ||w_n(t, s) - mean w(t, s)||^2, each pilot's squared distance from the mean residual
+    `energy` `(N, T, T)`: `||w_n(t, s) - mean w(t, s)||`^2, each pilot's squared distance from the mean residual
     of Eq. 1 for the pair (t, s = t + tau), NaN outside first <= t < s <= L; `spread` `(N, T)`:
-    ||x_n(t) - mean x(t)||^2; `k`: the number of residual coordinates. The means over pilots are tr Cov w and
+    `||x_n(t) - mean x(t)||`^2; `k`: the number of residual coordinates. The means over pilots are tr Cov w and
     tr Cov x(t) of `lotlib.lines_of_thought.residuals.resampled_pairs`, which also resamples every coordinate's
     moments (kurtosis, offsets) at about k times the cost.
     """
@@ -349,3 +350,617 @@ def next_token_nll(
             -logp.gather(1, ids[:, None])[:, 0].cpu().numpy()
         )
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the chapter's null tests (C4): language vs gibberish, an untrained model, re-initialised blocks
+
+
+def language_and_gibberish(lm, n_k: int, n_s, seed: int = 0):
+    """Walden's first `n_s` pseudo-sentences of `n_k` tokens (`pilot_count` rules, parameter "n_s_gibberish") and
+    as many pseudo-sentences of tokens drawn uniformly from the model's vocabulary (seeded, the same prefix):
+    two `Corpus`."""
+    from ..models.bounds import pilot_count
+    from ..models.corpus import gibberish, walden
+
+    language = walden(
+        lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, lm.view.d_model, "n_s_gibberish")
+    )
+    vocab = min(len(lm.tokenizer), lm.view.vocab_size)
+    noise = gibberish(
+        vocab, n_s=language.n_s, n_k=n_k, seed=seed, prefix=language.prefix_ids
+    )
+    return language, noise
+
+
+@dataclass
+class Separability:
+    """Test accuracy of the classifier at every layer, `(n_splits, T)` per pair of ensembles, by name."""
+
+    accuracy: dict[str, np.ndarray]
+
+    def table(self) -> pd.DataFrame:
+        """One row per pair, split and layer."""
+        return pd.DataFrame(
+            [
+                {"layer t": t, "test accuracy": a, "pilots": name, "split": i}
+                for name, acc in self.accuracy.items()
+                for i, row in enumerate(acc)
+                for t, a in enumerate(row)
+            ]
+        )
+
+    def min_over_blocks(self) -> dict[str, Estimate]:
+        """The minimum over the block outputs t = 1..L, mean and t-interval over splits, per pair."""
+        from ..intervals import over_seeds
+
+        return {
+            name: over_seeds(acc[:, 1:].min(1), unit="classifier splits")
+            for name, acc in self.accuracy.items()
+        }
+
+    def summary(self) -> dict:
+        """Under the chapter's summary keys, for the pairs in the order finding, control, untrained model: the
+        minimum over blocks of each, the finding's accuracy at the embedding and its mean accuracy by layer."""
+        finding = next(iter(self.accuracy))
+        keys = (
+            "separability_min",
+            "separability_control_min",
+            "untrained_separability_min",
+        )
+        return {
+            **dict(zip(keys, self.min_over_blocks().values())),
+            "separability_embedding": self.at_embedding(finding),
+            "separability_by_layer": self.accuracy[finding].mean(0),
+        }
+
+    def at_embedding(self, name: str) -> Estimate:
+        """The accuracy at t = 0 (the input embedding), mean and t-interval over splits."""
+        from ..intervals import over_seeds
+
+        return over_seeds(self.accuracy[name][:, 0], unit="classifier splits")
+
+
+def gibberish_pairs(
+    lm, untrained, language, noise, seed: int = 0
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The ensembles `(n, L+1, D)` of the separability test, by name: Walden vs gibberish through `lm`, two seeded
+    random halves of Walden (the control) and Walden vs gibberish through the `untrained` model."""
+    from ..models.trajectories import trajectories
+
+    X_lang = trajectories(lm, language)
+    order, half = (
+        np.random.default_rng(seed).permutation(language.n_s),
+        language.n_s // 2,
+    )
+    return {
+        "Walden vs gibberish": (X_lang, trajectories(lm, noise)),
+        "Walden vs Walden (two halves)": (
+            X_lang[order[:half]],
+            X_lang[order[half : 2 * half]],
+        ),
+        "untrained model: Walden vs gibberish": (
+            trajectories(untrained, language),
+            trajectories(untrained, noise),
+        ),
+    }
+
+
+def drawn_pilots(n: int, n_pilots: int, seed: int = 0) -> np.ndarray:
+    """At most `n_pilots` of `n` pilots drawn without replacement (seeded), sorted."""
+    return np.sort(
+        np.random.default_rng(seed).choice(n, size=min(n_pilots, n), replace=False)
+    )
+
+
+def separability_by_split(
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
+    splits,
+    train_fraction: float = 0.7,
+    classifier: str = "perceptron",
+) -> Separability:
+    """`layer_separability` of each pair of ensembles `(n_a, T, D)`, `(n_b, T, D)` for each split seed."""
+    return Separability(
+        {
+            name: np.array(
+                [
+                    layer_separability(
+                        A, B, train_fraction, s, classifier, progress=False
+                    )
+                    for s in splits
+                ]
+            )
+            for name, (A, B) in pairs.items()
+        }
+    )
+
+
+def last_layer_view(X: np.ndarray, pilots: np.ndarray) -> np.ndarray:
+    """The states t = 1..L of the `pilots` (indices) on u1..u3 of the ensemble's last layer (uncentered SVD of
+    all pilots): X `(N, L+1, D)` -> `(n_pilots, L, 3)`."""
+    U, _ = ensemble_svd(X[:, -1:, :])
+    return X[pilots][:, 1:].astype(np.float64) @ U[0][:, :3]
+
+
+@dataclass
+class PathShapes:
+    """Straightness of every path over t = 1..L in the full space (`straight`, `(N,)` per model) and on u1..u3 of
+    the last layer (`straight_3d`, `(n_pilots,)`), and the coherence of the steps 1 -> 2, ..., L-1 -> L on every
+    row of the bootstrap weights (`coherence`, `(1 + n_boot, L-1)`), with their `Estimate` values over pilots."""
+
+    straight: dict[str, np.ndarray]
+    straight_3d: dict[str, np.ndarray]
+    coherence: dict[str, np.ndarray]
+    straightness: dict[str, Estimate]
+    step_coherence: dict[str, Estimate]
+
+    def summary(self) -> dict:
+        """Under the chapter's summary keys: per model its straightness (full space, and mean on u1..u3) and step
+        coherence, and the levels of a random walk and of independent directions."""
+        from ..intervals import exact
+
+        N, steps = (
+            len(next(iter(self.straight.values()))),
+            next(iter(self.coherence.values())).shape[1],
+        )
+        return {
+            **{f"{name}_straightness": v for name, v in self.straightness.items()},
+            **{
+                f"{name}_straightness_3d": float(np.mean(v))
+                for name, v in self.straight_3d.items()
+            },
+            **{f"{name}_step_coherence": v for name, v in self.step_coherence.items()},
+            "straightness_random_walk": exact(1 / np.sqrt(steps)),
+            "coherence_independent": exact(1 / np.sqrt(N)),
+        }
+
+
+def path_shapes(
+    models: dict[str, np.ndarray], pilots: np.ndarray, weights: np.ndarray
+) -> PathShapes:
+    """`PathShapes` of each model's trajectories `(N, L+1, D)`, bootstrapped with `weights` `(1 + n_boot, N)`."""
+    N = len(weights[0])
+    straight = {name: straightness(X[:, 1:]) for name, X in models.items()}
+    coherence = {name: step_coherence(X, weights)[:, 1:] for name, X in models.items()}
+    return PathShapes(
+        straight,
+        {name: straightness(last_layer_view(X, pilots)) for name, X in models.items()},
+        coherence,
+        {
+            name: resampled_estimate(weights @ s / N, N, unit="pilots")
+            for name, s in straight.items()
+        },
+        {
+            name: resampled_estimate(c.mean(1), N, unit="pilots")
+            for name, c in coherence.items()
+        },
+    )
+
+
+def compare_noise_laws(
+    models: dict[str, np.ndarray],
+    weights: np.ndarray,
+    n_boot_kurtosis: int,
+    resampled_kurtosis: str = "untrained",
+) -> tuple[dict[str, dict], Estimate]:
+    """Chapter B4's residual statistics of each model's trajectories `(N, L+1, D)` over all pairs 1 <= t < t + tau
+    <= L: ln(mean variance) and ln(relative variance) `(T, T)`, the fit of Eq. 2 (`fit_variance`), the arrival R^2
+    of the relative variance on every bootstrap row and as an `Estimate`, and the variance-weighted excess kurtosis
+    (median over pairs; bootstrapped with `n_boot_kurtosis` resamples for `resampled_kurtosis`, a point value for the
+    others). Returns the dict per model and the arrival R^2 of the first model minus the second's, bootstrapped with
+    the same resamples."""
+    from .residuals import fit_variance, resampled_pairs
+
+    N, T = weights.shape[1], next(iter(models.values())).shape[1]
+    all_pairs, law = pair_mask(T, 1, T - 1), {}
+    for name, X in models.items():
+        U, S = ensemble_svd(X)
+        residuals = pilot_residuals(X, U, S)
+        log_var, log_rel = (
+            residuals.log_mean_var(weights),
+            residuals.log_relative_var(weights),
+        )
+        Ua, Sa = align_bases(U, S)
+        rows = weights[: 1 + (n_boot_kurtosis if name == resampled_kurtosis else 0)]
+        pairs = resampled_pairs(singular_coordinates(X, Ua), Sa, np.arange(1, T), rows)
+        arrival = fit_laws(log_rel, all_pairs)["arrival_r2"]
+        law[name] = {
+            "log_var": log_var[0],
+            "log_rel": log_rel[0],
+            "fit": fit_variance(log_var[0], all_pairs),
+            "arrival_r2_rows": arrival,
+            "kurtosis": resampled_estimate(
+                np.median(pairs.kurtosis[:, all_pairs], axis=1), N, unit="pilots"
+            ),
+            "relative_arrival_r2": resampled_estimate(arrival, N, unit="pilots"),
+        }
+    first, second = (law[name]["arrival_r2_rows"] for name in list(models)[:2])
+    return law, resampled_estimate(first - second, N, unit="pilots")
+
+
+def noise_law_summary(law: dict[str, dict]) -> dict:
+    """`compare_noise_laws`'s per-model dict under the chapter's summary keys: kurtosis, the fit's alpha, lambda and
+    arrival R^2, and the relative variance's arrival R^2, each prefixed by the model's name."""
+    return {
+        **{f"{name}_kurtosis": entry["kurtosis"] for name, entry in law.items()},
+        **{
+            f"{name}_{key}": entry["fit"][key]
+            for name, entry in law.items()
+            for key in ("alpha", "lambda", "arrival_r2")
+        },
+        **{
+            f"{name}_relative_arrival_r2": entry["relative_arrival_r2"]
+            for name, entry in law.items()
+        },
+    }
+
+
+def reinitialised_trajectories(
+    model: str,
+    corpus,
+    first_block: int,
+    seeds,
+    device: str = "auto",
+    dtype: str = "float32",
+) -> dict[int, np.ndarray]:
+    """Trajectories `(N, L+1, D)` of `corpus` through `model` with blocks `first_block`.. drawn afresh, per seed."""
+    from ..models.loading import load_model
+    from ..models.trajectories import trajectories
+
+    out = {}
+    for s in seeds:
+        reinit = load_model(
+            model, reinit_from=first_block, seed=s, device=device, dtype=dtype
+        )
+        out[s] = trajectories(reinit, corpus)
+        del reinit
+    return out
+
+
+def stalling_table(models: dict[str, np.ndarray], split: int) -> pd.DataFrame:
+    """`stalling` of each model's trajectories after layer `split`, one row per model."""
+    return pd.DataFrame({name: stalling(X, split) for name, X in models.items()}).T
+
+
+def reinit_stalling(
+    stall: pd.DataFrame, reference: str = "trained", reinit_from_row: int = 2
+) -> dict[str, Estimate]:
+    """From `stalling_table` whose rows `reinit_from_row`.. are re-initialisation seeds: their median relative step
+    after the split over the `reference` model's (`reinit_step_ratio`) and their mean cosine of consecutive steps
+    after it (`reinit_cos_after`), mean and t-interval over seeds."""
+    from ..intervals import over_seeds
+
+    reinit, unit = stall.iloc[reinit_from_row:], "re-initialisation seeds"
+    return {
+        "reinit_step_ratio": over_seeds(
+            reinit["step_after"] / stall.loc[reference, "step_after"], unit=unit
+        ),
+        "reinit_cos_after": over_seeds(reinit["cos_after"], unit=unit),
+    }
+
+
+def step_table(models: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Every pilot's relative step t -> t+1 (t >= 1) and cosine of consecutive steps at t (t >= 2), per model:
+    long rows (`t`, `relative step` or `cos`, `model`)."""
+    frames = []
+    for name, X in models.items():
+        steps, cosines = relative_steps(X)[:, 1:], step_cosines(X)[:, 1:]
+        L, N = X.shape[1] - 1, len(X)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "t": np.tile(np.arange(1, L), N),
+                    "relative step": steps.ravel(),
+                    "model": name,
+                }
+            )
+        )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "t": np.tile(np.arange(2, L), N),
+                    "cos": cosines.ravel(),
+                    "model": name,
+                }
+            )
+        )
+    return pd.concat(frames)
+
+
+# ----------------------------------------------------------------------------------------------
+# other models and the last-layer anomaly (C5): every model measured the same way
+
+
+def noise_law(
+    X: np.ndarray, U: np.ndarray, S: np.ndarray, weights: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The noise law of trajectories X `(N, L+1, D)` (U, S from `ensemble_svd`) on every row of `weights`
+    `(1 + n_boot, N)`: ln(mean variance) and ln(relative variance) of the sample `(T, T)`, the leave-one-out ratios
+    of both `(1 + n_boot, T)` (`loo_log_ratios`), lambda of the law on all pairs and the mean ln relative variance
+    over pairs `(1 + n_boot,)`."""
+    residuals = pilot_residuals(X, U, S, progress=False)
+    log_var, log_rel = (
+        residuals.log_mean_var(weights),
+        residuals.log_relative_var(weights),
+    )
+    all_pairs = pair_mask(X.shape[1], 1, X.shape[1] - 1)
+    return {
+        "log_var": log_var[0],
+        "log_rel": log_rel[0],
+        "loo": loo_log_ratios(log_var),
+        "loo_relative": loo_log_ratios(log_rel),
+        "lambda": fit_laws(log_var, all_pairs)["lambda"],
+        "log_alpha_relative": np.nanmean(log_rel, axis=(1, 2)),
+    }
+
+
+def spectrum_decay(sigma: np.ndarray) -> dict:
+    """sigma_1 / sigma_2 and the least-squares slope of ln sigma_i against ln i for i = 10..k/2 (None with fewer
+    than two such i) of the singular values `(k,)` of one layer, sorted."""
+    k = len(sigma)
+    index = np.arange(1, k + 1)
+    fitted = (index >= 10) & (index <= k // 2)
+    slope = (
+        np.polyfit(np.log(index[fitted]), np.log(sigma[fitted]), 1)[0]
+        if fitted.sum() >= 2
+        else None
+    )
+    return {"sigma1_over_sigma2": sigma[0] / sigma[1], "spectrum_slope": slope}
+
+
+def truncation_summary(
+    view: ModelView,
+    x: np.ndarray,
+    basis: np.ndarray,
+    ks,
+    top: int,
+    n_boot: int,
+    seed: int = 0,
+) -> tuple[dict, pd.DataFrame]:
+    """The truncated next-token distribution at the last layer (`truncation.truncation_scores`) of the states x
+    `(n, D)` on the basis `(D, k)`, over K in `ks` (None: powers of two below D) plus 1, D/4 and min(D, k): the mean
+    KL at K = 1 and D/4 with bootstrap intervals over pilots, their ratio and the top-`top` overlap at D/4 (None
+    where D/4 >= k: nothing is truncated), and the curve of the mean KL against K/D."""
+    from .truncation import truncation_scores
+
+    D, k = basis.shape
+    grid = sorted(
+        {K for K in (ks or [2**j for j in range(int(np.log2(D)) + 1)]) if K <= k}
+        | {1, D // 4, min(D, k)}
+    )
+    batch = max(1, 2**24 // view.vocab_size)  # about 16 million logits at a time
+    scores = truncation_scores(
+        view, x, basis, grid, top=top, batch_size=batch, progress=False
+    )
+    n = scores.kl.shape[1]
+    kl_weights = resampling_weights(n, n_boot, seed)
+    kl_1, kl_quarter = (kl_weights @ scores.kl[grid.index(K)] / n for K in (1, D // 4))
+    usable = D // 4 < k
+    quarter = lambda values: (
+        resampled_estimate(values, n, unit="pilots") if usable else None
+    )
+    row = {
+        "kl_at_1": resampled_estimate(kl_1, n, unit="pilots"),
+        "kl_at_quarter": quarter(kl_quarter),
+        "kl_ratio_quarter": quarter(kl_quarter / kl_1),
+        f"top{top}_overlap_quarter": float(scores.overlap[grid.index(D // 4)].mean())
+        if usable
+        else None,
+    }
+    curve = pd.DataFrame(
+        {"K / D": np.array(grid) / D, "mean KL (nats)": scores.kl.mean(1)}
+    )
+    return row, curve
+
+
+def last_layer_summary(law: dict, normalized: dict, L: int, N: int) -> dict:
+    """From `noise_law` of the trajectories (`law`) and of the same with the final norm on x(L) (`normalized`):
+    lambda and lambda L, alpha relative to the arrival spread, the arrival R^2, r(L) and the last layer's excess
+    over the layers L/2..L-1 (`last_layer_excess`) on the three readings, with normal bootstrap intervals over the
+    `N` pilots, and the mean `|r|` of the early (s < max(3, L/4)) and late (L/2 <= s < L) layers."""
+    from .residuals import fit_variance
+
+    compared = L // 2
+    estimate = lambda values: resampled_estimate(values, N, unit="pilots")
+    return {
+        "lambda": estimate(law["lambda"]),
+        "lambda_L": estimate(law["lambda"] * L),
+        "alpha_relative": estimate(np.exp(law["log_alpha_relative"])),
+        "arrival_r2": fit_variance(law["log_var"], pair_mask(L + 1, 1, L))[
+            "arrival_r2"
+        ],
+        "last_layer_log_ratio": estimate(law["loo"][:, L]),
+        "last_layer_excess": estimate(last_layer_excess(law["loo"], compared)),
+        "last_layer_excess_relative": estimate(
+            last_layer_excess(law["loo_relative"], compared)
+        ),
+        "last_layer_excess_final_norm": estimate(
+            last_layer_excess(normalized["loo"], compared)
+        ),
+        "early_layers_mean_abs_log_ratio": float(
+            np.nanmean(np.abs(law["loo"][0, : max(3, L // 4)]))
+        ),
+        "late_layers_mean_abs_log_ratio": float(
+            np.nanmean(np.abs(law["loo"][0, compared:L]))
+        ),
+    }
+
+
+def cloud_summary(cloud: dict, L: int, N: int) -> dict:
+    """The structureless cloud's lambda L and last-layer excesses (on ln(mean variance) and relative), from its
+    `noise_law`, with normal bootstrap intervals over the `N` pilots."""
+    estimate = lambda values: resampled_estimate(values, N, unit="pilots")
+    return {
+        "lambda_L_cloud": estimate(cloud["lambda"] * L),
+        "last_layer_excess_cloud": estimate(last_layer_excess(cloud["loo"], L // 2)),
+        "last_layer_excess_relative_cloud": estimate(
+            last_layer_excess(cloud["loo_relative"], L // 2)
+        ),
+    }
+
+
+def bos_check(lm, n_k: int, n_bos: int) -> dict:
+    """Mean next-token NLL of the true next token (the first of the next pseudo-sentence) from x(L) of the first
+    `n_bos` pseudo-sentences, without and with the tokenizer's BOS token; {} when it names none or n_bos is 0."""
+    from ..models.corpus import walden
+    from ..models.trajectories import trajectories
+
+    if not n_bos or lm.tokenizer.bos_token_id is None:
+        return {}
+    following = walden(lm.tokenizer, n_k=n_k, n_s=n_bos + 1, bos=False).ids[1:, 0]
+    last = lambda bos: trajectories(
+        lm, walden(lm.tokenizer, n_k=n_k, n_s=n_bos, bos=bos), progress=False
+    )[:, -1]
+    return {
+        "bos_token": lm.tokenizer.bos_token,
+        "nll_no_bos": next_token_nll(lm.view, last(False), following).mean(),
+        "nll_bos": next_token_nll(lm.view, last(True), following).mean(),
+    }
+
+
+@dataclass
+class ModelMeasures:
+    """One model measured as chapter C5 does: `row` (the summary numbers, by key), the noise laws (`law`, with the
+    final norm `normalized`, and the structureless `cloud` or None), the last layer's singular values over the
+    first `spectrum` `(k,)`, the truncation `curve` and the separability by layer `separable` `(T,)`."""
+
+    row: dict
+    law: dict
+    normalized: dict
+    cloud: dict | None
+    spectrum: np.ndarray
+    curve: pd.DataFrame
+    separable: np.ndarray
+
+    @property
+    def L(self) -> int:
+        return self.row["n_layers"]
+
+
+def measure_model(
+    name: str,
+    *,
+    n_k: int = 50,
+    n_s=None,
+    n_kl: int = 300,
+    ks=None,
+    top: int = 5,
+    n_k_gibberish: int = 10,
+    n_s_gibberish=2000,
+    classifier: str = "perceptron",
+    train_fraction: float = 0.7,
+    n_bos: int = 200,
+    n_boot: int = 1000,
+    seed: int = 0,
+    cloud: bool = False,
+    device: str = "auto",
+    dtype: str = "float32",
+) -> ModelMeasures:
+    """Load `name` and measure it: trajectories of Walden (`n_s` pseudo-sentences of `n_k` tokens), the last layer's
+    spectrum (`spectrum_decay`), the truncation on the first `n_kl` pilots (`truncation_summary`), the noise law
+    with its bootstrap and with the final norm (`last_layer_summary`), the structureless cloud if `cloud`, the
+    separability of Walden and gibberish (one split, `layer_separability`) and the BOS check (`bos_check`)."""
+    from ..models.bounds import pilot_count
+    from ..models.corpus import walden
+    from ..models.loading import load_model
+    from ..models.trajectories import trajectories
+
+    lm = load_model(name, device=device, dtype=dtype)
+    view = lm.view
+    L, D = view.n_layers, view.d_model
+    X = trajectories(
+        lm, walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s", model=name))
+    )
+    N = len(X)
+    U, S = ensemble_svd(X)  # U (L+1, D, k), S (L+1, k), sorted by decreasing sigma
+    weights = resampling_weights(N, n_boot, seed)
+    row = {
+        "n_layers": L,
+        "d_model": D,
+        "n_s": N,
+        "vocabulary": view.vocab_size,
+        **spectrum_decay(S[L]),
+    }
+    truncated, curve = truncation_summary(
+        view, X[:n_kl, L], U[L], ks, top, n_boot, seed
+    )
+    law, normalized = (
+        noise_law(X, U, S, weights),
+        noise_law(*last_layer_normalized(view, X, U, S), weights),
+    )
+    row |= truncated | last_layer_summary(law, normalized, L, N)
+    structureless = None
+    if cloud:
+        cloud_X = structureless_cloud(X, seed)
+        structureless = noise_law(cloud_X, *ensemble_svd(cloud_X), weights)
+        row |= cloud_summary(structureless, L, N)
+    language, noise = language_and_gibberish(lm, n_k_gibberish, n_s_gibberish, seed)
+    separable = layer_separability(
+        trajectories(lm, language),
+        trajectories(lm, noise),
+        train_fraction,
+        seed,
+        classifier,
+        progress=False,
+    )
+    row |= {"separability_min": separable[1:].min(), **bos_check(lm, n_k, n_bos)}
+    return ModelMeasures(
+        row, law, normalized, structureless, S[L] / S[L, 0], curve, separable
+    )
+
+
+MEASURE_LABELS = {
+    "n_layers": "layers L",
+    "d_model": "width D",
+    "n_s": "pilots N_s",
+    "vocabulary": "vocabulary",
+    "sigma1_over_sigma2": "σ1/σ2 at L",
+    "spectrum_slope": "log-log slope of σ_i at L",
+    "kl_at_1": "mean KL at K = 1 (nats)",
+    "kl_at_quarter": "mean KL at K = D/4 (nats)",
+    "kl_ratio_quarter": "KL(D/4) / KL(1)",
+    "top{top}_overlap_quarter": "top-{top} overlap at D/4",
+    "lambda": "λ (per layer)",
+    "lambda_L": "λL, total growth (claim)",
+    "lambda_L_cloud": "λL, cloud (null)",
+    "alpha_relative": "α relative to the arrival spread",
+    "arrival_r2": "arrival R² of ln(mean variance)",
+    "last_layer_log_ratio": "r(L), last layer off its law (ln)",
+    "last_layer_excess": "last-layer excess (claim)",
+    "last_layer_excess_relative": "last-layer excess, relative (claim)",
+    "last_layer_excess_final_norm": "last-layer excess, final norm (claim)",
+    "last_layer_excess_cloud": "last-layer excess, cloud (null)",
+    "last_layer_excess_relative_cloud": "last-layer excess, relative, cloud (null)",
+    "early_layers_mean_abs_log_ratio": "mean |r| of the early layers",
+    "late_layers_mean_abs_log_ratio": "mean |r| of the late layers",
+    "separability_min": "separability, min over t ≥ 1",
+    "bos_token": "BOS token",
+    "nll_no_bos": "next-token NLL without BOS",
+    "nll_bos": "next-token NLL with BOS",
+}
+
+
+def measures_table(rows: dict[str, dict], top: int = 5) -> pd.DataFrame:
+    """Every model's `row` side by side, labelled (`MEASURE_LABELS`): an Estimate as `value [lo, hi]`, a float to
+    4 significant digits, None as a dash."""
+    from ..intervals import Estimate
+
+    labels = {
+        key.format(top=top): label.format(top=top)
+        for key, label in MEASURE_LABELS.items()
+    }
+
+    def cell(value) -> str:
+        if isinstance(value, Estimate):
+            return format(value, ".3g")
+        if value is None:
+            return "—"
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    table = pd.DataFrame(
+        {
+            name: {labels[k]: cell(v) for k, v in row.items()}
+            for name, row in rows.items()
+        }
+    )
+    return table.reindex([label for label in labels.values() if label in table.index])

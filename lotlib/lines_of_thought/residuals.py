@@ -183,7 +183,7 @@ class ResampledPairs:
     two `[t, s]` `(T, T)`, NaN outside the pairs computed.
 
     `trace`: tr Cov w, the total residual variance (the same in every orthonormal basis). `mean_log_var`:
-    the mean over the k coordinates (aligned singular basis of s) of ln var w_i. `offset`: ``|E w|^2 / tr Cov w``,
+    the mean over the k coordinates (aligned singular basis of s) of ln var w_i. `offset`: ```|E w|`^2 / tr Cov w``,
     the squared mean estimated from pairs of distinct pilots (about 0 for a residual of zero mean at any sample
     size).
     `kurtosis`: the coordinates' excess kurtosis weighted by their variance, sum_i var_i kappa_i / tr Cov w

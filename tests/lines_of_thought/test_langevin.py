@@ -1,15 +1,19 @@
 """The Langevin model (Eq. 3-4): interpolated rotations, step matrices, simulation, moments, distances,
 and the continuous lines of thought built on its deterministic part."""
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.interpolate import CubicSpline
 from scipy.linalg import expm, logm
 
 from lotlib.lines_of_thought.continuous import bridged_paths, flow_segment, free_path, landing_gaps, path_summary, restarted_paths
 from lotlib.lines_of_thought.extrapolation import extrapolate
-from lotlib.lines_of_thought.langevin import (constant_noise, covariance_distance, energy_distance, exponential_noise,
+from lotlib.lines_of_thought.langevin import (covariance_distance, energy_distance, exponential_noise,
                                               langevin_flow, matched_noise, moments, propagators, proper_bases, rotation_log,
                                               simulate, steps)
+from lotlib.lines_of_thought.langevin import (ENERGY_COLUMNS, FP_STATS, energy_margin, fokker_planck, fp_stats,
+                                              held_out_langevin, noiseless_map, residual_shares, scheme_variants,
+                                              split_pilots, total_variance)
 
 
 def _orthogonal(D, seed, det=1.0):
@@ -93,8 +97,8 @@ def test_noiseless_simulation_of_a_pure_rotation_reproduces_the_rotation():
     flow = langevin_flow(U, S, np.arange(5))
     X0 = np.random.default_rng(6).normal(size=(10, 4))
     expected = [X0 @ expm(n * W).T for n in range(4)]
-    exact = simulate(X0, steps(flow, 1, 3, dt=0.1, scheme="exact"), constant_noise(0.0))[:, 0]
-    euler = simulate(X0, steps(flow, 1, 3, dt=0.01, scheme="euler"), constant_noise(0.0))[:, 0]
+    exact = simulate(X0, steps(flow, 1, 3, dt=0.1, scheme="exact"), (lambda t: 0.0))[:, 0]
+    euler = simulate(X0, steps(flow, 1, 3, dt=0.01, scheme="euler"), (lambda t: 0.0))[:, 0]
     for n in range(4):
         np.testing.assert_allclose(exact[:, n], expected[n], atol=1e-5)
         np.testing.assert_allclose(euler[:, n], expected[n], atol=0.02 * n + 1e-6)
@@ -106,7 +110,7 @@ def test_exact_scheme_lands_on_the_linear_extrapolation_and_euler_drift_matches_
     U, S, _ = _rotating_chain(sigma=sigma)
     X = np.stack([rng.normal(size=(20, 4))] * 5, axis=1)  # only X[:, 1] (the start) matters
     flow = langevin_flow(U, S, np.arange(5))
-    out = simulate(X[:, 1], steps(flow, 1, 3, dt=0.25, scheme="exact"), constant_noise(0.0))[:, 0]
+    out = simulate(X[:, 1], steps(flow, 1, 3, dt=0.25, scheme="exact"), (lambda t: 0.0))[:, 0]
     for tau in range(4):
         np.testing.assert_allclose(out[:, tau], extrapolate(X, U, S, 1, tau), rtol=1e-5, atol=1e-4)
     # one Euler step matrix against the definition: A = R' R^T + R S' R^T, R = U1 expm(a logm(U1^T U2))
@@ -244,7 +248,7 @@ def test_propagators_compose_the_steps_and_carry_the_mean():
     np.testing.assert_allclose(P[0], np.eye(4))
     np.testing.assert_allclose(P[2], plan.M[3] @ plan.M[2] @ plan.M[1] @ plan.M[0], atol=1e-12)
     m0 = rng.normal(size=4)
-    means, _ = moments(m0, np.eye(4), plan, constant_noise(0.3))
+    means, _ = moments(m0, np.eye(4), plan, (lambda t: 0.3))
     np.testing.assert_allclose(means, m0 @ P.transpose(0, 2, 1), atol=1e-12)
 
 
@@ -267,3 +271,79 @@ def test_covariance_distance_has_no_sampling_floor_and_matches_its_definition():
     naive = np.linalg.norm(np.cov(A.T) - np.cov(B.T)) / np.linalg.norm(np.cov(B.T))
     assert covariance_distance(B, np.ones((1, 400)), A)[0] < naive / 2
     assert covariance_distance(T, weights, 2 * T)[0] == pytest.approx(3.0, rel=0.05)  # Cov(2T) - Cov(T) = 3 Cov(T)
+
+
+# ----------------------------------------------------------------------------------------------
+# the model fitted on a share of the pilots and scored on the others (chapter B5)
+
+
+def _walks(N=80, T=7, D=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return (np.cumsum(rng.normal(size=(N, T, D)), axis=1) + 5).astype(np.float32)
+
+
+def test_split_pilots_is_a_seeded_partition():
+    held, fitted = split_pilots(40, 0.25, seed=3)
+    assert len(held) == 10 and len(fitted) == 30
+    np.testing.assert_array_equal(np.sort(np.concatenate([held, fitted])), np.arange(40))
+    np.testing.assert_array_equal(split_pilots(40, 0.25, seed=3)[0], held)
+
+
+def test_held_out_langevin_refuses_too_few_pilots_and_matches_the_constant_noise():
+    from lotlib.models.bounds import ParameterError
+
+    with pytest.raises(ParameterError):
+        held_out_langevin(_walks(N=7), None, 2)
+    sde = held_out_langevin(_walks(), None, 2, seed=1)
+    assert sde.t0 == 3 and len(sde.held) == 20
+    final = {name: np.trace(c[-1]) for name, c in sde.noise_cov.items()}
+    assert final["constant"] == pytest.approx(final["eq2"]) and final["noiseless"] == 0
+    assert sde.summary()["n_fitted"] == 60
+
+
+def test_total_variance_of_the_sample_row_is_the_pooled_variance():
+    Z = np.random.default_rng(0).normal(size=(12, 3, 4))
+    weights = np.vstack([np.ones(12), np.random.default_rng(1).integers(0, 3, size=12)])
+    pooled = Z.reshape(-1, 4)
+    assert total_variance(Z, weights)[0] == pytest.approx(np.sum(pooled.var(0)))
+    drawn = np.repeat(Z, weights[1].astype(int), axis=0).reshape(-1, 4)
+    assert total_variance(Z, weights)[1] == pytest.approx(np.sum(drawn.var(0)))
+
+
+def test_fp_stats_score_a_perfect_prediction_as_perfect():
+    true = np.random.default_rng(0).normal(size=(200, 5))
+    stats = fp_stats(true, true, np.eye(5), np.zeros((5, 5)), np.ones((1, 200)))
+    assert stats[FP_STATS[0]][0] == 0 and stats[FP_STATS[2]][0] == pytest.approx(1.0)
+    assert stats[FP_STATS[1]][0] < 0.05
+
+
+def test_energy_margin_is_the_mean_normalized_gap_over_seeds():
+    energy = pd.DataFrame(
+        {"seed": [0, 0, 1, 1], "layer t": [4, 5, 4, 5], "L": [9, 1.0, 9, 2.0], "scale": [1, 2, 1, 2],
+         ENERGY_COLUMNS["constant"]: [0, 5.0, 0, 7.0], ENERGY_COLUMNS["floor"]: [0, -1.0, 0, 1.0]}
+    )
+    margin = energy_margin(energy, "L", ENERGY_COLUMNS["constant"])
+    assert margin.value == pytest.approx(np.mean([(5 - 1 - 1) / 2, (7 - 2 - 1) / 2])) and margin.n == 2
+
+
+def test_fokker_planck_and_variants_agree_with_an_independent_computation():
+    sde = held_out_langevin(_walks(), None, 2, seed=0)
+    fp = fokker_planck(sde, 20, seed=0)
+    Z = sde.truth[:, 0] @ propagators(sde.plan)[-1].T
+    ratio = np.sum(Z.var(0)) / np.sum(sde.truth[:, -1].var(0))
+    assert fp.last["noiseless drift"][FP_STATS[2]].value == pytest.approx(ratio)
+    variants = scheme_variants(sde)
+    assert variants.loc[("euler", "ln sigma"), FP_STATS[2]] == pytest.approx(
+        fp.last[f"Langevin (noise {sde.noise})"][FP_STATS[2]].value
+    )
+
+
+def test_residual_shares_and_noiseless_map_follow_eq1():
+    sde = held_out_langevin(_walks(), None, 2, seed=0)
+    shares = residual_shares(sde)
+    assert list(shares.columns) == ["fitted", "held out"] and len(shares) == 2
+    eq1 = extrapolate(sde.X[sde.held], sde.U, sde.S, sde.t0, 1)
+    np.testing.assert_allclose(noiseless_map(sde)[:, 1], eq1)
+    w = sde.X[sde.held, sde.t0 + 1] - eq1
+    tc, wc = eq1 - eq1.mean(0), w - w.mean(0)
+    assert shares["held out"].iloc[0] == pytest.approx(np.sum(tc * wc) / np.sum(wc**2))

@@ -11,6 +11,10 @@ from lotlib.lines_of_thought.null_tests import (last_layer_excess, last_layer_no
                                                 loo_log_ratios, next_token_nll, pilot_residuals, relative_steps,
                                                 resampled_estimate, resampling_weights, separability, stalling,
                                                 step_coherence, step_cosines, straightness, structureless_cloud)
+from lotlib.lines_of_thought.null_tests import (cloud_summary, compare_noise_laws, drawn_pilots, last_layer_summary,
+                                                last_layer_view, measure_model, measures_table, noise_law,
+                                                noise_law_summary, path_shapes, reinit_stalling, separability_by_split,
+                                                spectrum_decay, stalling_table, step_table)
 from lotlib.lines_of_thought.residuals import (fit_laws, fit_variance, pair_mask, pair_statistics, resampled_pairs,
                                                singular_coordinates)
 
@@ -226,3 +230,120 @@ def test_next_token_nll_matches_the_models_logits(tiny_llama):
         logp = model.hf(input_ids=torch.as_tensor(ids)).logits[:, -1].log_softmax(-1)
     expected = -logp[np.arange(len(ids)), targets].numpy()
     np.testing.assert_allclose(next_token_nll(model.view, X[:, -1], targets, batch_size=4), expected, rtol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------
+# the chapters' analyses (C4, C5)
+
+
+def test_drawn_pilots_are_distinct_sorted_and_seeded():
+    pilots = drawn_pilots(50, 20, seed=2)
+    assert len(np.unique(pilots)) == 20 and np.all(np.diff(pilots) > 0)
+    np.testing.assert_array_equal(drawn_pilots(50, 20, seed=2), pilots)
+    np.testing.assert_array_equal(drawn_pilots(5, 20), np.arange(5))
+
+
+def test_separability_by_split_summarizes_each_pair():
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(200, 3, 8)), rng.normal(size=(200, 3, 8))
+    B[:, 1:, 0] += 8.0  # separable from layer 1 on, not at the embedding
+    sep = separability_by_split({"shifted": (A, B), "same": (A, rng.normal(size=(200, 3, 8))), "u": (A, B)}, [0, 1])
+    assert sep.accuracy["shifted"].shape == (2, 3) and len(sep.table()) == 3 * 2 * 3
+    summary = sep.summary()
+    assert summary["separability_min"].value > 0.95 and abs(summary["separability_control_min"].value - 0.5) < 0.15
+    assert summary["separability_embedding"].value < 0.7 and summary["separability_min"].n == 2
+
+
+def test_path_shapes_of_straight_lines_and_their_summary():
+    rng = np.random.default_rng(0)
+    start, direction = rng.normal(size=(30, 1, 5)), rng.normal(size=(1, 1, 5))
+    lines = (start + np.arange(6)[None, :, None] * direction).astype(np.float32)  # parallel straight lines
+    walks = np.cumsum(rng.normal(size=(30, 6, 5)), axis=1).astype(np.float32)
+    weights = resampling_weights(30, 20, seed=0)
+    shapes = path_shapes({"lines": lines, "walks": walks}, np.arange(10), weights)
+    summary = shapes.summary()
+    assert summary["lines_straightness"].value == pytest.approx(1.0)
+    assert summary["lines_step_coherence"].value == pytest.approx(1.0, abs=1e-5)
+    assert summary["walks_straightness"].value < 0.9
+    np.testing.assert_allclose(shapes.straight["walks"], straightness(walks[:, 1:]))
+    assert summary["straightness_random_walk"].value == pytest.approx(1 / 2)  # L - 1 = 4 steps
+
+
+def test_last_layer_view_projects_on_the_last_layers_top_directions():
+    X = np.random.default_rng(0).normal(size=(40, 4, 6)).astype(np.float32)
+    P = last_layer_view(X, np.arange(5))
+    U, _ = ensemble_svd(X[:, -1:])
+    assert P.shape == (5, 3, 3)
+    np.testing.assert_allclose(P[:, -1], X[:5, -1].astype(np.float64) @ U[0][:, :3], rtol=1e-6)
+
+
+def test_reinit_stalling_divides_by_the_reference_and_averages_over_seeds():
+    X = np.cumsum(np.random.default_rng(0).normal(size=(20, 7, 4)), axis=1)
+    stalled = X.copy()
+    stalled[:, 4:] = X[:, 3:4] + 0.01 * (stalled[:, 4:] - X[:, 3:4])
+    stall = stalling_table({"trained": X, "untrained": X, "a": stalled, "b": stalled}, 3)
+    assert stall.loc["a", "step_after"] == stalling(stalled, 3)["step_after"]
+    out = reinit_stalling(stall)
+    assert out["reinit_step_ratio"].value == pytest.approx(stall.loc["a", "step_after"] / stall.loc["trained", "step_after"])
+    assert out["reinit_step_ratio"].value < 0.1 and out["reinit_step_ratio"].n == 2
+
+
+def test_step_table_has_a_row_per_pilot_and_step():
+    X = np.random.default_rng(0).normal(size=(5, 6, 3))
+    table = step_table({"m": X})
+    steps = table.dropna(subset=["relative step"])
+    assert len(steps) == 5 * 4 and len(table.dropna(subset=["cos"])) == 5 * 3
+    np.testing.assert_allclose(steps["relative step"], relative_steps(X)[:, 1:].ravel())
+
+
+def test_compare_noise_laws_and_its_summary_follow_the_pilot_residuals():
+    rng = np.random.default_rng(0)
+    X = np.cumsum(rng.normal(size=(60, 6, 5)), axis=1).astype(np.float32) + 3
+    Y = (X * np.linspace(1, 3, 6)[None, :, None]).astype(np.float32)
+    weights = resampling_weights(60, 10, seed=0)
+    law, gap = compare_noise_laws({"a": X, "b": Y}, weights, n_boot_kurtosis=5, resampled_kurtosis="b")
+    U, S = ensemble_svd(X)
+    np.testing.assert_allclose(law["a"]["log_var"], pilot_residuals(X, U, S, progress=False).log_mean_var(), equal_nan=True)
+    assert gap.value == pytest.approx(law["a"]["relative_arrival_r2"].value - law["b"]["relative_arrival_r2"].value)
+    assert np.isnan(law["a"]["kurtosis"].lo) and np.isfinite(law["b"]["kurtosis"].lo)
+    summary = noise_law_summary(law)
+    assert summary["b_lambda"] == law["b"]["fit"]["lambda"] and "a_relative_arrival_r2" in summary
+
+
+def test_spectrum_decay_of_a_power_law():
+    sigma = np.arange(1, 101, dtype=float) ** -1.5
+    out = spectrum_decay(sigma)
+    assert out["sigma1_over_sigma2"] == pytest.approx(2**1.5) and out["spectrum_slope"] == pytest.approx(-1.5)
+    assert spectrum_decay(sigma[:12])["spectrum_slope"] is None
+
+
+def test_last_layer_and_cloud_summaries_read_the_noise_law():
+    rng = np.random.default_rng(0)
+    X = np.cumsum(rng.normal(size=(50, 8, 5)), axis=1).astype(np.float32) + 3
+    weights = resampling_weights(50, 10, seed=0)
+    law = noise_law(X, *ensemble_svd(X), weights)
+    row = last_layer_summary(law, law, 7, 50)
+    assert row["lambda_L"].value == pytest.approx(7 * row["lambda"].value)
+    assert row["last_layer_excess"].value == pytest.approx(last_layer_excess(law["loo"], 3)[0])
+    assert row["last_layer_excess_final_norm"].value == row["last_layer_excess"].value
+    cloud = cloud_summary(law, 7, 50)
+    assert cloud["last_layer_excess_cloud"].value == row["last_layer_excess"].value
+
+
+def test_measures_table_formats_and_orders_the_rows():
+    from lotlib.intervals import Estimate
+
+    rows = {"m": {"d_model": 64, "n_layers": 3, "lambda": Estimate(0.5, 0.4, 0.6, 10, "pilots", "bootstrap-se", 0.95),
+                  "spectrum_slope": None, "top3_overlap_quarter": 1.23456}}
+    table = measures_table(rows, top=3)
+    assert list(table.index) == ["layers L", "width D", "log-log slope of σ_i at L", "top-3 overlap at D/4", "λ (per layer)"]
+    assert table.loc["log-log slope of σ_i at L", "m"] == "—" and table.loc["top-3 overlap at D/4", "m"] == "1.235"
+
+
+def test_measure_model_on_a_tiny_model(tiny_llama_dir):
+    m = measure_model(str(tiny_llama_dir), n_s=80, n_kl=20, ks=[1, 4], n_s_gibberish=40, n_bos=0, n_boot=5,
+                      cloud=True, device="cpu")
+    assert m.row["n_layers"] == 3 and m.row["d_model"] == 64 and m.row["n_s"] == 80
+    assert m.cloud is not None and "last_layer_excess_cloud" in m.row and "nll_bos" not in m.row
+    assert m.separable.shape == (4,) and m.spectrum[0] == 1.0
+    assert m.row["kl_at_quarter"] is not None and list(m.curve["K / D"]) == [1 / 64, 4 / 64, 16 / 64, 1.0]
