@@ -15,13 +15,17 @@
 #
 # **What you will see.** The claims of the report side by side for every model whose book has been built
 # on this machine: first at a glance, one colored cell per claim and model (the verdict that model's report
-# gives it, with our value written in), then as a table with the 95% intervals. The untrained variant of a model appears as a column of its own: the null the verdicts of
+# gives it, with our value written in), then as a table with the 95% intervals. The untrained variant of
+# a model appears as a column of its own: the null the verdicts of
 # its trained model were judged against.
 #
 # **Why it matters.** The papers measured GPT-2, Llama 2, Mistral and Llama 3.2; the book runs on any causal
 # language model. Whether a finding is a property of transformers in general, of one training run, or of the
 # architecture alone reads in one row. Build another model's book with `lotlib book --model NAME` (an
-# embedded name such as `gemma3-270m`, a local folder, or a hub id such as `gpt2-medium` when online) an# %% tags=["parameters", "remove-cell"]
+# embedded name such as `gemma3-270m`, a local folder, or a hub id such as `gpt2-medium` when online) and
+# this page gains a column the next time it is built.
+
+# %% tags=["parameters", "remove-cell"]
 books_dir: str = ".."  # one folder per model's book (build/book or build/book-quick)
 claims_dir: "str | None" = None  # folder of the claims (*.yml); None: this project's
 

@@ -83,6 +83,7 @@ def test_every_chapter_declares_its_parameter_types():
 
     root = project_root(ROOT)
     declared = {name: read_spec(root / "notebooks" / f"{name}.py").parameters for name in book_notebooks(root)}
+    assert all(declared.values()), [name for name, ps in declared.items() if not ps]  # a parameters cell each
     missing = {name: [p for p, d in ps.items() if d.annotation is None] for name, ps in declared.items()}
     missing = {name: ps for name, ps in missing.items() if ps}
     assert not missing, f"parameters without a type: {missing}"
