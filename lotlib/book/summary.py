@@ -45,13 +45,24 @@ def _plain(value):
     return value
 
 
+class _Shown(float):
+    """A float that reads with four significant digits in a sentence (its repr, which `{glue:text}` shows
+    when the prose gives no format) and formats as a float when it does (`{glue:text}`name:.2f``)."""
+
+    def __repr__(self) -> str:
+        return format(float(self), ".4g")
+
+
 def glue(name: str, value) -> None:
     """Glue `value` under `name` for the chapter's prose (myst-nb; not shown where it is computed): an
-    Estimate as `value [lo, hi]`, a number as itself (so `{glue:text}`name:.3f`` formats it), a
-    not-applicable value as its reason, anything else as its text."""
+    Estimate as `value [lo, hi]`, a float with four significant digits unless the prose formats it
+    (`{glue:text}`name:.3f``), an int as itself, a not-applicable value as its reason, anything else as its
+    text."""
     from myst_nb import glue as myst_glue
 
-    if isinstance(value, Estimate):
+    if isinstance(value, (float, np.floating)) and not isinstance(value, bool):
+        value = _Shown(value)
+    elif isinstance(value, Estimate):
         value = format(value)
     elif isinstance(value, dict) and NOT_APPLICABLE in value:
         value = f"not applicable ({value[NOT_APPLICABLE]})"

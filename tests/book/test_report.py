@@ -2,6 +2,7 @@
 identities, null-controls, not-applicable and missing values get their own words; claims are checked."""
 import json
 import math
+import numpy as np
 
 import pytest
 
@@ -160,3 +161,14 @@ def test_a_chapter_opened_outside_the_project_finds_its_claims(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)  # no book/_config.yml above: the claims of lotlib's own checkout
     outcomes = chapter_outcomes("a3_reachable_tokens", {})
     assert "A3-predictable" in set(outcomes["claim"]) and "missing" in set(outcomes["outcome"])
+
+
+def test_a_glued_float_reads_with_four_digits_and_formats_as_asked():
+    from IPython.core.formatters import format_display_data
+    from myst_nb.core.variables import format_plain_text
+
+    from lotlib.book.summary import _Shown
+
+    shown = format_display_data(_Shown(np.float64(0.0035282045289527315)))[0]["text/plain"]
+    assert shown == "0.003528"  # what {glue:text}`name` shows
+    assert format_plain_text(shown, ".1e") == "3.5e-03"  # what {glue:text}`name:.1e` shows
