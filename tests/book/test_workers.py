@@ -1,0 +1,102 @@
+"""The worker pool shared by the book and sweeps: a run's status, and no process left behind when the pool
+stops early (the caller's loop ends, raises or is interrupted)."""
+import os
+import time
+
+import pytest
+
+from lotlib.book.workers import STARTED, Run, execute, run_pool
+
+SLEEPER = '''# %% tags=["parameters"]
+seconds: float = 60.0
+
+# %%
+import time
+time.sleep(seconds)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is not alive
+        return stat.read().split()[2] != "Z"
+
+
+def test_a_failed_run_is_a_status_not_an_exception(tmp_path):
+    source = tmp_path / "broken.py"
+    source.write_text('# %% tags=["parameters"]\nn: int = 1\n\n# %%\nraise ValueError("broken")\n')
+    status = execute(Run("broken", str(source), str(tmp_path / "broken.ipynb"), {}))
+    assert status["status"] == "failed" and "ValueError: broken" in status["error"]
+    assert execute(Run("typo", str(source), str(tmp_path / "t.ipynb"), {"m": 1}))["status"] == "failed"
+
+
+@pytest.mark.slow
+def test_stopping_the_pool_leaves_no_worker_or_kernel_behind(tmp_path):
+    import psutil
+
+    source = tmp_path / "sleeper.py"
+    source.write_text(SLEEPER)
+    runs = [Run(f"run{i}", str(source), str(tmp_path / f"run{i}.ipynb"), {}) for i in range(3)]
+    pool = run_pool(runs, workers=2, heartbeat=1.0)
+    started = []
+    for event, run, _ in pool:  # wait until two runs are under way, with their kernels
+        if event == STARTED:
+            started.append(run.label)
+        if len(started) == 2 and len(_descendants(psutil)) >= 4:
+            break
+    processes = _descendants(psutil)
+    assert len(processes) >= 4  # two workers, two kernels
+    pool.close()  # the caller stops (as an interrupted `lotlib book` does)
+    deadline = time.time() + 30
+    while time.time() < deadline and any(_alive(p.pid) for p in processes):
+        time.sleep(0.2)
+    assert not [p.pid for p in processes if _alive(p.pid)]
+
+
+def _descendants(psutil) -> list:
+    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_signalled_book_stops_its_workers_and_says_so(tmp_path, signum):
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    (tmp_path / "book" / "claims").mkdir(parents=True)
+    (tmp_path / "book" / "_config.yml").write_text("title: test\n")
+    (tmp_path / "book" / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/sleeper\n")
+    (tmp_path / "book" / "parameters.yml").write_text("quick: {}\n")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "sleeper.py").write_text(SLEEPER)
+    book = subprocess.Popen([sys.executable, "-m", "lotlib.cli", "book", "--no-null"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in book.stdout:  # progress reaches a pipe as it happens
+        lines.append(line)
+        if "sleeper: started" in line:
+            break
+    deadline = time.time() + 60
+    while time.time() < deadline and not any("ipykernel" in " ".join(p.cmdline()) for p in _children(psutil, book.pid)):
+        time.sleep(0.2)
+    family = _children(psutil, book.pid)
+    assert family, lines
+    book.send_signal(getattr(signal, signum))
+    rest = book.communicate(timeout=60)[0]
+    assert book.returncode == 130 and "interrupted" in rest
+    deadline = time.time() + 30
+    while time.time() < deadline and any(_alive(p.pid) for p in family):
+        time.sleep(0.2)
+    assert not [p.pid for p in family if _alive(p.pid)]
+    assert not (tmp_path / "build" / "book" / "smollm2-135m" / "notebooks" / "sleeper.ipynb").exists()
+
+
+def _children(psutil, pid: int) -> list:
+    return [p for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
