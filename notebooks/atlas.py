@@ -44,7 +44,7 @@ models = list(dict.fromkeys(atlas["model"]))
 verdicts = atlas.pivot(index="id", columns="model", values="verdict")
 trained = [m for m in models if not m.startswith("untrained:")]
 changing = verdicts[trained][verdicts[trained].nunique(axis=1) > 1]
-glue("models", ", ".join(models))
+glue("model_list", ", ".join(models))
 glue(
     "n_changing",
     len(changing) if len(trained) > 1 else "no comparison (one trained model)",
@@ -54,7 +54,7 @@ record({"models": models, "claims_changing_verdict": list(changing.index)})
 # %% [markdown]
 # ## At a glance
 #
-# Books built: {glue:text}`models`. Rows are the claims, grouped by paper (A: Traveling Words, B: Lines of
+# Books built: {glue:text}`model_list`. Rows are the claims, grouped by paper (A: Traveling Words, B: Lines of
 # Thought) and chapter; columns the models, the untrained ones last.
 
 # %% tags=["remove-input"]

@@ -168,6 +168,7 @@ def run_notebook(
     try:
         executed = _execute(staged, partial, parameters, env, progress, spec, kept)
         _check_no_error_outputs(executed, spec.source.name, kept)
+        _check_glue(executed, spec.source.name, kept)
         values = summary_of(executed)
         if values is None and spec.records:
             raise NotebookFailed(
@@ -306,3 +307,29 @@ def _check_no_error_outputs(nb, name: str, kept: str) -> None:
                     f"{name}: cell {index} wrote an error output "
                     f"{out.get('ename')}: {out.get('evalue')}{kept}"
                 )
+
+
+GLUE_REFERENCE = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)")
+
+
+def _check_glue(nb, name: str, kept: str) -> None:
+    """Every value the prose quotes (`{glue:text}`key``) was glued once: a key glued twice or never fails the
+    run here, with the key named, rather than the book's Sphinx build later."""
+    glued = [
+        out["metadata"]["scrapbook"]["name"]
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if "scrapbook" in out.get("metadata", {})
+    ]
+    twice = sorted({key for key in glued if glued.count(key) > 1})
+    quoted = {
+        key
+        for cell in nb.cells
+        if cell.cell_type == "markdown"
+        for key in GLUE_REFERENCE.findall(cell.source)
+    }
+    never = sorted(quoted - set(glued))
+    if twice or never:
+        problems = [f"glued twice: {', '.join(twice)}"] * bool(twice)
+        problems += [f"quoted but never glued: {', '.join(never)}"] * bool(never)
+        raise NotebookFailed(f"{name}: {'; '.join(problems)}{kept}")

@@ -186,6 +186,33 @@ def test_values_are_read_from_the_executed_notebook(tmp_path, caplog, monkeypatc
     assert not out.with_suffix(".summary.json").exists() and not out.with_suffix(".partial.ipynb").exists()
 
 
+GLUING = '''# %% tags=["parameters"]
+twice: bool = False  # glue one key twice
+
+# %%
+from lotlib.book.summary import glue
+
+glue("value", 1.5)
+if twice:
+    glue("value", 2.5)
+
+# %% [markdown]
+# The value is {glue:text}`value:.1f`, the other {glue:text}`other`.
+'''
+
+
+@pytest.mark.slow
+def test_a_quoted_value_glued_twice_or_never_fails_the_run(tmp_path):
+    source = tmp_path / "gluing.py"
+    source.write_text(GLUING)
+    with pytest.raises(NotebookFailed, match="quoted but never glued: other"):
+        run_notebook(source, tmp_path / "g.ipynb", progress=False)
+    source.write_text(GLUING.replace(", the other {glue:text}`other`", ""))
+    run_notebook(source, tmp_path / "g.ipynb", progress=False)
+    with pytest.raises(NotebookFailed, match="glued twice: value"):
+        run_notebook(source, tmp_path / "g.ipynb", {"twice": True}, progress=False)
+
+
 @pytest.mark.slow
 def test_a_summary_written_by_hand_is_not_taken_for_the_run(tmp_path):
     source = tmp_path / "recording.py"
