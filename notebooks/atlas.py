@@ -32,6 +32,8 @@ claims_dir: "str | None" = None  # folder of the claims (*.yml); None: this proj
 # %% tags=["remove-input"]
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+
 from lotlib import plots
 from lotlib.book.pipeline import project_root
 from lotlib.book.report import atlas_table, built_books, verdict_heatmap
@@ -59,6 +61,7 @@ record({"models": models, "claims_changing_verdict": list(changing.index)})
 
 # %% tags=["remove-input"]
 verdict_heatmap(atlas)
+plt.show()
 # %% [markdown]
 # **What to notice.** Read a row across: a finding *reproduced* on one model and *differs* on another is a
 # property of that model; one that is *not diagnostic* everywhere is a test that cannot tell training from

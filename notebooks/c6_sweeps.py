@@ -48,6 +48,8 @@ workers: int = 2  # parallel worker processes
 out: str = "sweep-demo"  # sweep folder, beside this executed notebook
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
+
 from lotlib import plots
 from lotlib.book.pipeline import project_root
 from lotlib.book.summary import glue, record
@@ -79,6 +81,7 @@ table[["status", *grid, y]]
 
 # %%
 plots.sweep_plot(table, y, x, hue)
+plt.show()
 # %% tags=["remove-input"]
 values, by_x = sweep_summary(table, x, y)
 glue("chapter", chapter), glue("model", model), glue("out", out), glue("by_x", by_x)

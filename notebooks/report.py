@@ -39,6 +39,8 @@ claims_dir: "str | None" = None  # folder of the claims (*.yml); None: this proj
 # %% tags=["remove-input"]
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+
 from lotlib import plots
 from lotlib.book.pipeline import project_root
 from lotlib.book.report import (
@@ -81,6 +83,7 @@ record(
 
 # %% tags=["remove-input"]
 verdict_bars(counts, model)
+plt.show()
 # %% [markdown]
 # ## Findings and null-controls
 #
