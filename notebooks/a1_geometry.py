@@ -149,7 +149,7 @@ plt.show()
 
 # %%
 names = tuple(f"x[{c}]" for c in geo.coords)
-title = f"{model}, block {block}: states on coordinates {geo.coords}, normalized in 3-D"
+title = f"{model}, block {block}: states on {geo.coords}, normalized in 3-D"
 plots.show(figures.sphere_figure(geo.panels, geo.hyperplane, names, title))
 figures.sphere_static(geo.panels, geo.hyperplane, names, title)
 plt.show()

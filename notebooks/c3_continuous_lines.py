@@ -173,7 +173,7 @@ curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
 
 # %%
 free_err, eq1_gap = continuous.free_flow_errors(X, flow, U, S, t_free, last)
-glue("free_errors", ", ".join(f"τ = {t}: {e:.2f}" for t, e in enumerate(free_err) if t))
+glue("free_errors", ", ".join(f"τ {t}: {e:.2f}" for t, e in enumerate(free_err) if t))
 glue("flipped_free", f"{flow.flipped[t_free]} and {flow.flipped[last]}")
 
 # %% [markdown]

@@ -40,14 +40,15 @@ def test_stopping_the_pool_leaves_no_worker_or_kernel_behind(tmp_path):
     source = tmp_path / "sleeper.py"
     source.write_text(SLEEPER)
     runs = [Run(f"run{i}", str(source), str(tmp_path / f"run{i}.ipynb"), {}) for i in range(3)]
+    before = {p.pid for p in _descendants(psutil)}  # what earlier tests left running is not the pool's
     pool = run_pool(runs, workers=2, heartbeat=1.0)
     started = []
     for event, run, _ in pool:  # wait until two runs are under way, with their kernels
         if event == STARTED:
             started.append(run.label)
-        if len(started) == 2 and len(_descendants(psutil)) >= 4:
+        if len(started) == 2 and len([p for p in _descendants(psutil) if p.pid not in before]) >= 4:
             break
-    processes = _descendants(psutil)
+    processes = [p for p in _descendants(psutil) if p.pid not in before]
     assert len(processes) >= 4  # two workers, two kernels
     pool.close()  # the caller stops (as an interrupted `lotlib book` does)
     deadline = time.time() + 30
