@@ -55,12 +55,16 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 block: "Block" = 0  # the block whose input norm and attention head are drawn
 head: "int | None" = None  # None: the head whose best pair holds most of its form
 coords: "list[int] | None" = None  # three coordinates (None: from the head's form)
 min_gamma_ratio: float = 2.0  # the drawn pair's |γ| differ at least this much
-n_s: int = 8  # pseudo-sentences drawn at random from Walden (every position is used)
+n_s: int = (
+    8  # pseudo-sentences drawn at random from Walden (every position is used)
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 seed: int = 0  # which pseudo-sentences are drawn
 
@@ -112,7 +116,9 @@ geo.heads
 # the same operations.
 
 # %%
-title = f"{model}, block {block}: input norm and head {geo.head}, on {geo.coords[:2]}"
+title = (
+    f"{model}, block {block}: input norm and head {geo.head}, on {geo.coords[:2]}"
+)
 figures.norm_steps(geo, title)
 plt.show()
 
@@ -181,7 +187,8 @@ glue("qk_determinant", geo.determinant)
 glue("d_model", lm.view.d_model)
 glue(
     "q_norm_note",
-    "This model normalizes q and k per head (q_norm, k_norm) before the score; W_QK "
+    "This model normalizes q and k per head (q_norm, k_norm) before the score; "
+    "W_QK "
     "here is the bilinear form of the projections, before those norms."
     if geo.q_norm
     else "",

@@ -48,8 +48,12 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
-n_s: int = 64  # pseudo-sentences drawn at random from Walden (every position is used)
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
+n_s: int = (
+    64  # pseudo-sentences drawn at random from Walden (every position is used)
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 seed: int = 0  # which pseudo-sentences are drawn, and the bootstrap's resamples
 n_boot: int = 1000  # bootstrap resamples of pseudo-sentences
@@ -74,7 +78,9 @@ L, d = lm.view.n_layers, lm.view.d_model
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 ids = norms.drawn_sentences(corpus, n_s, seed)
 blocks = (
-    [0, L // 2, L] if blocks is None else layer_indices(blocks, L, "blocks", lm.name)
+    [0, L // 2, L]
+    if blocks is None
+    else layer_indices(blocks, L, "blocks", lm.name)
 )
 
 # %% [markdown]
@@ -237,7 +243,8 @@ glue("centering_word", "further from" if ln.iloc[1] > ln.iloc[0] else "closer to
 values = study.summary()
 if not study.centers:
     values["normalized_max_abs_cos_ones"] = not_applicable(
-        "RMSNorm does not center: x̂ keeps x's component along 1 (the chapter measures "
+        "RMSNorm does not center: x̂ keeps x's component along 1 (the chapter "
+        "measures "
         "it against a random direction instead)"
     )
 

@@ -47,7 +47,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 k: int = 5  # tokens listed at each end of each ranking
 n_tokens: int = (
     300  # tokens drawn from each tenth (least, most reachable) for the win test
@@ -157,7 +159,9 @@ plt.show()
 
 # %% tags=["remove-input"]
 view, advantage = lm.view, study.advantage
-glue("tied_word", "tied" if view.tied else "untied (we use the unembedding vectors)")
+glue(
+    "tied_word", "tied" if view.tied else "untied (we use the unembedding vectors)"
+)
 glue("norm_name", {"layer": "LayerNorm", "rms": "RMSNorm"}[view.final_norm.kind])
 glue("beta_word", "β = 0, none" if view.final_norm.beta is None else "with a β")
 glue("beta_gap", study.beta_gap)
@@ -173,7 +177,7 @@ glue(
     if advantage.lo > 0
     else "negative, against the paper's reading: the least reachable win more often"
     if advantage.hi < 0
-    else "its interval contains zero, so this sample cannot tell the two ends apart",
+    else "its interval contains zero: this sample cannot tell the two ends apart",
 )
 values = study.summary(view)
 if view.final_norm.beta is None:

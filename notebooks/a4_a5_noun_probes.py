@@ -65,12 +65,18 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
-blocks: "list[Block] | None" = None  # blocks probed (None: first, (L - 1) // 2, last)
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
+blocks: "list[Block] | None" = (
+    None  # blocks probed (None: first, (L - 1) // 2, last)
+)
 k: int = 5  # tokens per probe
 leading_space: bool = False  # query form: the bare word or " word"
 show: list[str] = ["time", "water", "car"]  # nouns shown in full in the tables
-n_random: "int | None" = None  # random words of the null (None: as many as the nouns)
+n_random: "int | None" = (
+    None  # random words of the null (None: as many as the nouns)
+)
 seed: int = 0  # which random words; the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the queries for every interval
 
@@ -101,7 +107,10 @@ glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("n_heads", H)
 glue("embed_scale", f"{view.embed_scale:g}")
 glue("readout", "W_E (tied embeddings)" if view.tied else "W_U (untied, not W_E)")
-glue("query_form", "' word' (leading space)" if leading_space else "'word' (no space)")
+glue(
+    "query_form",
+    "' word' (leading space)" if leading_space else "'word' (no space)",
+)
 glue("n_words", len(queries.words))
 glue("dropped_list", ", ".join(queries.nouns.dropped) or "none")
 glue("dropped_other_list", ", ".join(queries.other.dropped) or "none")
@@ -177,7 +186,8 @@ figures.block_tables(
 
 # %%
 title = (
-    f"{model}: {queries.n} nouns and {len(queries.randoms.words)} random words, every "
+    f"{model}: {queries.n} nouns and {len(queries.randoms.words)} random words, "
+    "every "
     "head (bars: 95% bootstrap over queries; dashed: 0.5, no specificity)"
 )
 figures.noun_measures(result, n_boot, seed, title)
@@ -214,7 +224,9 @@ display(
 )
 for probe in ("QK", "VO", "VO update"):
     display(
-        figures.folded(f"Full {probe} table: (block, noun) x heads", result.wide(probe))
+        figures.folded(
+            f"Full {probe} table: (block, noun) x heads", result.wide(probe)
+        )
     )
 
 # %% [markdown]

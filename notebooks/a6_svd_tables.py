@@ -52,7 +52,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 blocks: "list[Block] | None" = None  # blocks (None: first, (L - 1) // 2, last)
 n_dirs: int = 20  # singular directions per head in the tables
 k: int = 3  # tokens per side of each direction
@@ -142,7 +144,9 @@ gaps = head_svd.null_space_check(view, layers)
 glue("n_matrices", len(gaps))
 glue("min_s_d_head", gaps.s_d_head.min())
 gaps.groupby(["block", "matrix"]).agg(
-    max_rank=("rank", "max"), min_s_d_head=("s_d_head", "min"), max_gap=("gap", "max")
+    max_rank=("rank", "max"),
+    min_s_d_head=("s_d_head", "min"),
+    max_gap=("gap", "max"),
 )
 
 # %% [markdown]

@@ -34,12 +34,16 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
 n_pilots: int = 500  # trajectories drawn
 bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does)
-seed: int = 0  # the pilots drawn, the fit / held-out split, the cloud, the bootstrap
+seed: int = (
+    0  # the pilots drawn, the fit / held-out split, the cloud, the bootstrap
+)
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the intervals
 
 # %% tags=["hide-input"]

@@ -45,14 +45,18 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
 bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does)
 n_truncated: "int | None" = None  # pilots of the last-layer protocol (None: all)
 n_propagated: int = 128  # pilots for the truncate-every-layer protocol (0 skips it)
 top: int = 5  # next tokens compared between p_K and p (the authors' top-5)
-seed: int = 0  # the pilots each protocol scores, the random directions, the bootstrap
+seed: int = (
+    0  # the pilots each protocol scores, the random directions, the bootstrap
+)
 n_boot: int = 2000  # bootstrap resamples of pilots for the intervals
 
 # %% tags=["hide-input"]
@@ -68,7 +72,9 @@ plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
 X, L, D = ens.X, ens.L, ens.D  # X: (N_s, L+1, D)
 U, S = ensemble.ensemble_svd(X)  # per layer, sorted by decreasing singular value
-U_al, S_al = ensemble.align_bases(U, S, reference=L // 2)  # named by the middle layer
+U_al, S_al = ensemble.align_bases(
+    U, S, reference=L // 2
+)  # named by the middle layer
 glue("k_svd", S.shape[1])
 ens
 
@@ -85,7 +91,9 @@ ens
 
 # %%
 turning = ensemble.basis_turning(U_al, S, S_al, n=4)
-figures.angle_maps(turning.angles, f"Angles between aligned singular vectors, {model}")
+figures.angle_maps(
+    turning.angles, f"Angles between aligned singular vectors, {model}"
+)
 glue("angle_u1_embedding", turning.embedding[0])
 figures.turning_table(turning)
 
@@ -145,7 +153,10 @@ glue("spectrum_slope_first", slopes[1])
 
 # %%
 ks = truncation.truncation_grid(D)
-sizes = [n_truncated or ens.n_s, n_propagated]  # the last-layer, every-layer protocols
+sizes = [
+    n_truncated or ens.n_s,
+    n_propagated,
+]  # the last-layer, every-layer protocols
 picked, sub = ensemble.draw_sets(ens.n_s, sizes, seed)
 protocols = truncation.truncation_protocols(
     ens.lm, ens.corpus.ids, X[:, L], U, ks, picked, sub, top=top

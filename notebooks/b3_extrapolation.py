@@ -65,7 +65,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # pseudo-sentences (None: all of Walden; at least 2D)
 bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does)
@@ -76,10 +78,14 @@ n_plot: int = 400  # pilots drawn per panel
 tau_max: int = 10  # errors and SVM: tau = 1..tau_max (fewer in a shallower model)
 n_starts: int = 2  # starting layers the SVM verdicts are averaged over, from L/2 on
 n_svm: int = 1000  # pilots per class in the SVM (a subsample of the held-out half)
-svm_top_k: "int | None" = None  # SVM features: None = all D, k = arrival top-k singular
+svm_top_k: "int | None" = (
+    None  # SVM features: None = all D, k = arrival top-k singular
+)
 svm_c: float = 0.1  # the SVM's regularization C
 n_seeds: int = 5  # repetitions of the SVM verdicts (new split, subsample, folds)
-seed: int = 0  # first repetition's split (seed + r for the r-th), subsamples, bootstrap
+seed: int = (
+    0  # first repetition's split (seed + r for the r-th), subsamples, bootstrap
+)
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the error ratios
 
 # %% tags=["hide-input"]
@@ -120,7 +126,11 @@ ens
 
 # %%
 figures.extrapolation_grid(
-    study, study.starts(n_rows), taus, pilots.drawn, f"True vs extrapolated, {model}"
+    study,
+    study.starts(n_rows),
+    taus,
+    pilots.drawn,
+    f"True vs extrapolated, {model}",
 )
 
 # %% [markdown]
@@ -140,7 +150,8 @@ figures.extrapolation_grid(
 # %%
 errors = prediction_errors(study, tau_max)
 title = (
-    f"Single-state error from t = {first}, {model}, {len(study.held)} held-out pilots"
+    f"Single-state error from t = {first}, {model}, {len(study.held)} held-out "
+    "pilots"
 )
 figures.prediction_error_figure(errors, n_boot, seed, title)
 found = errors.summary(n_boot=n_boot, seed=seed)
@@ -199,7 +210,11 @@ svm_starts = study.starts(n_starts, last=L - tau_max)
 verdicts = repeated_svm(study, svm_starts, tau_max, n_seeds, n_svm, **svm)
 growth = verdicts["svm_extrapolated_growth"]
 word = (
-    "grows" if growth.lo > 0 else "falls" if growth.hi < 0 else "shows no clear trend"
+    "grows"
+    if growth.lo > 0
+    else "falls"
+    if growth.hi < 0
+    else "shows no clear trend"
 )
 glue("growth_word", word)
 
@@ -286,6 +301,8 @@ conclude(
     "b3_extrapolation",
     values,
     model,
-    why_not_diagnostic="a pilot-blind prediction with the arrival ensemble's mean (and "
-    "covariance) scores as well, whatever it knows of the pilots",
+    why_not_diagnostic=(
+        "a pilot-blind prediction with the arrival ensemble's mean (and "
+        "covariance) scores as well, whatever it knows of the pilots"
+    ),
 )

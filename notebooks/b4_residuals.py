@@ -53,7 +53,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis | None" = None  # pseudo-sentences (None: all of Walden; at least D)
 raw_coordinates: bool = True  # also the heatmaps in raw residual-stream coordinates
@@ -67,7 +69,9 @@ t_pdf: "Layer | None" = (
 )
 pdf_taus: list[int] = [1, 2, 4, 8]  # tau of the noise PDFs
 n_corr: int = 40  # coordinates in the correlation matrix (largest sigma at arrival)
-n_boot: int = 200  # bootstrap resamples of the pilots (each re-evaluates every pair)
+n_boot: int = (
+    200  # bootstrap resamples of the pilots (each re-evaluates every pair)
+)
 seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian reference
 
 # %% tags=["hide-input"]
@@ -169,10 +173,13 @@ laws = nulls.laws()
 nulls.law_table(laws)
 
 # %%
-title = f"Residual variance by arrival layer, colored by τ: model and nulls, {model}"
+title = (
+    f"Residual variance by arrival layer, colored by τ: model and nulls, {model}"
+)
 figures.relative_variance_facets(nulls.resampled, pairs, title)
 by_tau = nulls.rho_by_tau()
-glue("rho_by_tau_text", ", ".join(f"{v:.2f} at τ = {t}" for t, v in by_tau.items()))
+rho_by_tau = ", ".join(f"{v:.2f} at τ = {t}" for t, v in by_tau.items())
+glue("rho_by_tau_text", rho_by_tau)
 
 # %% [markdown]
 # **What to notice.** Top row, in absolute terms: the arrival R² of ln(mean variance) is

@@ -50,7 +50,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis | None" = None  # None: all of Walden; the fitted share must be >= D
 held_out: float = (
@@ -60,7 +62,9 @@ t_start: "Layer | None" = None  # layer where the simulation starts (None: L // 
 n_layers: int = 4  # layers simulated
 dt: float = 0.1  # Euler-Maruyama step (must divide one layer)
 n_samples: int = 10  # noise realisations per starting point
-scheme: "Literal['euler', 'exact']" = "euler"  # the authors' code, or the drift solved
+scheme: "Literal['euler', 'exact']" = (
+    "euler"  # the authors' code, or the drift solved
+)
 log_spline: bool = True  # spline ln(sigma) instead of sigma (see below why)
 noise: "Literal['eq2', 'paper']" = (
     "eq2"  # Eq. 2's variance, or alpha lambda e^(lambda t)
@@ -219,7 +223,10 @@ plt.show()
 # %%
 ratios = langevin.variance_ratios(sde, predicted, n_boot, seed)
 pd.DataFrame(
-    {name: {k: format(v, ".3g") for k, v in r.items()} for name, r in ratios.items()}
+    {
+        name: {k: format(v, ".3g") for k, v in r.items()}
+        for name, r in ratios.items()
+    }
 ).transpose()
 
 # %% [markdown]
@@ -360,7 +367,9 @@ conclude(
     "b5_langevin",
     values,
     model,
-    why_not_diagnostic="the drift carries the mean and top directions for any weights",
+    why_not_diagnostic=(
+        "the drift carries the mean and top directions for any weights"
+    ),
 )
 
 # %% [markdown]

@@ -70,11 +70,15 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 blocks: "list[Block] | None" = None  # blocks probed (None: every block)
 k: int = 5  # top-k tokens per probe
 leading_space: bool = False  # query form: the bare word or " word"
-n_baseline: "int | None" = None  # random words in the baseline (None: as many as nouns)
+n_baseline: "int | None" = (
+    None  # random words in the baseline (None: as many as nouns)
+)
 seed: int = 0  # which random words; the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the queries for every band and interval
 
@@ -100,7 +104,10 @@ glue("model_text", repr(lm))
 glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("embed_scale", f"{view.embed_scale:g}")
 glue("tied_text", "tied" if view.tied else "untied")
-glue("query_form", "' word' (leading space)" if leading_space else "'word' (no space)")
+glue(
+    "query_form",
+    "' word' (leading space)" if leading_space else "'word' (no space)",
+)
 glue("n_words", len(queries.words))
 glue("dropped_list", ", ".join(queries.nouns.dropped) or "none")
 glue("dropped_other_list", ", ".join(queries.other.dropped) or "none")
@@ -135,8 +142,10 @@ queries.count_table().T
 # %%
 result = probes.probe_rates_by_block(view, queries, layers, k)
 title = (
-    f"Probe rates, {model}: share of the top-{k} that is the query word or a variant, "
-    f"mean over {H} heads; {queries.n} nouns and {len(queries.randoms.words)} random "
+    f"Probe rates, {model}: share of the top-{k} that is the query word or a "
+    "variant, "
+    f"mean over {H} heads; {queries.n} nouns and {len(queries.randoms.words)} "
+    "random "
     "words (bands: 95% bootstrap over queries)"
 )
 figures.rate_curves(result, n_boot, seed, title)
@@ -243,5 +252,7 @@ conclude(
     "c1_probe_rates",
     values,
     model,
-    why_not_diagnostic="the heads do this for any word of the kind, not for the nouns",
+    why_not_diagnostic=(
+        "the heads do this for any word of the kind, not for the nouns"
+    ),
 )

@@ -60,9 +60,13 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
-n_sentences: int = 256  # pseudo-sentences from Walden (all their positions are used)
+n_sentences: int = (
+    256  # pseudo-sentences from Walden (all their positions are used)
+)
 seed: int = 0  # which sentences, the shuffles of next tokens and the bootstrap
 n_boot: int = 2000  # bootstrap resamples of sentences
 batch_size: int = 16  # sentences per forward pass
@@ -93,7 +97,12 @@ corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 
 # %%
 study = travel_in_full_space(
-    lm, corpus, n_sentences=n_sentences, seed=seed, n_boot=n_boot, batch_size=batch_size
+    lm,
+    corpus,
+    n_sentences=n_sentences,
+    seed=seed,
+    n_boot=n_boot,
+    batch_size=batch_size,
 )
 block_travel_figure(study, n_boot=n_boot, seed=seed)
 plt.show()
@@ -165,6 +174,8 @@ conclude(
     "c2_travel_full_space",
     study.summary(),
     model,
-    why_not_diagnostic="a rival word of the same passage leans as much, so the test "
-    "cannot tell the next word from a word of its passage",
+    why_not_diagnostic=(
+        "a rival word of the same passage leans as much, so the test "
+        "cannot tell the next word from a word of its passage"
+    ),
 )

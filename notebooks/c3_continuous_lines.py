@@ -45,14 +45,18 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis | None" = None  # pseudo-sentences (None: all of Walden; at least D)
 first_layer: "Layer" = 1  # first layer of the continuous lines
 last_layer: "Layer | None" = None  # last layer of the continuous lines (None: L)
 per_layer: int = 20  # points per layer on the drawn curves
 n_show: int = 5  # pilots drawn
-n_summary: int = 300  # pilots for the path lengths (all pilots for the landing gaps)
+n_summary: int = (
+    300  # pilots for the path lengths (all pilots for the landing gaps)
+)
 t_free: "Layer | None" = None  # start of the never-restarted flow (None: L // 2)
 n_boot: int = 1000  # bootstrap resamples of the pilots
 seed: int = 0  # which pilots are drawn, and the bootstrap's resamples
@@ -173,7 +177,10 @@ curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
 
 # %%
 free_err, eq1_gap = continuous.free_flow_errors(X, flow, U, S, t_free, last)
-glue("free_errors", ", ".join(f"τ {t}: {e:.2f}" for t, e in enumerate(free_err) if t))
+glue(
+    "free_errors",
+    ", ".join(f"τ {t}: {e:.2f}" for t, e in enumerate(free_err) if t),
+)
 glue("flipped_free", f"{flow.flipped[t_free]} and {flow.flipped[last]}")
 
 # %% [markdown]
@@ -207,5 +214,8 @@ values = {
     "free_flow_error_by_tau": free_err[1:].tolist(),
     "free_flow_vs_eq1": eq1_gap,
 }
-why = "a random network's state barely moves along directions that keep their identity"
+why = (
+    "a random network's state barely moves along directions that keep their "
+    "identity"
+)
 conclude("c3_continuous_lines", values, model, why_not_diagnostic=why)

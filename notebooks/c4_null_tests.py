@@ -60,7 +60,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 n_k_gibberish: "Tokens" = 10  # tokens per pseudo-sentence vs gibberish (paper: 10)
 n_s_gibberish: "Pilots | None" = 2000  # pseudo-sentences per class (None: all)
 classifier: "Literal['perceptron', 'logistic']" = (
@@ -68,8 +70,12 @@ classifier: "Literal['perceptron', 'logistic']" = (
 )
 train_fraction: float = 0.7  # share of the pilots the classifier is trained on
 n_splits: int = 5  # classifier splits (seeds seed, seed + 1, ...)
-n_k: "Tokens" = 50  # tokens per pseudo-sentence, untrained and re-initialised models
-n_s: "Pilots | None" = 1000  # pseudo-sentences run through them (None: all of Walden)
+n_k: "Tokens" = (
+    50  # tokens per pseudo-sentence, untrained and re-initialised models
+)
+n_s: "Pilots | None" = (
+    1000  # pseudo-sentences run through them (None: all of Walden)
+)
 reinit_from: "Block | None" = None  # first re-initialised block (None: L // 2)
 n_reinit: int = 3  # re-initialisation seeds (seed, seed + 1, ...)
 n_pilots: int = 300  # trajectories drawn
@@ -120,7 +126,10 @@ figures.separability_figure(
     f"{language.n_s} per class, {model} (band: 95% CI over {n_splits} splits)",
 )
 plt.show()
-glue("control_mean", separable.accuracy["Walden vs Walden (two halves)"][:, 1:].mean())
+glue(
+    "control_mean",
+    separable.accuracy["Walden vs Walden (two halves)"][:, 1:].mean(),
+)
 glue("untrained_embedding", separable.accuracy[list(pairs)[2]][:, 0].mean())
 
 # %% [markdown]
@@ -155,11 +164,17 @@ compared = {
     "untrained": lotlib.trajectories(untrained, walden),
 }  # (N, L+1, D) each
 N, layers = walden.n_s, np.arange(1, L + 1)
-same_weights = np.array_equal(*compared.values())  # the book's model is its random draw
+same_weights = np.array_equal(
+    *compared.values()
+)  # the book's model is its random draw
 pilots = nt.drawn_pilots(N, n_pilots, seed)
-weights = nt.resampling_weights(N, n_boot, seed)  # (1 + n_boot, N): row 0 the sample
+weights = nt.resampling_weights(
+    N, n_boot, seed
+)  # (1 + n_boot, N): row 0 the sample
 P_untrained = nt.last_layer_view(compared["untrained"], pilots)  # (n_pilots, L, 3)
-title = f"{len(pilots)} lines of thought, untrained {model} (seed {seed}), t = 1..{L}"
+title = (
+    f"{len(pilots)} lines of thought, untrained {model} (seed {seed}), t = 1..{L}"
+)
 plots.show(plots.paths_3d(P_untrained, layers, f"{title}, on u1..u3 of U({L})"))
 
 # %% [markdown]
@@ -215,7 +230,9 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 
 # %%
 law, arrival_r2_gap = nt.compare_noise_laws(compared, weights, n_boot_kurtosis)
-glue("trained_kurtosis_point", law["trained"]["kurtosis"].value)  # no interval: B4's
+glue(
+    "trained_kurtosis_point", law["trained"]["kurtosis"].value
+)  # no interval: B4's
 figures.noise_law_pairs_figure(law, model)
 plt.show()
 
@@ -255,16 +272,22 @@ plt.show()
 first = L // 2 if reinit_from is None else reinit_from
 split = block_index(first, L, "reinit_from", lm.name)
 reinit_seeds = [seed + i for i in range(n_reinit)]
-X_reinit = nt.reinitialised_trajectories(model, walden, split, reinit_seeds, **where)
+X_reinit = nt.reinitialised_trajectories(
+    model, walden, split, reinit_seeds, **where
+)
 shown = {
     **compared,
-    **{f"blocks {split}.. re-initialised (seed {s})": X for s, X in X_reinit.items()},
+    **{
+        f"blocks {split}.. re-initialised (seed {s})": X
+        for s, X in X_reinit.items()
+    },
 }
 stall = nt.stalling_table(shown, split)
 figures.stalling_figure(
     nt.step_table(shown),
     split,
-    f"Stalling after re-initialisation of blocks {split}..{L - 1} (dashed), {model}",
+    f"Stalling after re-initialisation of blocks {split}..{L - 1} (dashed), "
+    f"{model}",
 )
 plt.show()
 stall
@@ -275,10 +298,14 @@ stall
 
 # %%
 P_reinit = nt.last_layer_view(X_reinit[reinit_seeds[0]], pilots)
-title = f"blocks {split}.. re-initialised (seed {reinit_seeds[0]}), on u1..u3 of U({L})"
+title = (
+    f"blocks {split}.. re-initialised (seed {reinit_seeds[0]}), on u1..u3 of U({L})"
+)
 figures.paths_side_by_side({"untrained": P_untrained, title: P_reinit}, layers)
 plt.show()
-plots.show(plots.paths_3d(P_reinit, layers, f"{len(pilots)} lines of thought, {title}"))
+plots.show(
+    plots.paths_3d(P_reinit, layers, f"{len(pilots)} lines of thought, {title}")
+)
 
 # %% [markdown]
 # **What to notice.** The table gives, per model, the median relative step before and after t = `split`
@@ -309,7 +336,8 @@ plots.show(plots.paths_3d(P_reinit, layers, f"{len(pilots)} lines of thought, {t
 
 # %% tags=["remove-input"]
 untrained_itself = (
-    f"{model} gives the same trajectories as its untrained variant (seed {seed}): it "
+    f"{model} gives the same trajectories as its untrained variant (seed {seed}): "
+    "it "
     "has random weights itself, so there is no trained model to compare or to "
     "re-initialise"
 )

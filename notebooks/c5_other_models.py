@@ -70,13 +70,19 @@
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the book's model, whose claims are judged
-others: "list[str] | None" = None  # shown beside it (None: the other embedded models)
+others: "list[str] | None" = (
+    None  # shown beside it (None: the other embedded models)
+)
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the models' weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the models' weights
+)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # None: all of Walden; "D": the width of each model
 n_kl: int = 300  # pilots for the truncated KL (the first n_kl)
-ks: "list[int] | None" = None  # K grid (None: powers of two below D); 1, D/4, D added
+ks: "list[int] | None" = (
+    None  # K grid (None: powers of two below D); 1, D/4, D added
+)
 top: int = 5  # next tokens compared, truncated vs full (the authors: 5)
 n_k_gibberish: "Tokens" = 10  # tokens per pseudo-sentence in the separability test
 n_s_gibberish: "Pilots | None" = 2000  # pseudo-sentences per class, separability
@@ -99,8 +105,12 @@ from lotlib.lines_of_thought import figures
 from lotlib.lines_of_thought import null_tests as nt
 
 plots.apply_theme()
-untrained_book = model.startswith("untrained:")  # a null: its own claims alone are read
-default_others = [] if untrained_book else [m for m in lotlib.EMBEDDED if m != model]
+untrained_book = model.startswith(
+    "untrained:"
+)  # a null: its own claims alone are read
+default_others = (
+    [] if untrained_book else [m for m in lotlib.EMBEDDED if m != model]
+)
 names = [
     model,
     *(default_others if others is None else [m for m in others if m != model]),
@@ -168,7 +178,8 @@ m = measures[model].row
 for key in ("last_layer_excess", "last_layer_excess_relative"):
     breaks = m[f"{key}_cloud"].lo > 0
     glue(
-        f"{key}_cloud_word", "breaks the law as well" if breaks else "does not break it"
+        f"{key}_cloud_word",
+        "breaks the law as well" if breaks else "does not break it",
     )
 
 # %% [markdown]
@@ -261,7 +272,9 @@ conclude(
     "c5_other_models",
     values,
     model,
-    why_not_diagnostic="a structureless cloud with the same norm growth passes it too",
+    why_not_diagnostic=(
+        "a structureless cloud with the same norm growth passes it too"
+    ),
 )
 
 # %% [markdown]

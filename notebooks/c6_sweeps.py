@@ -35,7 +35,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the model every run uses (the book's model)
 device: str = "auto"  # where the model runs: auto, cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = "float32"  # the model's weights
+dtype: "Literal['float32', 'bfloat16', 'float16']" = (
+    "float32"  # the model's weights
+)
 chapter: str = "c2_travel_full_space"  # the chapter to sweep (a name in notebooks/)
 grid: dict = {"n_k": [10, 25, 50], "seed": [0, 1, 2]}  # swept parameters
 base: dict = {"n_sentences": 32, "n_boot": 500}  # fixed parameters of every run

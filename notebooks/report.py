@@ -33,8 +33,12 @@
 
 # %% tags=["parameters", "remove-cell"]
 summaries_dir: str = "."  # folder of the chapters' *.summary.json
-null_summaries_dir: "str | None" = None  # the untrained model's (None: no model null)
-claims_dir: "str | None" = None  # folder of the claims (*.yml); None: this project's
+null_summaries_dir: "str | None" = (
+    None  # the untrained model's (None: no model null)
+)
+claims_dir: "str | None" = (
+    None  # folder of the claims (*.yml); None: this project's
+)
 
 # %% tags=["remove-input"]
 from pathlib import Path
@@ -71,7 +75,9 @@ record(
         "claims": len(table),
         "model": model,
         "null_model": bool(null_summaries_dir),
-        **{f"verdict_{v.replace(' ', '_')}": int(total.get(v, 0)) for v in VERDICTS},
+        **{
+            f"verdict_{v.replace(' ', '_')}": int(total.get(v, 0)) for v in VERDICTS
+        },
     }
 )
 
