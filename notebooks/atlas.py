@@ -64,13 +64,22 @@ record({"models": models, "claims_changing_verdict": list(changing.index)})
 # Thought) and chapter; columns the models, the untrained ones last.
 
 # %% tags=["remove-input"]
+verdict_heatmap(atlas, column="against paper")
+plt.show()
+# %% [markdown]
+# **What to notice.** The first question, for each model: does it give the paper's number, by the paper's
+# statistic and protocol, under the book's one tolerance rule (see the report)? Rows marked *qualitative* or
+# *extension* have no number of the paper to compare with.
+
+# %% tags=["remove-input"]
 verdict_heatmap(atlas)
 plt.show()
 # %% [markdown]
-# **What to notice.** Read a row across: a finding *reproduced* on one model and *differs* on another is a
-# property of that model; one that is *not diagnostic* everywhere is a test that cannot tell training from
-# none. The untrained columns show what each test gives on an architecture that learned nothing. Claims
-# whose verdict changes between the trained models: {glue:text}`n_changing`, listed below.
+# **What to notice.** The second question: the book's test against its nulls. Read a row across: a finding
+# that *holds* on one model and *fails* on another is a property of that model; one that is *not diagnostic*
+# everywhere is a test that cannot tell training from none. A trained model whose untrained book was not built
+# has no finding that holds. The untrained columns show what each test gives on an architecture that learned
+# nothing. Claims whose verdict changes between the trained models: {glue:text}`n_changing`, listed below.
 
 # %% tags=["remove-input"]
 changing

@@ -1,39 +1,57 @@
-"""The reproduction report: each claim of the papers, the paper's value, ours with its interval, the value
-of a null on which the same test should fail, and a verdict.
+"""The reproduction report: every claim of the papers asks two questions, and the report answers both.
+
+1. *Does our model give the paper's number?* The paper's statistic, computed with the paper's protocol (the
+   authors' code where the text is silent), against the number as the paper prints it, under one tolerance
+   rule for the whole book (`TOLERANCE_RULE`, `band`). Verdict: *agrees* / *differs* / *inconclusive*;
+   *qualitative* when the paper states the claim without a number, *extension* when the claim is not the
+   paper's (a reviewer's request, a question of ours): "differs from the paper" is never said of a number the
+   paper did not give.
+2. *Does the test tell a trained model from a null?* The book's own, stronger test (held-out scoring,
+   dimensionless comparisons, nulls). Verdict for a finding: *holds* / *fails* / *not diagnostic* /
+   *inconclusive*; *identity holds* / *identity fails* for an identity; *holds* / *fails* for a null-control
+   (counted apart).
 
 Claims live in `book/claims/<notebook>.yml`, a list of entries:
 
-    - id: B4-arrival-only                 # unique, short
+    - id: B4-lambda                       # unique, short
       paper: B                            # A = Traveling Words, B = Lines of Thought
       nature: finding                     # identity | finding | null-control
-      claim: "The residual variance depends on the arrival layer only"
-      paper_value: "function of t + tau only (Eq. 2)"   # what the authors report, typed from PAPERS.md
-      key: arrival_r2_relative            # the chapter's summary value that answers it (an Estimate)
-      test: {kind: min, bound: 0.9}       # how the value is judged (below)
-      nulls: [{key: arrival_r2_relative_cloud, name: "a structureless cloud with the same norm growth"}]
+      origin: paper                       # paper (default) | reviewers | extension
+      claim: "The residual variance grows as exp(lambda (t + tau)), lambda per layer"
+      paper_value: "lambda ~ 0.18 per layer (GPT-2 medium)"   # as the paper says it, typed from PAPERS.md
+      as_paper:                           # question 1 (only with a number the paper prints)
+        key: paper_lambda_log_mean        # the chapter's value by the paper's statistic and protocol
+        printed: "0.18"                   # the number or range as printed: "0.18", "50-51%", "~0"
+        scale: rate                       # rate (a model's rate or scale) | share (a fraction, an accuracy)
+        floor: mean_abs_z_gaussian        # only for "~0": the statistic's Gaussian sampling floor
+        protocol: "N_s = 2.8 D, raw coordinates, same-pilot bases (dx_calculate.m)"
+      key: lambda_per_layer_log_mean      # question 2: the book's value (an Estimate)
+      test: {kind: paper, source: "the tolerance rule"}   # how it is judged, and where its bound comes from
+      nulls: [{key: lambda_cloud, name: "a structureless cloud with the same norm growth"}]
+      deterministic: true                 # optional: a property of the weights, no sampling (no interval needed)
 
-Natures. An *identity* holds for any weights by construction (it checks our code, not the paper); a
-*finding* is about what a trained model does; a *null-control* is about a null model's own behaviour.
+Tests judge an interval [lo, hi]: `abs` (within tol of `paper_value`), `rel` (within tol x |paper_value|), `max`
+(at most bound), `min` (at least bound), `range` (between lo and hi), `paper` (inside question 1's band: the
+tolerance rule applied to the paper's number), `true` (the boolean True, identities only), `none` (shown, no
+verdict). Every bound says where it comes from in `source`: the paper (section, figure, table), the tolerance
+rule, or the book's own reason. A value *passes* when its whole interval passes, *fails* when its whole
+interval fails, and *straddles* otherwise; a value without a finite interval is not judged (*no interval*)
+unless the claim is `deterministic`.
 
-Tests judge an interval [lo, hi] (an exact value has lo = hi): `abs` (within tol of the paper's value), `rel`
-(within tol x abs(paper)), `max` (at most bound), `min` (at least bound), `range` (between lo and hi), `true`
-(a boolean check, identities only), `none` (shown, no verdict). The value *passes* when its whole interval
-passes, *fails* when its whole interval fails, and *straddles* otherwise.
-
-Verdicts. identity: *identity holds* / *identity fails*. null-control: *reproduced* / *differs* /
-*inconclusive*. finding: *differs* when ours fails, *inconclusive* when ours straddles; when ours passes,
-every null is judged by the same test: the untrained model of the same architecture (the same chapter run
-on `untrained:<model>`, always) and the claim's own `nulls` (a mapping or a list of them; `null:` is read
-too), values recorded by the chapter: *reproduced*
-when every null fails, *not diagnostic* when a null passes too, *inconclusive* when a null straddles or
-was not measured. *not applicable*: a test of kind none, or a value recorded as `not_applicable(reason)`;
-*missing*: the chapter did not record the value.
+A finding *holds* only when ours passes, at least one null ran and failed, and every null it names ran and
+failed: the untrained model of the same architecture (the same chapter run on `untrained:<model>`, always)
+and the claim's own `nulls` recorded by the chapter. A null that passes too makes it *not diagnostic*; a null
+that straddles, was not run, or is not applicable makes it *inconclusive* (the report names it).
+*not applicable*: a test of kind none, or a value recorded as `not_applicable(reason)`; *missing*: the
+chapter did not record the value.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -43,11 +61,22 @@ from ..intervals import Estimate, as_estimate
 from .pipeline import project_root
 from .summary import NOT_APPLICABLE, load_summaries
 
-KINDS = {"abs", "rel", "max", "min", "range", "true", "none"}
+KINDS = {"abs", "rel", "max", "min", "range", "paper", "true", "none"}
 NATURES = ("identity", "finding", "null-control")
-VERDICTS = (
-    "reproduced",
+ORIGINS = ("paper", "reviewers", "extension")
+SCALES = ("rate", "share")
+AGAINST_PAPER = (
+    "agrees",
     "differs",
+    "inconclusive",
+    "qualitative",
+    "extension",
+    "not applicable",
+    "missing",
+)
+VERDICTS = (
+    "holds",
+    "fails",
     "inconclusive",
     "not diagnostic",
     "identity holds",
@@ -56,12 +85,16 @@ VERDICTS = (
     "missing",
 )
 COLORS = {
-    "reproduced": "#2e7d32",
+    "holds": "#2e7d32",
+    "agrees": "#2e7d32",
+    "fails": "#c62828",
     "differs": "#c62828",
     "inconclusive": "#ef6c00",
     "not diagnostic": "#6a1b9a",
     "identity holds": "#546e7a",
     "identity fails": "#b71c1c",
+    "qualitative": "#8d6e63",
+    "extension": "#0277bd",
     "not applicable": "#9e9e9e",
     "missing": "#424242",
 }
@@ -69,44 +102,46 @@ UNTRAINED_NULL = "untrained model, same architecture"
 UNTRAINED_PREFIX = "untrained:"
 PAPERS = {"A": "Traveling Words", "B": "Lines of Thought"}
 REQUIRED = {"id", "paper", "nature", "claim", "paper_value", "key", "test"}
+SOURCED = {"abs", "rel", "max", "min", "range"}
+
+# The papers' own spread between their models: Lines of Thought gives lambda ~ 0.18 per layer for GPT-2 medium
+# and ~ 0.27 for Llama 2 7B, the one number either paper reports for two models.
+CROSS_MODEL_FACTOR = 0.27 / 0.18
+TOLERANCE_RULE = (
+    "A number of the papers agrees with ours when our 95% interval meets its band, and differs when the "
+    "interval lies wholly outside it. The band is the number as printed, widened by half a unit of its last "
+    "printed digit (a range printed as a-b keeps both ends, each widened the same way). A rate or scale of a "
+    "model (lambda, alpha, a divergence in nats) is widened further by the factor that separates the papers' "
+    "own models for the same kind of number: lambda is 0.18 for GPT-2 medium and 0.27 for Llama 2 7B, a factor "
+    f"of {CROSS_MODEL_FACTOR:.2f}, so the band runs from its low end divided by {CROSS_MODEL_FACTOR:.2f} to its "
+    "high end times it. A share or an accuracy keeps the printed precision. A value the paper draws as about "
+    "zero, with no digits, has the band from 0 to the same statistic's sampling floor: its value on a Gaussian "
+    "sample of the same size. No band is set from our results; a value without a finite interval is "
+    "inconclusive unless it is a deterministic property of the weights."
+)
 
 
 def load_claims(folder: str | Path, notebook: str | None = None) -> list[dict]:
     """All claims of `folder/*.yml` (only `<notebook>.yml` when given), each tagged with its notebook;
-    checked for well-formedness."""
+    checked for well-formedness (a malformed claim raises, naming the file, the claim and the problem)."""
     claims, seen = [], set()
     for path in sorted(Path(folder).glob(f"{notebook or '*'}.yml")):
         for entry in yaml.safe_load(path.read_text()) or []:
+            # YAML reads a bare `null:` key as None
             spec = (
                 entry.pop("nulls", None)
                 or entry.pop(None, None)
                 or entry.pop("null", None)
-            )  # YAML reads a
+            )
             entry = {
+                "origin": "paper",
                 **entry,
                 "notebook": path.stem,
                 "nulls": _nulls(spec),
-            }  # bare `null:` key as None
-            problems = (
-                [f"missing {sorted(REQUIRED - set(entry))}"]
-                if REQUIRED - set(entry)
-                else []
+            }
+            problems = _problems(entry) + (
+                ["duplicate id"] if entry.get("id") in seen else []
             )
-            if entry.get("test", {}).get("kind") not in KINDS:
-                problems.append(f"test kind not in {sorted(KINDS)}")
-            if entry.get("nature") not in NATURES:
-                problems.append(f"nature not in {NATURES}")
-            if entry["nulls"] and entry.get("nature") != "finding":
-                problems.append("only a finding names nulls")
-            if (
-                entry.get("test", {}).get("kind") == "true"
-                and entry.get("nature") == "finding"
-            ):
-                problems.append(
-                    "a finding needs a measured value with an interval, not a true/false test"
-                )
-            if entry.get("id") in seen:
-                problems.append("duplicate id")
             if problems:
                 raise ValueError(
                     f"{path}: claim {entry.get('id')!r} is malformed: {'; '.join(problems)}"
@@ -114,6 +149,47 @@ def load_claims(folder: str | Path, notebook: str | None = None) -> list[dict]:
             seen.add(entry["id"])
             claims.append(entry)
     return claims
+
+
+def _problems(entry: dict) -> list[str]:
+    problems = (
+        [f"missing {sorted(REQUIRED - set(entry))}"] if REQUIRED - set(entry) else []
+    )
+    test, nature = entry.get("test", {}), entry.get("nature")
+    if test.get("kind") not in KINDS:
+        problems.append(f"test kind not in {sorted(KINDS)}")
+    elif test["kind"] in SOURCED and not test.get("source"):
+        problems.append(
+            "the test's bound does not say where it comes from (test.source)"
+        )
+    if nature not in NATURES:
+        problems.append(f"nature not in {NATURES}")
+    if entry.get("origin") not in ORIGINS:
+        problems.append(f"origin not in {ORIGINS}")
+    if entry["nulls"] and nature != "finding":
+        problems.append("only a finding names nulls")
+    if test.get("kind") == "true" and nature != "identity":
+        problems.append(
+            "a true/false test is for identities; a finding needs a measured value with an interval"
+        )
+    as_paper = entry.get("as_paper")
+    if as_paper is not None:
+        if entry.get("origin") != "paper":
+            problems.append("as_paper is for a number the paper prints (origin: paper)")
+        if not {"key", "printed", "scale", "protocol"} <= set(as_paper):
+            problems.append("as_paper needs key, printed, scale and protocol")
+        elif as_paper["scale"] not in SCALES:
+            problems.append(f"as_paper.scale not in {SCALES}")
+        else:
+            try:
+                band(as_paper["printed"], as_paper["scale"], 0.0)
+            except ValueError as error:
+                problems.append(str(error))
+    if test.get("kind") == "paper" and as_paper is None:
+        problems.append(
+            "a test of kind paper needs as_paper (the band it is judged by)"
+        )
+    return problems
 
 
 def _nulls(spec) -> list[dict]:
@@ -125,11 +201,90 @@ def _nulls(spec) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------------------------
+# the tolerance rule
+
+_PRINTED = re.compile(
+    r"^\s*~?\s*(\d+(?:\.\d+)?)\s*(?:[-–]\s*(\d+(?:\.\d+)?))?\s*(%?)\s*$"
+)
+
+
+def _widened(number: str, percent: bool) -> tuple[float, float]:
+    """A printed number and half a unit of its last digit, as a fraction when printed as a percentage."""
+    digits = len(number.split(".")[1]) if "." in number else 0
+    half, value = 0.5 * 10.0**-digits, float(number)
+    scale = 0.01 if percent else 1.0
+    return (value - half) * scale, (value + half) * scale
+
+
+def band(printed: str, scale: str, floor: float | None = None) -> tuple[float, float]:
+    """The band of values that agree with a paper number printed as `printed` ("0.18", "50-51%", "1-1.5",
+    "~0"), under `TOLERANCE_RULE`: the printed precision, widened by `CROSS_MODEL_FACTOR` for a `rate`;
+    "~0" is [0, floor] (`floor`: the statistic's Gaussian sampling floor)."""
+    if printed.replace(" ", "") in ("~0", "0"):
+        if floor is None or not math.isfinite(floor):
+            raise ValueError(
+                f"a paper value printed as {printed!r} needs as_paper.floor (a sampling floor)"
+            )
+        return 0.0, float(floor)
+    match = _PRINTED.match(printed)
+    if not match:
+        raise ValueError(
+            f"as_paper.printed {printed!r} is not a number, a range a-b or ~0 (a % sign may follow)"
+        )
+    first, second, percent = match.groups()
+    lo = _widened(first, bool(percent))[0]
+    hi = _widened(second or first, bool(percent))[1]
+    if scale == "rate":
+        return lo / CROSS_MODEL_FACTOR, hi * CROSS_MODEL_FACTOR
+    return lo, hi
+
+
+def against_paper(
+    claim: dict, values: dict
+) -> tuple[str, object, tuple[float, float] | None]:
+    """Question 1 for `claim` from a chapter's recorded `values`: the verdict word (`AGAINST_PAPER`), the value
+    by the paper's statistic and protocol, and the band it is judged against (None without a paper number)."""
+    if claim["nature"] == "identity":
+        return (
+            "not applicable",
+            None,
+            None,
+        )  # an identity checks our code, not a number of the paper
+    if claim["origin"] != "paper":
+        return "extension", None, None
+    spec = claim.get("as_paper")
+    if spec is None:
+        return "qualitative", None, None
+    value = values.get(spec["key"])
+    floor = _upper(values.get(spec.get("floor"))) if spec.get("floor") else None
+    try:
+        low, high = band(spec["printed"], spec["scale"], floor)
+    except ValueError:
+        return "missing", value, None  # the floor was not recorded
+    found = _interval(value, claim.get("deterministic", False))
+    if found in ("missing", "not applicable"):
+        return found, value, (low, high)
+    if found == "no interval":
+        return "inconclusive", value, (low, high)
+    lo, hi = found
+    return ("differs" if hi < low or lo > high else "agrees"), value, (low, high)
+
+
+def _upper(value) -> float | None:
+    estimate = as_estimate(value)
+    if estimate is None:
+        return None
+    return estimate.hi if math.isfinite(estimate.hi) else estimate.value
+
+
+# ----------------------------------------------------------------------------------------------
 # judging one value
 
 
-def allowed(test: dict, paper_value) -> tuple[float, float]:
-    """The interval of values that pass `test` (kinds abs, rel, max, min, range)."""
+def allowed(
+    test: dict, paper_value, band_: tuple[float, float] | None = None
+) -> tuple[float, float]:
+    """The interval of values that pass `test` (kinds abs, rel, max, min, range; paper: `band_`)."""
     kind = test["kind"]
     if kind == "abs":
         return paper_value - test["tol"], paper_value + test["tol"]
@@ -143,6 +298,8 @@ def allowed(test: dict, paper_value) -> tuple[float, float]:
         return test["bound"], math.inf
     if kind == "range":
         return test["lo"], test["hi"]
+    if kind == "paper" and band_ is not None:
+        return band_
     raise ValueError(f"no interval for a test of kind {kind!r}")
 
 
@@ -150,29 +307,46 @@ def is_not_applicable(value) -> bool:
     return isinstance(value, dict) and NOT_APPLICABLE in value
 
 
-def outcome(value, test: dict, paper_value) -> str:
-    """'passes', 'fails' or 'straddles' for a recorded value (Estimate, its JSON, number or boolean);
-    'missing' for None, 'not applicable' for `not_applicable(...)` or a test of kind none."""
+def _interval(value, deterministic: bool):
+    """(lo, hi) of a recorded value; 'missing', 'not applicable' or 'no interval' when it has none to judge
+    (a point value counts as [v, v] only when `deterministic`)."""
+    if is_not_applicable(value):
+        return "not applicable"
+    if value is None:
+        return "missing"
+    estimate = as_estimate(value) if not isinstance(value, bool) else None
+    if estimate is None or not math.isfinite(estimate.value):
+        return "missing"
+    sampled = (
+        estimate.method != "exact"
+    )  # `intervals.exact`: a point value, no sampling behind it
+    if sampled and math.isfinite(estimate.lo) and math.isfinite(estimate.hi):
+        return estimate.lo, estimate.hi
+    return (estimate.value, estimate.value) if deterministic else "no interval"
+
+
+def outcome(
+    value, test: dict, paper_value, deterministic: bool = False, band_=None
+) -> str:
+    """'passes', 'fails' or 'straddles' for a recorded value (an Estimate or its JSON; a bare number only when
+    `deterministic`; the boolean True or False for a test of kind true); 'no interval' for a sampled value
+    without a finite interval (or a non-boolean under kind true), 'missing' for None, 'not applicable' for
+    `not_applicable(...)` or a test of kind none. `band_` is question 1's band (tests of kind paper)."""
     if test["kind"] == "none" or is_not_applicable(value):
         return "not applicable"
     if value is None:
         return "missing"
     if test["kind"] == "true":
-        estimate = as_estimate(value)
         return (
-            "passes"
-            if (estimate.value if estimate is not None else bool(value))
-            else "fails"
+            "passes" if value is True else "fails" if value is False else "no interval"
         )
-    estimate = as_estimate(value)
-    if estimate is None or not math.isfinite(estimate.value):
+    if test["kind"] == "paper" and band_ is None:
         return "missing"
-    lo, hi = (
-        (estimate.lo, estimate.hi)
-        if math.isfinite(estimate.lo) and math.isfinite(estimate.hi)
-        else (estimate.value, estimate.value)
-    )
-    low, high = allowed(test, paper_value)
+    found = _interval(value, deterministic)
+    if isinstance(found, str):
+        return found
+    lo, hi = found
+    low, high = allowed(test, paper_value, band_)
     if low <= lo and hi <= high:
         return "passes"
     if hi < low or lo > high:
@@ -189,30 +363,36 @@ class Null:
     outcome: str
 
 
-def verdict(claim: dict, ours, nulls: list[Null]) -> str:
-    """The verdict word of `claim` (see the module docstring) from our value and the nulls' values."""
-    mine = outcome(ours, claim["test"], claim["paper_value"])
+def verdict(claim: dict, ours, nulls: list[Null], band_=None) -> str:
+    """Question 2's verdict word for `claim` (see the module docstring) from our value and the nulls'."""
+    mine = outcome(
+        ours,
+        claim["test"],
+        claim["paper_value"],
+        claim.get("deterministic", False),
+        band_,
+    )
     if mine in ("not applicable", "missing"):
         return mine
-    nature = claim["nature"]
-    if nature == "identity":
-        return {
-            "passes": "identity holds",
-            "fails": "identity fails",
-            "straddles": "inconclusive",
-        }[mine]
-    if mine == "fails":
-        return "differs"
-    if mine == "straddles":
+    if mine in ("straddles", "no interval"):
         return "inconclusive"
-    if nature == "null-control":
-        return "reproduced"
-    judged = [n.outcome for n in nulls if n.outcome != "not applicable"]
-    if "passes" in judged:
-        return "not diagnostic"
-    if not judged or any(o in ("straddles", "missing") for o in judged):
-        return "inconclusive"
-    return "reproduced"
+    if claim["nature"] == "identity":
+        return "identity holds" if mine == "passes" else "identity fails"
+    if mine == "fails" or claim["nature"] == "null-control":
+        return "holds" if mine == "passes" else "fails"
+    judged = [n.outcome for n in nulls]
+    if not judged or any(o != "fails" for o in judged if o != "passes"):
+        return "inconclusive"  # no null, or one that straddles, has no interval, was not run or not applicable
+    return "not diagnostic" if "passes" in judged else "holds"
+
+
+def unresolved_nulls(nulls: list[Null]) -> list[str]:
+    """The names of the nulls that leave a finding inconclusive: not run, not applicable, no interval."""
+    return [
+        n.name
+        for n in nulls
+        if n.outcome in ("missing", "not applicable", "no interval")
+    ]
 
 
 def format_value(value, sample: bool = True) -> str:
@@ -237,22 +417,58 @@ def format_value(value, sample: bool = True) -> str:
     return str(value)
 
 
-def describe_test(test: dict, paper_value) -> str:
+def describe_test(test: dict, paper_value, band_=None) -> str:
     kind = test["kind"]
     if kind == "none":
         return "no verdict"
     if kind == "true":
         return "true"
-    low, high = allowed(test, paper_value)
+    if kind == "paper" and band_ is None:
+        return "in the paper's band"
+    low, high = allowed(test, paper_value, band_)
     if kind == "max":
         return f"≤ {high:g}"
     if kind == "min":
         return f"≥ {low:g}"
-    return f"in [{low:g}, {high:g}]"
+    return f"in [{low:.3g}, {high:.3g}]"
 
 
 # ----------------------------------------------------------------------------------------------
 # the report and the atlas
+
+
+def judge(claim: dict, values: dict, untrained: dict | None) -> dict:
+    """Both questions for one claim, from its chapter's recorded `values` and, for a finding, the untrained
+    model's values of the same chapter (`untrained`; None: that book was not built, and the null is missing).
+    Returns the row's verdicts, values, nulls, band and test."""
+    answer, as_paper, band_ = against_paper(claim, values)
+    ours, nulls = values.get(claim["key"]), []
+    judge_ = partial(
+        outcome,
+        test=claim["test"],
+        paper_value=claim["paper_value"],
+        deterministic=claim.get("deterministic", False),
+        band_=band_,
+    )
+    if claim["nature"] == "finding":
+        named = [(UNTRAINED_NULL, (untrained or {}).get(claim["key"]))]
+        named += [(n["name"], values.get(n["key"])) for n in claim["nulls"]]
+        nulls = [Null(name, value, judge_(value)) for name, value in named]
+    verdict_ = verdict(claim, ours, nulls, band_)
+    return {
+        "against paper": answer,
+        "as paper": as_paper,
+        "band": band_,
+        "verdict": verdict_,
+        "ours": ours,
+        "outcome": judge_(ours),
+        "nulls": nulls,
+        "unresolved": unresolved_nulls(nulls) if verdict_ == "inconclusive" else [],
+        "test": describe_test(claim["test"], claim["paper_value"], band_),
+        "bound from": claim["test"].get(
+            "source", "the tolerance rule" if claim["test"]["kind"] == "paper" else ""
+        ),
+    }
 
 
 def report_table(
@@ -260,50 +476,31 @@ def report_table(
     summaries_folder: str | Path,
     null_folder: str | Path | None = None,
 ) -> pd.DataFrame:
-    """One row per claim: verdict, ours, the nulls (the untrained model's value from the summaries in
-    `null_folder`, and the claim's own nulls), the paper's value, the test, the chapter and its run."""
+    """One row per claim: question 1 (`against paper`: the verdict, our value by the paper's protocol, the
+    band) and question 2 (`verdict`: ours, the nulls, the test and where its bound comes from), the paper's
+    value, the chapter and its run. The untrained model's values come from the summaries in `null_folder`;
+    without it every finding's untrained null is missing, so no finding holds."""
     summaries = load_summaries(summaries_folder)
     null_summaries = load_summaries(null_folder) if null_folder else {}
     rows = []
     for c in load_claims(claims_folder):
         summary = summaries.get(c["notebook"], {})
-        values = summary.get("values", {})
-        ours = values.get(c["key"])
-        nulls = []
-        if c["nature"] == "finding":
-            if null_folder is not None:
-                null_value = (
-                    null_summaries.get(c["notebook"], {})
-                    .get("values", {})
-                    .get(c["key"])
-                )
-                nulls.append(
-                    Null(
-                        UNTRAINED_NULL,
-                        null_value,
-                        outcome(null_value, c["test"], c["paper_value"]),
-                    )
-                )
-            nulls += [
-                Null(
-                    n["name"],
-                    values.get(n["key"]),
-                    outcome(values.get(n["key"]), c["test"], c["paper_value"]),
-                )
-                for n in c["nulls"]
-            ]
+        untrained = (
+            null_summaries.get(c["notebook"], {}).get("values", {})
+            if null_folder
+            else None
+        )
         params = summary.get("parameters", {})
         rows.append(
             {
                 "id": c["id"],
                 "paper": c["paper"],
                 "nature": c["nature"],
+                "origin": c["origin"],
                 "claim": c["claim"],
-                "verdict": verdict(c, ours, nulls),
-                "ours": ours,
-                "nulls": nulls,
+                **judge(c, summary.get("values", {}), untrained),
                 "paper value": c["paper_value"],
-                "test": describe_test(c["test"], c["paper_value"]),
+                "protocol": (c.get("as_paper") or {}).get("protocol", ""),
                 "chapter": c["notebook"],
                 "run with": ", ".join(f"{k}={v}" for k, v in params.items()),
             }
@@ -311,12 +508,25 @@ def report_table(
     return pd.DataFrame(rows)
 
 
+GROUPS = ("numbers of the paper", "findings", "null-controls", "identities")
+
+
 def headline(table: pd.DataFrame) -> pd.DataFrame:
-    """Counts of each verdict per paper (rows A, B) in the order of VERDICTS, identities folded into one
-    column per outcome."""
-    counts = pd.crosstab(table["paper"], table["verdict"]).reindex(
-        columns=list(VERDICTS), fill_value=0
+    """Counts per paper and group: question 1 over every claim but the identities ("numbers of the paper":
+    agrees, differs, ..., qualitative, extension) and question 2 apart for findings, null-controls and identities. Rows (paper,
+    group), columns the verdict words that occur."""
+    words = list(dict.fromkeys(AGAINST_PAPER + VERDICTS))
+    claims = table[table["nature"] != "identity"]
+    groups = [claims.assign(group=GROUPS[0], word=claims["against paper"])]
+    for nature, group in zip(NATURES, (GROUPS[3], GROUPS[1], GROUPS[2])):
+        rows = table[table["nature"] == nature]
+        groups.append(rows.assign(group=group, word=rows["verdict"]))
+    long = pd.concat(groups)
+    counts = pd.crosstab([long["paper"], long["group"]], long["word"]).reindex(
+        columns=words, fill_value=0
     )
+    order = sorted(counts.index, key=lambda i: (i[0], GROUPS.index(i[1])))
+    counts = counts.loc[order]
     return counts.loc[:, counts.sum() > 0]
 
 
@@ -333,35 +543,53 @@ def chapter_claims(
 def chapter_outcomes(
     notebook: str, values: dict, claims_folder: str | Path | None = None
 ) -> pd.DataFrame:
-    """For a chapter's closing paragraph: each of its claims, our value with its interval and whether that
-    interval passes, fails or straddles the test, and the same for the claim's own nulls recorded in
-    `values` (the untrained model's value, from another run, is judged in the report)."""
+    """For a chapter's closing paragraph: each of its claims against the paper (the value by the paper's
+    protocol and its band), our value with its interval and whether it passes, fails or straddles the book's
+    test, and the claim's own nulls recorded in `values` (the untrained model's value, from another run, is
+    judged in the report)."""
     rows = []
     for c in chapter_claims(notebook, claims_folder):
-        judge = lambda key: outcome(values.get(key), c["test"], c["paper_value"])  # noqa: E731
-        nulls = "; ".join(
-            f"{n['name']}: {format_value(values.get(n['key']))} ({judge(n['key'])})"
-            for n in c["nulls"]
-        )
+        row = judge(c, values, {})
+        own = [n for n in row["nulls"] if n.name != UNTRAINED_NULL]
         rows.append(
             {
                 "claim": c["id"],
                 "nature": c["nature"],
-                "test": describe_test(c["test"], c["paper_value"]),
-                "ours": format_value(values.get(c["key"])),
-                "outcome": judge(c["key"]),
-                "nulls": nulls or "—",
+                "against paper": row["against paper"],
+                "paper's protocol": format_value(row["as paper"])
+                if c.get("as_paper")
+                else "—",
+                "band": _band_text(row["band"]),
+                "test": row["test"],
+                "ours": format_value(row["ours"]),
+                "outcome": row["outcome"],
+                "nulls": "; ".join(
+                    f"{n.name}: {format_value(n.value)} ({n.outcome})" for n in own
+                )
+                or "—",
             }
         )
     return pd.DataFrame(rows)
+
+
+def _band_text(band_) -> str:
+    return "—" if band_ is None else f"[{band_[0]:.3g}, {band_[1]:.3g}]"
 
 
 SAID = {
     "passes": "holds",
     "fails": "does not hold",
     "straddles": "is inconclusive (its interval straddles the bound)",
+    "no interval": "is inconclusive (no interval)",
     "missing": "was not measured",
     "not applicable": "has no verdict",
+}
+SAID_PAPER = {
+    "agrees": "agrees with the paper's {printed}",
+    "differs": "differs from the paper's {printed}",
+    "inconclusive": "cannot be compared with the paper's {printed} (no interval)",
+    "missing": "was not measured by the paper's protocol",
+    "not applicable": "has no value by the paper's protocol",
 }
 
 
@@ -372,23 +600,26 @@ def closing_sentences(
     why_not_diagnostic: str,
     claims_folder: str | Path | None = None,
 ) -> list[str]:
-    """A chapter's closing paragraph, one sentence per claim: whether our value passes its test on `model`, and
-    each of the claim's own nulls recorded in `values` with its outcome; where both pass, the sentence says the
-    test is not diagnostic and gives `why_not_diagnostic` (the chapter's reason)."""
+    """A chapter's closing paragraph, one sentence per claim: against the paper (the value by the paper's
+    protocol and whether it meets the band of the tolerance rule), then the book's test on `model` and each of
+    the claim's own nulls recorded in `values`; where both pass, the sentence says the test is not diagnostic
+    and gives `why_not_diagnostic` (the chapter's reason)."""
     sentences = []
     for c in chapter_claims(notebook, claims_folder):
-        judge = lambda key: outcome(values.get(key), c["test"], c["paper_value"])  # noqa: E731
-        ours = judge(c["key"])
-        line = (
-            f"{c['id']} {SAID[ours]} on {model}: {format_value(values.get(c['key']))}, "
-            f"test {describe_test(c['test'], c['paper_value'])}"
-        )
-        for null in c["nulls"]:
-            theirs = judge(null["key"])
+        row = judge(c, values, {})
+        line = c["id"]
+        if c.get("as_paper") and row["against paper"] in SAID_PAPER:
+            printed = c["as_paper"]["printed"]
             line += (
-                f"; {null['name']}: {format_value(values.get(null['key']))}, {theirs}"
+                f" {SAID_PAPER[row['against paper']].format(printed=printed)} by its protocol: "
+                f"{format_value(row['as paper'])}, band {_band_text(row['band'])}; the book's test"
             )
-            if ours == theirs == "passes":
+        line += f" {SAID[row['outcome']]} on {model}: {format_value(row['ours'])}, test {row['test']}"
+        for null in row["nulls"]:
+            if null.name == UNTRAINED_NULL:
+                continue
+            line += f"; {null.name}: {format_value(null.value)}, {null.outcome}"
+            if row["outcome"] == null.outcome == "passes":
                 line += f" too (not diagnostic: {why_not_diagnostic})"
         sentences.append(line)
     return sentences
@@ -411,7 +642,8 @@ def built_books(books_dir: str | Path) -> dict[str, Path]:
 def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFrame:
     """The claims side by side for several models, long form: one row per claim and model (trained models
     first, each judged against its untrained book when one is in `books`, model -> summaries folder), with
-    the claim's paper, chapter, nature, verdict and our value as text."""
+    the claim's paper, chapter, nature, both verdicts (against the paper, the book's test) and our value as
+    text."""
     models = sorted(books, key=lambda m: (m.startswith(UNTRAINED_PREFIX), m))
     frames = []
     for model in models:
@@ -431,6 +663,7 @@ def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFra
         "nature",
         "claim",
         "model",
+        "against paper",
         "verdict",
         "value",
         "point",
@@ -446,29 +679,31 @@ def _point(value) -> str:
     return format(estimate.value, ".3g") if estimate is not None else ""
 
 
-def verdict_heatmap(atlas: pd.DataFrame, ax=None):
-    """Claims x models at a glance: one cell per claim and model, colored by verdict and labelled with our
-    value's point estimate (`atlas_table`'s `point`), claims grouped by paper and chapter."""
+def verdict_heatmap(atlas: pd.DataFrame, column: str = "verdict", ax=None):
+    """Claims x models at a glance: one cell per claim and model, colored by the verdict in `column`
+    ("verdict": the book's test; "against paper": question 1) and labelled with our value's point estimate
+    (`atlas_table`'s `point`), claims grouped by paper and chapter."""
     import matplotlib.pyplot as plt
     import seaborn as sns
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
+    words = AGAINST_PAPER if column == "against paper" else VERDICTS
     models = list(dict.fromkeys(atlas["model"]))
     rows = atlas.drop_duplicates("id").sort_values(["paper", "chapter"], kind="stable")
-    codes = atlas.pivot(index="id", columns="model", values="verdict").reindex(
+    codes = atlas.pivot(index="id", columns="model", values=column).reindex(
         index=rows["id"], columns=models
     )
     text = atlas.pivot(index="id", columns="model", values="point").reindex_like(codes)
-    index = codes.apply(lambda column: column.map(VERDICTS.index))
+    index = codes.apply(lambda values: values.map(words.index))
     if ax is None:
         size = (2.2 + 1.7 * len(models), 0.26 * len(codes) + 1.5)
         ax = plt.subplots(figsize=size)[1]
     sns.heatmap(
         index.astype(float),
-        cmap=ListedColormap([COLORS[v] for v in VERDICTS]),
+        cmap=ListedColormap([COLORS[v] for v in words]),
         vmin=-0.5,
-        vmax=len(VERDICTS) - 0.5,
+        vmax=len(words) - 0.5,
         annot=text.fillna(""),
         fmt="",
         annot_kws={"fontsize": 6, "color": "white"},
@@ -484,7 +719,7 @@ def verdict_heatmap(atlas: pd.DataFrame, ax=None):
     )
     ax.set(xlabel="", ylabel="")
     ax.xaxis.tick_top()
-    seen = [v for v in VERDICTS if (atlas["verdict"] == v).any()]
+    seen = [v for v in words if (atlas[column] == v).any()]
     ax.legend(
         [Patch(color=COLORS[v]) for v in seen],
         seen,
@@ -497,32 +732,52 @@ def verdict_heatmap(atlas: pd.DataFrame, ax=None):
 
 
 def verdict_bars(counts: pd.DataFrame, model: str, ax=None):
-    """The headline counts of `headline` as one stacked bar per paper, colored by verdict."""
+    """The headline counts of `headline` as one stacked bar per paper and group, colored by verdict."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(counts)))[1]
+        ax = plt.subplots(figsize=(8, 1.4 + 0.4 * len(counts)))[1]
+    labels = [f"{PAPERS.get(p, p)}: {g}" for p, g in counts.index]
     left = pd.Series(0, index=counts.index)
     for name in counts.columns:
-        labels = [PAPERS.get(p, p) for p in counts.index]
         ax.barh(labels, counts[name], left=left, color=COLORS[name], label=name)
         left += counts[name]
+    ax.invert_yaxis()
     ax.set(xlabel="claims", title=f"Verdicts on {model}")
-    ax.legend(ncols=4, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45))
+    ax.legend(ncols=4, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25))
     return ax
 
 
 def claims_view(rows: pd.DataFrame, with_nulls: bool):
-    """Claims of a `report_table` as a styled table for a page: the verdict as a colored badge, our value with
-    its interval, the nulls (with `with_nulls`), the paper's value, the test and a link to the chapter (its
-    parameters on hover)."""
+    """Claims of a `report_table` as a styled table for a page, both questions side by side: against the
+    paper (a badge, the paper's number, our value by the paper's protocol and the band; the protocol on
+    hover) and the book's test (a badge, our value with its interval, the nulls with `with_nulls`, the test
+    with where its bound comes from on hover), and a link to the chapter (its parameters on hover)."""
     import html
 
-    def badge(word: str) -> str:
+    def badge(word: str, why: str = "") -> str:
+        title = f' title="{html.escape(why)}"' if why else ""
         return (
             f'<span style="background:{COLORS[word]};color:white;padding:1px 6px;'
-            f'border-radius:3px;white-space:nowrap">{word}</span>'
+            f'border-radius:3px;white-space:nowrap"{title}>{word}</span>'
         )
+
+    def paper(row) -> str:
+        text = f"{badge(row['against paper'], row['protocol'])}<br>{html.escape(str(row['paper value']))}"
+        if row["band"] is not None:
+            text += (
+                f"<br>ours: {html.escape(format_value(row['as paper'], sample=False))}"
+            )
+            text += f" (band {_band_text(row['band'])})"
+        return text
+
+    def book(row) -> str:
+        missing = (
+            f" (missing null: {', '.join(row['unresolved'])})"
+            if row["unresolved"]
+            else ""
+        )
+        return f"{badge(row['verdict'], missing)}<br>{html.escape(format_value(row['ours']))}"
 
     def nulls(items) -> str:
         shown = [
@@ -531,26 +786,24 @@ def claims_view(rows: pd.DataFrame, with_nulls: bool):
         ]
         return "<br>".join(shown) or "—"
 
-    def link(row) -> str:
-        return (
-            f'<a href="{row["chapter"]}.html" title="{html.escape(row["run with"])}">'
-            f"{row['chapter']}</a>"
-        )
+    def test(row) -> str:
+        return f'<span title="{html.escape(row["bound from"])}">{html.escape(row["test"])}</span>'
 
+    def link(row) -> str:
+        return f'<a href="{row["chapter"]}.html" title="{html.escape(row["run with"])}">{row["chapter"]}</a>'
+
+    each = lambda show: [show(row) for _, row in rows.iterrows()]
     frame = pd.DataFrame(
         {
-            "verdict": rows["verdict"].map(badge),
             "claim": [
                 f"<b>{i}</b> {html.escape(c)}"
                 for i, c in zip(rows["id"], rows["claim"])
             ],
-            "ours [95% interval]": rows["ours"].map(
-                lambda v: html.escape(format_value(v))
-            ),
+            "against the paper": each(paper),
+            "the book's test [95% interval]": each(book),
             **({"nulls": rows["nulls"].map(nulls)} if with_nulls else {}),
-            "paper": rows["paper value"].map(lambda v: html.escape(str(v))),
-            "test": rows["test"].map(html.escape),
-            "chapter": rows.apply(link, axis=1),
+            "test (bound's source on hover)": each(test),
+            "chapter": each(link),
         }
     )
     return frame.style.hide(axis="index").set_table_attributes(

@@ -1,12 +1,15 @@
-"""Verdicts: intervals pass, fail or straddle a test; a finding is reproduced only when every null fails;
-identities, null-controls, not-applicable and missing values get their own words; claims are checked."""
+"""Verdicts: the paper's number by the tolerance rule (question 1) and the book's test against nulls (question 2);
+intervals pass, fail or straddle a test; a finding holds only when every null it names ran and failed; a value
+without an interval is judged only when deterministic; identities, null-controls, not-applicable and missing
+values get their own words; claims are checked."""
 import json
 import math
 import numpy as np
 
 import pytest
 
-from lotlib.book.report import Null, atlas_table, built_books, verdict_heatmap, format_value, headline, load_claims, outcome, report_table, verdict
+from lotlib.book.report import (CROSS_MODEL_FACTOR, Null, against_paper, atlas_table, band, built_books, format_value,
+                                headline, load_claims, outcome, report_table, verdict, verdict_heatmap)
 from lotlib.book.summary import not_applicable
 from lotlib.intervals import Estimate, bootstrap, bootstrap_mean, exact, over_seeds, proportion
 
@@ -18,7 +21,7 @@ def est(value, lo, hi):
 
 
 @pytest.mark.parametrize("value,expected", [(est(0.7, 0.6, 0.8), "passes"), (est(0.4, 0.3, 0.45), "fails"),
-                                            (est(0.55, 0.45, 0.65), "straddles"), (0.7, "passes"), (None, "missing"),
+                                            (est(0.55, 0.45, 0.65), "straddles"), (0.7, "no interval"), (None, "missing"),
                                             (not_applicable("RMSNorm"), "not applicable")])
 def test_an_interval_passes_fails_or_straddles(value, expected):
     assert outcome(value, AT_LEAST_HALF, None) == expected
@@ -35,21 +38,84 @@ def test_tests_relative_to_the_paper():
 FINDING = {"nature": "finding", "test": AT_LEAST_HALF, "paper_value": None}
 
 
-def test_a_finding_is_reproduced_only_when_every_null_fails():
+def test_a_finding_holds_only_when_every_null_fails():
     ours = est(0.7, 0.6, 0.8)
     failing, passing = Null("untrained", est(0.1, 0.0, 0.2), "fails"), Null("cloud", est(0.9, 0.8, 1.0), "passes")
-    assert verdict(FINDING, ours, [failing]) == "reproduced"
+    assert verdict(FINDING, ours, [failing]) == "holds"
     assert verdict(FINDING, ours, [failing, passing]) == "not diagnostic"
     assert verdict(FINDING, ours, [Null("untrained", est(0.5, 0.4, 0.6), "straddles")]) == "inconclusive"
     assert verdict(FINDING, ours, [Null("untrained", None, "missing")]) == "inconclusive"
-    assert verdict(FINDING, ours, []) == "inconclusive"  # no null was run: nothing can be reproduced
-    assert verdict(FINDING, est(0.3, 0.2, 0.4), [failing]) == "differs"
+    assert verdict(FINDING, ours, []) == "inconclusive"  # no null was run: nothing can hold
+    assert verdict(FINDING, est(0.3, 0.2, 0.4), [failing]) == "fails"
     assert verdict(FINDING, est(0.5, 0.4, 0.6), [failing]) == "inconclusive"
     assert verdict({**FINDING, "nature": "identity"}, ours, []) == "identity holds"
     assert verdict({**FINDING, "nature": "identity"}, est(0.3, 0.3, 0.3), []) == "identity fails"
-    assert verdict({**FINDING, "nature": "null-control"}, ours, []) == "reproduced"
+    assert verdict({**FINDING, "nature": "null-control"}, ours, []) == "holds"
+    assert verdict({**FINDING, "nature": "null-control"}, est(0.3, 0.2, 0.4), []) == "fails"
     assert verdict(FINDING, not_applicable("no beta"), [failing]) == "not applicable"
     assert verdict({**FINDING, "test": {"kind": "none"}}, ours, []) == "not applicable"
+
+
+def test_a_value_without_a_finite_interval_is_inconclusive_unless_deterministic():
+    failing = Null("untrained", est(0.1, 0.0, 0.2), "fails")
+    no_interval = Estimate(0.6, math.nan, math.nan, 1, "seeds").to_json()  # one seed: 0.6 [nan, nan]
+    assert outcome(no_interval, AT_LEAST_HALF, None) == "no interval"
+    assert verdict(FINDING, no_interval, [failing]) == "inconclusive"
+    assert verdict({**FINDING, "deterministic": True}, no_interval, [failing]) == "holds"
+    one_sentence = exact(0.0, unit="sentence").to_json()  # a point value with no sampling behind it
+    assert verdict({**FINDING, "test": {"kind": "max", "bound": 0}}, one_sentence, [failing]) == "inconclusive"
+    assert outcome(0.7, AT_LEAST_HALF, None, deterministic=True) == "passes"  # a property of the weights
+    assert verdict(FINDING, est(0.7, 0.6, 0.8), [Null("untrained", no_interval, "no interval")]) == "inconclusive"
+
+
+def test_a_missing_or_not_applicable_null_leaves_a_finding_inconclusive_and_is_named():
+    from lotlib.book.report import unresolved_nulls
+
+    failing = Null("cloud", est(0.1, 0.0, 0.2), "fails")
+    for missing in (Null("untrained", None, "missing"), Null("untrained", not_applicable("x"), "not applicable")):
+        assert verdict(FINDING, est(0.7, 0.6, 0.8), [failing, missing]) == "inconclusive"
+        assert unresolved_nulls([failing, missing]) == ["untrained"]
+
+
+def test_true_means_the_boolean_true():
+    test = {"kind": "true"}
+    assert outcome(True, test, None) == "passes" and outcome(False, test, None) == "fails"
+    for truthy in (1, 1.0, "yes", [0], est(1.0, 1.0, 1.0)):
+        assert outcome(truthy, test, None) == "no interval", truthy
+    assert verdict({"nature": "identity", "test": test, "paper_value": None}, "yes", []) == "inconclusive"
+
+
+def test_the_tolerance_rule_bands():
+    assert band("0.18", "rate") == pytest.approx((0.175 / CROSS_MODEL_FACTOR, 0.185 * CROSS_MODEL_FACTOR))
+    assert CROSS_MODEL_FACTOR == pytest.approx(1.5)  # lambda: Llama 2 7B (0.27) over GPT-2 medium (0.18)
+    assert band("50-51%", "share") == pytest.approx((0.495, 0.515))
+    assert band("60%", "share") == pytest.approx((0.595, 0.605))
+    assert band("2.5", "share") == pytest.approx((2.45, 2.55))
+    assert band("~0", "share", floor=0.03) == (0.0, 0.03)
+    with pytest.raises(ValueError, match="needs as_paper.floor"):
+        band("~0", "share")
+    with pytest.raises(ValueError, match="not a number"):
+        band("about a half", "share")
+
+
+PAPER_CLAIM = {"id": "X", "nature": "finding", "origin": "paper", "test": {"kind": "paper"}, "paper_value": "0.18",
+               "as_paper": {"key": "paper_lambda", "printed": "0.18", "scale": "rate", "protocol": "the authors'"}}
+
+
+def test_against_the_paper_agrees_differs_or_cannot_say():
+    judge = lambda value: against_paper(PAPER_CLAIM, {"paper_lambda": value})[0]  # noqa: E731
+    assert judge(est(0.25, 0.2, 0.3)) == "agrees"  # meets the band [0.117, 0.278]
+    assert judge(est(0.4, 0.35, 0.45)) == "differs"
+    assert judge(est(0.2, math.nan, math.nan)) == "inconclusive"
+    assert judge(None) == "missing"
+    assert against_paper({**PAPER_CLAIM, "origin": "extension", "as_paper": None}, {})[0] == "extension"
+    assert against_paper({**PAPER_CLAIM, "as_paper": None}, {})[0] == "qualitative"
+    assert against_paper({**PAPER_CLAIM, "nature": "identity"}, {})[0] == "not applicable"
+    # a test of kind paper judges the book's value and its nulls by the same band
+    ours, cloud = est(0.19, 0.18, 0.2), est(0.2, 0.19, 0.21)
+    band_ = band("0.18", "rate")
+    assert outcome(cloud, PAPER_CLAIM["test"], None, band_=band_) == "passes"
+    assert verdict(PAPER_CLAIM, ours, [Null("cloud", cloud, "passes")], band_) == "not diagnostic"
 
 
 def _write(folder, name, values, parameters=None):
@@ -64,7 +130,7 @@ CLAIMS = """
   claim: "a share above a half"
   paper_value: 0.5
   key: share
-  test: {kind: min, bound: 0.5}
+  test: {kind: min, bound: 0.5, source: "the book"}
   null: {key: share_shuffled, name: "shuffled pilots"}
 - id: X-exact
   paper: A
@@ -72,7 +138,8 @@ CLAIMS = """
   claim: "an exact property"
   paper_value: "exact"
   key: gap
-  test: {kind: max, bound: 1.0e-6}
+  test: {kind: max, bound: 1.0e-6, source: "float64 rounding"}
+  deterministic: true
 """
 
 
@@ -87,7 +154,10 @@ def test_report_and_atlas_read_ours_and_the_nulls(tmp_path):
     assert table.loc["X-share", "verdict"] == "not diagnostic"  # the untrained model passes too
     assert [n.outcome for n in table.loc["X-share", "nulls"]] == ["passes", "fails"]
     assert table.loc["X-exact", "verdict"] == "identity holds"
-    assert headline(table.reset_index()).loc["B", "not diagnostic"] == 1
+    counts = headline(table.reset_index())
+    assert counts.loc[("B", "findings"), "not diagnostic"] == 1
+    assert counts.loc[("B", "numbers of the paper"), "qualitative"] == 1  # the paper gives no band for it
+    assert ("A", "identities") in counts.index and ("A", "numbers of the paper") not in counts.index
     _write(tmp_path / "books" / "a" / "notebooks", "chapter", json.loads((tmp_path / "a" / "chapter.summary.json")
                                                                           .read_text())["values"], {"model": "a"})
     _write(tmp_path / "books" / "untrained-a" / "notebooks", "chapter", {"share": est(0.75, 0.6, 0.85), "gap": 0.0},
@@ -111,8 +181,16 @@ def test_malformed_claims_are_refused(tmp_path):
     (tmp_path / "c.yml").write_text(CLAIMS.replace("nature: finding", "nature: guess"))
     with pytest.raises(ValueError, match="nature not in"):
         load_claims(tmp_path)
-    (tmp_path / "c.yml").write_text(CLAIMS.replace("test: {kind: min, bound: 0.5}", "test: {kind: \"true\"}"))
+    (tmp_path / "c.yml").write_text(CLAIMS.replace("test: {kind: min, bound: 0.5, source: \"the book\"}",
+                                                   "test: {kind: \"true\"}"))
     with pytest.raises(ValueError, match="a finding needs a measured value"):
+        load_claims(tmp_path)
+    (tmp_path / "c.yml").write_text(CLAIMS.replace(', source: "the book"', ""))
+    with pytest.raises(ValueError, match="does not say where it comes from"):
+        load_claims(tmp_path)
+    (tmp_path / "c.yml").write_text(CLAIMS.replace("  key: share\n", "  origin: extension\n  key: share\n  as_paper: "
+                                                   "{key: k, printed: '0.5', scale: share, protocol: p}\n"))
+    with pytest.raises(ValueError, match="as_paper is for a number the paper prints"):
         load_claims(tmp_path)
 
 
@@ -172,3 +250,34 @@ def test_a_glued_float_reads_with_four_digits_and_formats_as_asked():
     shown = format_display_data(_Shown(np.float64(0.0035282045289527315)))[0]["text/plain"]
     assert shown == "0.003528"  # what {glue:text}`name` shows
     assert format_plain_text(shown, ".1e") == "3.5e-03"  # what {glue:text}`name:.1e` shows
+
+
+def test_without_the_untrained_book_no_finding_holds(tmp_path):
+    from lotlib.book.report import UNTRAINED_NULL
+
+    (tmp_path / "chapter.yml").write_text(CLAIMS)
+    _write(tmp_path / "a", "chapter", {"share": est(0.8, 0.7, 0.9), "share_shuffled": est(0.2, 0.1, 0.3), "gap": 0.0})
+    table = report_table(tmp_path, tmp_path / "a").set_index("id")  # the untrained book was not built
+    assert table.loc["X-share", "verdict"] == "inconclusive"
+    assert table.loc["X-share", "unresolved"] == [UNTRAINED_NULL]
+    assert table.loc["X-exact", "verdict"] == "identity holds"  # identities need no null
+
+
+def test_a_closing_sentence_answers_both_questions(tmp_path):
+    from lotlib.book.report import closing_sentences
+
+    claim = """
+- id: X-rate
+  paper: B
+  nature: finding
+  claim: "a rate"
+  paper_value: "about 0.18"
+  key: rate
+  test: {kind: paper}
+  as_paper: {key: paper_rate, printed: "0.18", scale: rate, protocol: "the authors' code"}
+"""
+    (tmp_path / "chapter.yml").write_text(claim)
+    values = {"rate": est(0.5, 0.45, 0.55), "paper_rate": est(0.2, 0.19, 0.21)}
+    (sentence,) = closing_sentences("chapter", values, "m", "", tmp_path)
+    assert sentence.startswith("X-rate agrees with the paper's 0.18 by its protocol: 0.2 [0.19, 0.21]")
+    assert "the book's test does not hold on m: 0.5 [0.45, 0.55]" in sentence
