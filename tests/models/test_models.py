@@ -93,3 +93,70 @@ def test_an_embedded_models_shape_is_known_before_it_is_loaded(smollm2):
     v = smollm2.view
     assert (shape.n_layers, shape.d_model, shape.max_positions) == (v.n_layers, v.d_model, v.max_positions)
     assert shape.vocab_size == smollm2.hf.config.vocab_size
+
+
+# ----------------------------------------------------------------------------------------------
+# the papers' untrained architectures, offline
+
+
+@pytest.mark.parametrize("name, layers, width, heads, params", [
+    ("gpt2", 12, 768, 12, 124_439_808),  # GPT-2 small and medium as published (parameter counts of the hub's weights)
+    ("openai-community/gpt2-medium", 24, 1024, 16, 354_823_168),
+])
+def test_published_architectures_have_the_papers_shapes_without_allocating(name, layers, width, heads, params):
+    from transformers import AutoModelForCausalLM
+
+    from lotlib.models.bounds import model_shape
+    from lotlib.models.sources import load_config, published_config
+    from lotlib.models.view import ModelView
+
+    config = load_config(f"untrained:{name}")  # offline: built in code
+    assert (config["n_layer"], config["n_embd"], config["n_head"]) == (layers, width, heads)
+    assert (config["vocab_size"], config["n_positions"]) == (50257, 1024)
+    shape = model_shape(f"untrained:{name}")
+    assert (shape.n_layers, shape.d_model, shape.vocab_size, shape.max_positions) == (layers, width, 50257, 1024)
+    with torch.device("meta"):  # shapes only, no memory
+        hf = AutoModelForCausalLM.from_config(published_config(name))
+    v = ModelView(hf)
+    assert (v.family, v.n_layers, v.d_model, v.n_heads, v.vocab_size, v.tied) == ("gpt2", layers, width, heads, 50257, True)
+    assert v.final_norm.kind == "layer" and v.final_norm.beta is not None  # LayerNorm with beta
+    assert tuple(v.W_P.shape) == (1024, width)  # learned positions
+    assert hf.config.activation_function == "gelu_new"
+    assert sum(p.numel() for p in hf.parameters()) == params
+
+
+def test_untrained_published_architecture_loads_offline_seeded(monkeypatch):
+    from lotlib.models import sources
+
+    monkeypatch.setitem(sources.PUBLISHED, "gpt2", {"n_layer": 2, "n_embd": 64, "n_head": 4})  # small and fast
+    a = load_model("untrained:gpt2", seed=3, device="cpu")
+    b = load_model("gpt2", untrained=True, seed=3, device="cpu")
+    c = load_model("untrained:gpt2", seed=4, device="cpu")
+    assert a.name == "untrained:gpt2" and a.variant == {"untrained": True, "seed": 3}
+    assert (a.view.n_layers, a.view.d_model, a.view.vocab_size) == (2, 64, 50257)
+    for p, q in zip(a.hf.state_dict().values(), b.hf.state_dict().values()):
+        assert torch.equal(p, q)
+    assert not torch.equal(a.view.W_E, c.view.W_E)
+    assert a.identity == b.identity != c.identity
+    sentence = "I went to the woods because I wished to live deliberately."
+    assert a.tokenizer.decode(a.tokenizer(sentence)["input_ids"]) == sentence
+    assert a.tokenizer("Hello world")["input_ids"] == [15496, 995]  # GPT-2's own ids
+    assert a.tokenizer.eos_token_id == 50256 and len(a.tokenizer) == 50257
+
+
+def test_published_names_keep_their_trained_weights_on_the_hub():
+    from lotlib.models.sources import model_source
+
+    assert model_source("gpt2-medium") == ("gpt2-medium", None)  # a hub id: trained weights
+    with pytest.raises(ModelNotFoundError, match="hub could not provide"):  # offline (conftest): the clear error
+        load_model("openai-community/gpt2", device="cpu")
+    with pytest.raises(ModelNotFoundError, match="hub could not provide"):
+        load_model("gpt2-medium", reinit_from=12, device="cpu")  # re-initialising needs the trained blocks
+
+
+@pytest.mark.slow
+def test_untrained_gpt2_small_is_built_at_full_size():
+    lm = load_model("untrained:gpt2", seed=0, device="cpu")
+    assert (lm.view.n_layers, lm.view.d_model, lm.view.n_heads) == (12, 768, 12)
+    ids = torch.tensor(lm.tokenizer("Simplify, simplify.")["input_ids"])[None]
+    assert torch.isfinite(_logits(lm, ids)).all()
