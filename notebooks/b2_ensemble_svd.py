@@ -41,6 +41,9 @@
 #   them it sits deep in the bulk of the spectrum, and its column is noise. The ranks in the table below
 #   check that the four tracked directions stay among the leading ones at every layer.)
 # - **The truncation protocol of panel (c)** is described in its section; both readings are computed.
+# - **How many pilots.** The paper used about 2,900 pseudo-sentences for GPT-2 medium's D = 1024, N_s ≈ 2.8 D,
+#   and its truncation basis is fit on the very pilots it truncates, so its numbers depend on N_s. Panel (c)
+#   is computed at the book's N_s and at N_s = round(2.8 D) (a seeded subset), each with its own basis.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -54,10 +57,9 @@ bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does
 n_truncated: "int | None" = None  # pilots of the last-layer protocol (None: all)
 n_propagated: int = 128  # pilots for the truncate-every-layer protocol (0 skips it)
 top: int = 5  # next tokens compared between p_K and p (the authors' top-5)
-seed: int = (
-    0  # the pilots each protocol scores, the random directions, the bootstrap
-)
-n_boot: int = 2000  # bootstrap resamples of pilots for the intervals
+paper_ratio: float = 2.8  # the paper's N_s: round(paper_ratio D) pilots
+n_rep: int = 50  # repetitions of the intervals (pilots resampled, basis refit)
+seed: int = 0  # the scored pilots, the paper's subset, random directions, resamples
 
 # %% tags=["hide-input"]
 import numpy as np
@@ -67,10 +69,13 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures, truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
+from lotlib.lines_of_thought.extrapolation import paper_subset
+from lotlib.lines_of_thought.null_tests import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
 X, L, D = ens.X, ens.L, ens.D  # X: (N_s, L+1, D)
+paper_pilots = paper_subset(ens.n_s, D, paper_ratio, seed)  # fails early if too few
 U, S = ensemble.ensemble_svd(X)  # per layer, sorted by decreasing singular value
 U_al, S_al = ensemble.align_bases(
     U, S, reference=L // 2
@@ -138,7 +143,7 @@ glue("spectrum_slope_first", slopes[1])
 #
 # 1. **Last layer only** (the simplest reading): project x(L), before the final norm, onto the top-K
 #    singular vectors of U(L), then apply the final norm and the unembedding. All pilots, or a random
-#    subsample of `n_truncated` of them (the basis is always fit on all pilots).
+#    subsample of `n_truncated` of them (the basis is always fit on all pilots of the sample).
 # 2. **Every layer, propagated**: after every block t = 1..L, replace the pilot's state by its projection
 #    onto the top-K singular vectors of U(t) and let the remaining blocks run on it with the model's own
 #    position embeddings and causal mask. The other tokens of the pseudo-sentence are left alone, and
@@ -148,66 +153,88 @@ glue("spectrum_slope_first", slopes[1])
 # K runs over the powers of two below D, the multiples of D/16 from D/8 to D/2 (the paper's K0 for GPT-2
 # medium is D/4, and these steps resolve K0 around it) and D. At
 # K = D the basis spans every pilot's state, so both protocols give p_D = p up to rounding (the authors'
-# reference "K = D" is p itself). The bands are 95% bootstrap intervals of the mean over pilots; the
-# basis is fit once on all pilots and is not resampled.
+# reference "K = D" is p itself).
+#
+# Everything is computed twice, each time by the paper's protocol (the basis fit on the very pilots it
+# truncates): on the book's {glue:text}`n_s` pilots and on N_s = round(2.8 D) = {glue:text}`n_s_paper`
+# of them. Bands and intervals come from {glue:text}`n_rep` repetitions, each drawing the sample's pilots
+# with replacement, **refitting the basis on the draw** and rescoring; the 95% percentile band of the
+# repetitions is moved onto the sample's curve (a draw holds about 63% distinct pilots, and a basis fit on
+# fewer distinct pilots fits them more closely, which shifts every repetition the same way).
 
 # %%
 ks = truncation.truncation_grid(D)
-sizes = [
-    n_truncated or ens.n_s,
+runs = truncation.truncation_at_sizes(
+    ens.lm,
+    ens.corpus.ids,
+    X,
+    ks,
+    {f"N_s = {ens.n_s}": np.arange(ens.n_s), "N_s = 2.8 D": paper_pilots},
+    n_truncated,
     n_propagated,
-]  # the last-layer, every-layer protocols
-picked, sub = ensemble.draw_sets(ens.n_s, sizes, seed)
-protocols = truncation.truncation_protocols(
-    ens.lm, ens.corpus.ids, X[:, L], U, ks, picked, sub, top=top
+    n_rep=n_rep,
+    seed=seed,
+    top=top,
 )
-figures.truncation_curves(protocols, D, model, n_boot=n_boot, seed=seed)
+book, paper = runs.values()
+figures.truncation_bands(runs, D, model)
 
 # %% [markdown]
 # **What to notice.** Both curves fall as K grows and reach 0 at K = D (the full basis reproduces the
 # state), and the overlap climbs to all five tokens. Compare the two protocols at the same K: truncating
 # after every layer lets the error of each truncation pass through all later blocks, so it needs more
-# directions for the same KL.
+# directions for the same KL. Compare the two sample sizes: at K = D/4 the last-layer KL is
+# {glue:text}`kl_quarter_d_last_layer` nats with {glue:text}`n_s` pilots and
+# {glue:text}`kl_quarter_d_last_layer_paper_ns` with {glue:text}`n_s_paper`.
 #
-# The authors' criterion reads three numbers off these curves, each below with a 95% interval over pilots:
-# the **drop** KL(D/4) / KL(1) (about 0.1: "dropped about 90%"), the **KL at D/4 in nats** (about 0.5) and
-# the **top-5 overlap at D/4** (about 2.5 of 5). K0 is the smallest K of the grid at which the mean KL has
+# The authors' criterion reads three numbers off these curves, each below with its 95% interval: the
+# **drop** KL(D/4) / KL(1) (about 0.1: "dropped about 90%"), the **KL at D/4 in nats** (about 0.5) and the
+# **top-5 overlap at D/4** (about 2.5 of 5). K0 is the smallest K of the grid at which the mean KL has
 # fallen to a tenth of its value at K = 1, as a fraction of D (0.25 in the paper). Every number is
-# recomputed from the per-pilot scores of each bootstrap resample. As a claim-specific null, the same
-# truncation onto K **random orthonormal directions** instead of the ensemble's top K: it keeps as many
-# dimensions but none of the ensemble's geometry.
+# recomputed on each repetition, after the basis is refit on the repetition's pilots. As a claim-specific
+# null, the same truncation onto K **random orthonormal directions** instead of the ensemble's top K (a
+# new draw of directions in each repetition): it keeps as many dimensions but none of the ensemble's
+# geometry.
 
 # %%
-found = {
-    name: truncation.truncation_criteria(
-        result, D, truncation.UNITS[name], n_boot=n_boot, seed=seed
-    )
-    for name, result in protocols.items()
+columns = {
+    f"{name}, {label}": found
+    for label, run in runs.items()
+    for name, found in run.found.items()
+    if name != truncation.RANDOM
 }
-random_basis = truncation.random_orthonormal(D, seed)
-random = truncation.truncation_scores(
-    ens.lm.view, X[picked, L], random_basis, [1, D // 4], top=top
-)
-found_random = truncation.truncation_criteria(
-    random, D, n_boot=n_boot, seed=seed, k0=False
-)
-figures.truncation_table(found, found_random, top)
+figures.truncation_table(columns, book.found[truncation.RANDOM], top)
+versus = ("below", "consistent with", "above")
+for key, at in (
+    ("kl_drop", 0.1),
+    ("kl_quarter_d", 0.5),
+    ("overlap_quarter_d", 2.5),
+    ("k0_over_d", 0.25),
+):
+    measured = paper.found["last layer"][key]
+    glue(f"{key}_paper_word", side_word(measured, versus, at))
 
 # %% [markdown]
-# **What to notice.** On the last layer, KL(D/4)/KL(1) is {glue:text}`kl_drop_last_layer`, the KL at D/4
-# {glue:text}`kl_quarter_d_last_layer` nats and the top-5 overlap {glue:text}`overlap_quarter_d_last_layer`
-# (the paper: about 0.1, 0.5 and 2.5); D/4 random directions give a drop of
-# {glue:text}`kl_drop_random_directions` and an overlap of {glue:text}`overlap_quarter_d_random_directions`.
-# Read the drop and the overlap against the paper's values, and the random-direction column against both:
-# keeping D/4 random directions keeps a quarter of the dimensions, so the difference between the two
-# columns is what the ensemble's basis adds. How the final norm acts matters here: an RMSNorm divides by
-# the root mean square without centering (GPT-2's LayerNorm subtracts the mean first), so dropping
-# directions also changes the scale the norm divides by.
+# **What to notice.** Like for like with the paper (its protocol, N_s = 2.8 D = {glue:text}`n_s_paper`
+# pilots, last layer), KL(D/4)/KL(1) is {glue:text}`kl_drop_last_layer_paper_ns`,
+# {glue:text}`kl_drop_paper_word` the paper's 0.1 (its "dropped about 90%"); the KL at D/4 is
+# {glue:text}`kl_quarter_d_last_layer_paper_ns` nats, {glue:text}`kl_quarter_d_paper_word` its 0.5 nats
+# at K = 256; the top-5 overlap is {glue:text}`overlap_quarter_d_last_layer_paper_ns`,
+# {glue:text}`overlap_quarter_d_paper_word` its 2.5 of 5; and K0/D is
+# {glue:text}`k0_over_d_last_layer_paper_ns`, {glue:text}`k0_over_d_paper_word` its 0.25. With the
+# book's {glue:text}`n_s` pilots the same numbers are {glue:text}`kl_drop_last_layer`,
+# {glue:text}`kl_quarter_d_last_layer`, {glue:text}`overlap_quarter_d_last_layer` and
+# {glue:text}`k0_over_d_last_layer`. D/4 random directions give a drop of
+# {glue:text}`kl_drop_random_directions` and an overlap of {glue:text}`overlap_quarter_d_random_directions`:
+# keeping D/4 random directions keeps a quarter of the dimensions, so the difference between the columns is
+# what the ensemble's basis adds. How the final norm acts matters here: an RMSNorm divides by the root mean
+# square without centering (GPT-2's LayerNorm subtracts the mean first), so dropping directions also
+# changes the scale the norm divides by.
 #
 # **How many pilots.** The basis is fit on the very pilots it truncates, as in the paper. With N_s close to
 # D the top K directions fit those pilots more closely than they would fit new ones, and every number in
-# this table looks better than with all of Walden (on SmolLM2 the KL at D/4 is markedly smaller with
-# N_s = D, the quick book's setting, than with every pseudo-sentence). Compare runs at the same N_s only.
+# this table looks better than with more pilots. Compare runs at the same N_s only: the paper's ratio,
+# 2.8 D, is the column to set beside its numbers.
 #
 # **The consecutive-sentence baseline.** The paper draws a horizontal line in this figure: the median KL
 # between the true distributions of consecutive (unrelated) pseudo-sentences. It cannot locate K0 when the
@@ -216,7 +243,8 @@ figures.truncation_table(found, found_random, top)
 
 # %%
 base = float(np.median(truncation.consecutive_kl(ens.lm.view, X[:, L])))
-glue("kl_k1_last_layer", protocols["last layer"].kl[0].mean())
+kl_k1 = book.protocols["last layer"].kl[0].mean()
+glue("kl_k1_last_layer", kl_k1)
 
 # %% [markdown]
 # The median KL between consecutive pseudo-sentences is {glue:text}`kl_baseline_median:.3f` nats; the
@@ -235,8 +263,8 @@ glue("kl_k1_last_layer", protocols["last layer"].kl[0].mean())
 # The KL in nats is **not diagnostic** when the untrained model passes it: a random model's next-token
 # distribution is close to uniform, and a near-uniform distribution barely moves whatever the state, so
 # its KL is small at every K. The drop and K0 are ratios that do not depend on how peaked p is, and they
-# are **not diagnostic** either when the untrained model passes them (SmolLM2's random weights pass or
-# nearly pass both): the uncentered basis puts the states' own common directions first, and the readout of
+# are **not diagnostic** either when the untrained model passes them (random weights can pass both): the
+# uncentered basis puts the states' own common directions first, and the readout of
 # any ensemble, trained or not, is carried by those, so "D/4 directions keep the distribution" is a
 # property of the basis, not something training created. The top-5 overlap is the criterion that asks most
 # of a model: a random model's top five tokens are decided by small logit differences that truncation
@@ -247,17 +275,20 @@ values = {
     "n_s": ens.n_s,
     "n_layers": L,
     "d_model": D,
-    "n_truncated": len(picked),
-    "n_propagated": len(sub),
+    "n_s_paper": paper.n_s,
+    "n_rep": n_rep,
+    "n_truncated": book.scored("last layer"),
+    "n_propagated": book.scored("every layer"),
     "ks": ks,
     "top": top,
     **ensemble.turning_summary(turning),
     "sigma1_over_sigma2_last": gap[L],
     "spectrum_slope_middle": slopes[L // 2],
     "spectrum_slope_last": slopes[L],
-    **truncation.truncation_summary(protocols, found, found_random),
+    **book.summary(),
+    **paper.summary(truncation.PAPER_NS),
     "kl_baseline_median": base,
-    "kl_k1_over_baseline": protocols["last layer"].kl[0].mean() / base,
+    "kl_k1_over_baseline": kl_k1 / base,
 }
 why = "the uncentered basis carries the readout of any ensemble"
 conclude("b2_ensemble_svd", values, model, why_not_diagnostic=why)

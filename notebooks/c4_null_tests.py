@@ -59,11 +59,16 @@
 #   variance divides that growth out.
 #
 # **How sure we are.** Every number a verdict rests on carries a 95% interval over its unit of sampling. The
-# separability is repeated over `n_splits` classifier splits (seeds `seed`, `seed` + 1, ...): mean and
-# t-interval over splits. The untrained model's path shapes, kurtosis and variance law are bootstrapped over
-# pilots (`n_boot` resamples, `n_boot_kurtosis` for the kurtosis, which needs every coordinate of every pair
-# per resample); the singular bases are computed once on all pilots and not resampled. The re-initialised
-# model is drawn with `n_reinit` seeds: mean and t-interval over seeds.
+# separability's value is the mean over `n_splits` classifier splits of the sample (seeds `seed`, `seed` + 1,
+# ...); its interval comes from `n_boot_splits` bootstrap repetitions, each of which draws the
+# pseudo-sentences of each class with replacement, splits the distinct ones (`train_fraction` to train),
+# refits the classifier at every layer and scores it: a percentile interval over repetitions, moved by the
+# value minus their mean (a repetition's test set repeats pseudo-sentences, so a minimum over layers runs
+# lower there). The untrained model is compared with the trained one repetition by repetition on the same
+# rows (both read the same pseudo-sentences). The untrained model's path shapes are bootstrapped over pilots
+# (`n_boot` resamples); its kurtosis and variance law on `n_boot_kurtosis` resamples, each of which refits
+# the singular bases and their alignment on its own pilots before the residuals. The re-initialised model is
+# drawn with `n_reinit` seeds: mean and t-interval over seeds.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -78,6 +83,7 @@ classifier: "Literal['perceptron', 'logistic']" = (
 )
 train_fraction: float = 0.7  # share of the pilots the classifier is trained on
 n_splits: int = 5  # classifier splits (seeds seed, seed + 1, ...)
+n_boot_splits: int = 100  # bootstrap repetitions: resample, split, refit
 n_k: "Tokens" = (
     50  # tokens per pseudo-sentence, untrained and re-initialised models
 )
@@ -91,7 +97,7 @@ paper_null: str = "gpt2-medium"  # the paper's untrained architecture ("": skip 
 n_s_paper: "Pilots | None" = None  # pseudo-sentences through it (None: n_s)
 seed: int = 0  # gibberish, random weights, splits, drawn pilots, bootstrap
 n_boot: int = 1000  # bootstrap resamples of pilots (path shapes, variance law)
-n_boot_kurtosis: int = 200  # bootstrap resamples of pilots for the kurtosis
+n_boot_kurtosis: int = 200  # resamples refitting the bases: kurtosis, arrival R²
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
@@ -118,22 +124,27 @@ glue("gibberish_example", repr(lm.tokenizer.decode(noise.ids[0])))
 #
 # Test accuracy of the classifier at every layer t = 0..L (t = 0 is the pilot's input embedding, before any
 # block), for each of the `n_splits` splits. The paper's claim is about the block outputs t = 1..L; the number
-# we report is the minimum over them, averaged over splits. Two controls run the identical pipeline: two
-# random halves of Walden (nothing to separate), and the untrained model on the same two classes.
+# we report is the minimum over them, averaged over splits, with a bootstrap interval over `n_boot_splits`
+# repetitions of the whole pipeline on resampled pseudo-sentences. Two controls run the identical pipeline:
+# two random halves of Walden (nothing to separate), and the untrained model on the same two classes.
 # A gibberish pseudo-sentence reads {glue:text}`gibberish_example`.
 #
 # `null_tests.gibberish_pairs` runs the three pairs of ensembles through the models (block outputs at the pilot,
 # as in B1); `null_tests.separability_by_split` fits one classifier per layer and split, the same split at every
-# layer, and keeps the test accuracy of each.
+# layer, and keeps the test accuracy of each; then it repeats the same on the bootstrap draws
+# (`null_tests.split_rows`: every copy of a drawn pseudo-sentence on one side of the split, so none is scored
+# by a classifier fitted on it; the two gibberish pairs get the same draws).
 
 # %%
 pairs = nt.gibberish_pairs(lm, untrained, language, noise, seed)  # (n, L+1, D) each
 splits = [seed + i for i in range(n_splits)]
-separable = nt.separability_by_split(pairs, splits, train_fraction, classifier)
+separable = nt.separability_by_split(
+    pairs, splits, train_fraction, classifier, n_boot_splits, seed
+)
 figures.separability_figure(
     separable.table(),
     f"Linear separability of pilots, {classifier}, N_k = {n_k_gibberish}, "
-    f"{language.n_s} per class, {model} (band: 95% CI over {n_splits} splits)",
+    f"{language.n_s} per class, {model} (band: the sample's {n_splits} splits)",
 )
 plt.show()
 glue(
@@ -150,7 +161,7 @@ glue("examples_word", "fewer" if n_train < D else "more")
 
 # %% [markdown]
 # **What to notice.** Walden vs gibberish: the minimum over t = 1..L of the test accuracy is
-# {glue:text}`separability_min` (mean over splits, 95% interval), at t = 0 (the embedding)
+# {glue:text}`separability_min` (mean over the sample's splits, 95% bootstrap interval), at t = 0 (the embedding)
 # {glue:text}`separability_embedding`. Walden vs Walden: minimum {glue:text}`separability_control_min`, mean over
 # layers {glue:text}`control_mean:.3f`. The untrained model, Walden vs gibberish: minimum
 # {glue:text}`untrained_separability_min`, at t = 0 {glue:text}`untrained_embedding:.3f`.
@@ -163,7 +174,8 @@ glue("examples_word", "fewer" if n_train < D else "more")
 # about once, while Walden's pilots are a few frequent words drawn again and again), so some separation is
 # possible from the tokens alone; how much of it random blocks keep, against the trained curve, is what training
 # adds. Here the random blocks keep {glue:text}`untrained_keeps` the trained ones: the untrained model's minimum
-# minus the trained one's, split by split, is {glue:text}`untrained_separability_gap`. The perceptron learns from
+# minus the trained one's, split by split (and repetition by repetition on the same draws), is
+# {glue:text}`untrained_separability_gap`. The perceptron learns from
 # {glue:text}`n_train` pilots in D = {glue:text}`d_model` dimensions, {glue:text}`examples_word` examples than
 # dimensions; with fewer, a hyperplane can fit its training part by chance, and the held-out minimum over layers
 # is lower and less certain. On a model whose random weights already separate the classes at every layer, the
@@ -240,24 +252,21 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # relative variance, tr Cov w / tr Cov x(t + τ) (the residual over the spread of the states it should predict),
 # that growth is divided out, and the arrival R² says whether *the quality of the extrapolation* depends on where
 # it arrives only. The verdict uses the relative one: trained minus untrained, bootstrapped over pilots with the
-# same resamples for both models (they read the same text). The kurtosis is bootstrapped with `n_boot_kurtosis`
-# resamples for the untrained model (its claim) and shown as a point value for the trained one (chapter B4 has
-# its interval).
+# same `n_boot_kurtosis` resamples for both models (they read the same text). Every resample refits what the
+# sample fitted: the singular bases of each layer on its own pilots, their alignment, then Eq. 1 and the
+# moments, for the kurtosis and the arrival R² alike.
 #
 # `null_tests.compare_noise_laws` runs B4's residuals for both models on the same pilots and the same resamples
-# (`pilot_residuals` for the variances, `resampled_pairs` for the kurtosis) and fits the law of each.
+# (`refitted_pairs`: bases, alignment and moments per resample) and fits the law of each.
 
 # %%
 law, arrival_r2_gap = nt.compare_noise_laws(compared, weights, n_boot_kurtosis)
-glue(
-    "trained_kurtosis_point", law["trained"]["kurtosis"].value
-)  # no interval: B4's
 figures.noise_law_pairs_figure(law, model)
 plt.show()
 
 # %% [markdown]
 # **What to notice.** Excess kurtosis (variance-weighted, median over pairs; 0 for Gaussian residuals):
-# {glue:text}`trained_kurtosis_point:.2f` trained (B4 has its interval), {glue:text}`untrained_kurtosis` untrained. On ln(mean variance), λ is
+# {glue:text}`trained_kurtosis` trained, {glue:text}`untrained_kurtosis` untrained. On ln(mean variance), λ is
 # {glue:text}`trained_lambda:.3f` against {glue:text}`untrained_lambda:.3f` and the arrival R²
 # {glue:text}`trained_arrival_r2:.3f` against {glue:text}`untrained_arrival_r2:.3f`; on the relative variance the
 # arrival R² is {glue:text}`trained_relative_arrival_r2` against {glue:text}`untrained_relative_arrival_r2`, a
@@ -282,14 +291,14 @@ plt.show()
 # not behave like the book's model's. The same measures run on an untrained `paper_null`
 # ({glue:text}`n_layers_paper_arch` layers, D = {glue:text}`d_model_paper_arch`, seed `seed`), on the first
 # {glue:text}`n_s_paper_arch` pseudo-sentences of Walden cut by its own tokenizer at N_k = `n_k`, bootstrapped
-# over its own pilots. Its arrival-R² gap compares it with the trained book's model (no trained GPT-2 medium is
-# read: the book runs offline): both resampled with `n_boot` draws of the same seed, the same draws when both
-# have as many pilots. `null_tests.architecture_null` loads the model, extracts the trajectories and computes
+# over its own pilots, every resample of its residuals refitting its bases. Its arrival-R² gap compares it with
+# the trained book's model (no trained GPT-2 medium is read: the book runs offline): both resampled with
+# `n_boot_kurtosis` draws of the same seed, the same draws when both have as many pilots. `null_tests.architecture_null` loads the model, extracts the trajectories and computes
 # `path_shapes` and `residual_law` on them; the figure shows the drawn pilots of both untrained models on
 # u1..u3 of their own last layer.
 
 # %%
-sizes = (n_k, n_s_paper or n_s, n_pilots, n_boot_kurtosis)  # the paper model's
+sizes = (n_k, n_s_paper or n_s, n_pilots, n_boot)  # the paper model's
 paper = nt.architecture_null(paper_null, law["trained"], *sizes, seed, **where)
 views = {f"untrained {model} (seed {seed}), L = {L}, D = {D}": P_untrained}
 views.update(paper.views(seed))
@@ -419,6 +428,7 @@ values = {
     "classifier": classifier,
     "train_fraction": train_fraction,
     "n_splits": n_splits,
+    "n_boot_splits": n_boot_splits,
     "n_k": n_k,
     "n_reinit": n_reinit,
     "n_boot": n_boot,
@@ -446,7 +456,7 @@ conclude(
 )
 
 # %% [markdown]
-# Read the table row by row. The separability passes when the whole interval over splits is above the paper's
+# Read the table row by row. The separability passes when its whole bootstrap interval is above the paper's
 # bound. It is a finding about language and gibberish, and section 1 found that random blocks keep
 # {glue:text}`untrained_keeps` the trained ones (untrained minus trained minimum:
 # {glue:text}`untrained_separability_gap`); the report calls it reproduced only if the untrained model's own run

@@ -11,7 +11,7 @@
    *inconclusive*; *identity holds* / *identity fails* for an identity; *holds* / *fails* for a null-control
    (counted apart).
 
-Claims live in `book/claims/<notebook>.yml`, a list of entries:
+Claims live in `book/claims/<notebook>.yml`, a list of entries::
 
     - id: B4-lambda                       # unique, short
       paper: B                            # A = Traveling Words, B = Lines of Thought
@@ -30,7 +30,7 @@ Claims live in `book/claims/<notebook>.yml`, a list of entries:
       nulls: [{key: lambda_cloud, name: "a structureless cloud with the same norm growth"}]
       deterministic: true                 # optional: a property of the weights, no sampling (no interval needed)
 
-Tests judge an interval [lo, hi]: `abs` (within tol of `paper_value`), `rel` (within tol x |paper_value|), `max`
+Tests judge an interval [lo, hi]: `abs` (within tol of `paper_value`), `rel` (within tol x abs(paper_value)), `max`
 (at most bound), `min` (at least bound), `range` (between lo and hi), `paper` (inside question 1's band: the
 tolerance rule applied to the paper's number), `true` (the boolean True, identities only), `none` (shown, no
 verdict). Every bound says where it comes from in `source`: the paper (section, figure, table), the tolerance

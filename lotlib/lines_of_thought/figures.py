@@ -1014,3 +1014,109 @@ def spectra_truncation_separability_figure(measures: dict, n_k_gibberish: int):
     axes[2].set(ylim=(0.4, 1.02), title=f"Walden vs gibberish, N_k = {n_k_gibberish}")
     fig.tight_layout()
     return fig
+
+
+# --- B4: the authors' protocol -----------------------------------------------------------------------
+
+
+def authors_heatmaps(ensembles: dict, layers, title: str) -> None:
+    """B4: the paper's three panels (Fig. 4, `figA_llama2_7B.m`) for the sample of each `AuthorsPairs` of
+    `ensembles` (name -> pairs, one row each): mean abs(μ/σ) over raw coordinates, log10 of the mean variance and
+    mean abs(κ) − 3 (bias-corrected kurtosis) per pair (t, t + τ), on the paper's color scales where it gives them
+    (0-0.5 and 0-0.8, arrows where values run past). `layers`: the `PairLayers` of the same L."""
+    panels = [
+        ("mean_abs_z", "⟨|μ/σ|⟩", "viridis", (0.0, 0.5), lambda v: v),
+        ("mean_var", "log10 ⟨σ²⟩", "magma", (None, None), np.log10),
+        ("mean_abs_kurtosis", "⟨|κ|⟩ − 3", "viridis", (0.0, 0.8), lambda v: v - 3.0),
+    ]
+    fig, axes = plt.subplots(
+        len(ensembles),
+        len(panels),
+        figsize=(5.2 * len(panels), 4.0 * len(ensembles)),
+        squeeze=False,
+    )
+    for row, (name, pairs) in zip(axes, ensembles.items()):
+        for ax, (attr, label, cmap, (lo, hi), show) in zip(row, panels):
+            frame = pair_frame(show(getattr(pairs, attr)[0]), layers)
+            sns.heatmap(
+                frame,
+                cmap=cmap,
+                vmin=lo,
+                vmax=hi,
+                ax=ax,
+                xticklabels=4,
+                yticklabels=4,
+                cbar_kws={"extend": "both" if lo is not None else "neither"},
+            )
+            ax.set(title=f"{label}, {name}")
+            ax.grid(False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    plt.show()
+
+
+# --- B2/B3: the authors' protocol ---------------------------------------------------------------------
+
+
+def svm_protocols_figure(paper: dict, verdicts: dict, tau_max: int, title: str) -> None:
+    """B3: SVM accuracy at tau = 1 and `tau_max` with 95% intervals by the paper's protocol (`paper`,
+    `extrapolation.same_pilot_svm`) and the book's held-out test with its cloud (`verdicts`,
+    `extrapolation.repeated_svm`), chance (grey) and the paper's two values (crosses)."""
+    found = {
+        "paper's protocol (same pilots)": list(paper.values()),
+        "book: held-out pilots": [
+            verdicts[f"svm_extrapolated_{w}"] for w in ("tau1", "tau_max")
+        ],
+        "book: structureless cloud": [
+            verdicts[f"svm_cloud_{w}"] for w in ("tau1", "tau_max")
+        ],
+    }
+    _, ax = plt.subplots(figsize=(7, 4))
+    for shift, (label, estimates) in zip((-0.2, 0.0, 0.2), found.items()):
+        y = np.array([e.value for e in estimates])
+        spread = np.array([[e.value - e.lo, e.hi - e.value] for e in estimates]).T
+        x = np.array([1.0, tau_max]) + shift
+        ax.errorbar(x, y, yerr=spread, fmt="o", capsize=4, label=label)
+    ax.axhline(0.5, color="grey", ls=":", label="chance")
+    ax.plot([1, 10], [0.505, 0.60], "kx", ms=9, mew=2, label="paper (GPT-2 medium)")
+    ax.set(xlabel="τ", ylabel="test accuracy", xticks=sorted({1, tau_max, 10}))
+    ax.set(title=title)
+    ax.legend(fontsize=8)
+    plt.show()
+
+
+def truncation_bands(results: dict, d: int, model: str) -> None:
+    """B2: mean KL(p_K || p) and top-`top` overlap against K (K = d left out) for each protocol of each
+    `truncation.ResampledTruncation` of `results` (label -> result; a result shared by two labels is drawn
+    once): the sample's curve with a 95% band from the repetitions that refit the basis (their percentile
+    band moved onto the sample's curve, as the intervals are); the paper's K = d/4 and 2.5 of 5 marked."""
+    _, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    drawn = []
+    for label, result in results.items():
+        if any(result is seen for seen in drawn):
+            continue
+        drawn.append(result)
+        for name, truncated in result.protocols.items():
+            ks = np.array(truncated.ks[:-1])
+            curve = np.stack([truncated.kl.mean(1), truncated.overlap.mean(1)])
+            reps = result.curves[name]  # (n_rep, 2, len(ks))
+            lo, hi = np.quantile(reps, [0.025, 0.975], axis=0) + curve - reps.mean(0)
+            for i, ax in enumerate(axes):
+                (line,) = ax.plot(
+                    ks,
+                    curve[i, :-1],
+                    marker="o",
+                    ms=3,
+                    label=f"{PROTOCOL_LABELS[name]}, {label}",
+                )
+                ax.fill_between(
+                    ks, lo[i, :-1], hi[i, :-1], color=line.get_color(), alpha=0.2
+                )
+    top = next(iter(results.values())).protocols["last layer"].top
+    for ax, measure in zip(axes, ("KL(p_K ‖ p) (nats)", f"top-{top} shared with p")):
+        ax.axvline(d // 4, color="grey", ls=":", label="K = D/4")
+        ax.set(xscale="log", xlabel="K", ylabel=measure, title=f"{model}, D = {d}")
+    axes[0].set_yscale("log")
+    axes[1].axhline(2.5, color="k", ls="--", lw=1, label="paper: 2.5 of 5 at K = D/4")
+    axes[1].legend(fontsize=8)
+    plt.show()

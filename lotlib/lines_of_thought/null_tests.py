@@ -14,12 +14,18 @@ how often each pilot is drawn in each resample (row 0: the sample itself), a wei
 one matrix product, and `resampled_estimate` turns the values of all rows into an `Estimate` with a
 normal interval from the bootstrap standard error. Several of these statistics sit on a noise floor that
 a resample raises (the norm of a mean, a mean absolute kurtosis, a maximum), which shifts a percentile
-interval away from the value; the spread of the resamples is unaffected. The singular bases are computed
-once on all pilots and are not resampled.
+interval away from the value; the spread of the resamples is unaffected. Statistics read in singular bases
+fitted on the pilots refit them on every resample (`refitted_pairs`, chapter C4's untrained-model residuals);
+chapter C5's `noise_law` (`pilot_residuals`) still holds the bases of all pilots fixed.
+
+The separability of two ensembles (language vs gibberish) is a classifier fitted on a split of the sample:
+each bootstrap repetition draws the pseudo-sentences of each class with replacement, splits the distinct
+ones into training and test, and refits (`split_rows`, `separability_by_split`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +36,12 @@ from tqdm.auto import tqdm
 from ..intervals import LEVEL, Estimate
 from ..models.view import ModelView
 from .ensemble import align_bases, ensemble_svd, gaussian_cloud
-from .residuals import fit_laws, pair_mask, residual_coordinates, singular_coordinates
+from .residuals import (
+    fit_laws,
+    pair_mask,
+    residual_coordinates,
+    singular_coordinates,
+)
 
 CLASSIFIERS = ("perceptron", "logistic")
 
@@ -39,41 +50,40 @@ CLASSIFIERS = ("perceptron", "logistic")
 # language vs gibberish
 
 
-def separability(
-    A: np.ndarray,
-    B: np.ndarray,
+def split_rows(
+    n_a: int,
+    n_b: int,
     train_fraction: float = 0.7,
     seed: int = 0,
-    classifier: str = "perceptron",
-) -> float:
-    """Test accuracy of a linear classifier telling samples A `(n_a, f)` from B `(n_b, f)`.
+    resample: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Training and test rows of the stacked classes [A; B] (A's rows 0..n_a-1, then B's): `(n_train,)`,
+    `(n_test,)`.
 
-    One seeded, stratified split (`train_fraction` to train, the rest to test); features standardized on
-    the training part; `classifier` is "perceptron" (the paper's) or "logistic" (logistic regression,
-    C = 1). 0.5 on balanced classes means inseparable, 1.0 linearly separable on unseen samples.
-    """
-    from sklearn.linear_model import LogisticRegression, Perceptron
+    Without `resample`, the sample's own seeded, stratified split (sklearn's `train_test_split`). With it, one
+    repetition of the bootstrap: each class's pseudo-sentences are drawn with replacement (n_a of A, n_b of
+    B), and a seeded `train_fraction` of each class's distinct drawn ones trains, the rest tests. Every copy
+    of a pseudo-sentence lands on one side, so none is scored by a classifier that was fitted on it. The
+    draw depends only on (n_a, n_b, seed): ensembles of the same sizes get the same rows."""
     from sklearn.model_selection import train_test_split
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
 
-    if classifier not in CLASSIFIERS:
-        raise ValueError(f"classifier must be one of {CLASSIFIERS}, got {classifier!r}")
-    features = np.concatenate([A, B]).astype(np.float64)
-    labels = np.repeat([0, 1], [len(A), len(B)])
-    train_x, test_x, train_y, test_y = train_test_split(
-        features, labels, train_size=train_fraction, stratify=labels, random_state=seed
-    )
-    model = (
-        Perceptron(random_state=seed)
-        if classifier == "perceptron"
-        else LogisticRegression(C=1.0, max_iter=2000)
-    )
-    return float(
-        make_pipeline(StandardScaler(), model)
-        .fit(train_x, train_y)
-        .score(test_x, test_y)
-    )
+    labels = np.repeat([0, 1], [n_a, n_b])
+    if not resample:
+        return train_test_split(
+            np.arange(n_a + n_b),
+            train_size=train_fraction,
+            stratify=labels,
+            random_state=seed,
+        )
+    rng, train, test = np.random.default_rng(seed), [], []
+    for offset, n in ((0, n_a), (n_a, n_b)):
+        drawn = rng.integers(0, n, size=n)
+        ids = rng.permutation(np.unique(drawn))
+        n_train = min(max(round(train_fraction * len(ids)), 1), len(ids) - 1)
+        fitted = np.isin(drawn, ids[:n_train])
+        train.append(offset + drawn[fitted])
+        test.append(offset + drawn[~fitted])
+    return np.concatenate(train), np.concatenate(test)
 
 
 def layer_separability(
@@ -83,19 +93,54 @@ def layer_separability(
     seed: int = 0,
     classifier: str = "perceptron",
     progress: bool = True,
+    resample: bool = False,
 ) -> np.ndarray:
-    """`separability` of two ensembles of trajectories `(n_a, T, D)`, `(n_b, T, D)` at every layer: `(T,)`.
-    The same split at every layer."""
-    return np.array(
-        [
-            separability(XA[:, t], XB[:, t], train_fraction, seed, classifier)
-            for t in tqdm(
-                range(XA.shape[1]),
-                desc="separability",
-                unit="layer",
-                disable=not progress,
-            )
-        ]
+    """Test accuracy of a linear classifier telling the ensembles XA `(n_a, T, f)` from XB `(n_b, T, f)` at
+    every layer: `(T,)`.
+
+    The rows of `split_rows` (the sample's split, or with `resample` a bootstrap draw of each class and its
+    split), the same at every layer; features standardized on the training part; `classifier` is
+    "perceptron" (the paper's, seeded with `seed`) or "logistic" (logistic regression, C = 1), refitted at
+    every layer. 0.5 on balanced classes means inseparable, 1.0 linearly separable on unseen samples."""
+    from sklearn.linear_model import LogisticRegression, Perceptron
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if classifier not in CLASSIFIERS:
+        raise ValueError(f"classifier must be one of {CLASSIFIERS}, got {classifier!r}")
+    train, test = split_rows(len(XA), len(XB), train_fraction, seed, resample)
+    labels = np.repeat([0, 1], [len(XA), len(XB)])
+    accuracy = np.empty(XA.shape[1])
+    for t in tqdm(
+        range(XA.shape[1]), desc="separability", unit="layer", disable=not progress
+    ):
+        features = np.concatenate([XA[:, t], XB[:, t]]).astype(np.float64)
+        model = (
+            Perceptron(random_state=seed)
+            if classifier == "perceptron"
+            else LogisticRegression(C=1.0, max_iter=2000)
+        )
+        accuracy[t] = (
+            make_pipeline(StandardScaler(), model)
+            .fit(features[train], labels[train])
+            .score(features[test], labels[test])
+        )
+    return accuracy
+
+
+def separability(
+    A: np.ndarray,
+    B: np.ndarray,
+    train_fraction: float = 0.7,
+    seed: int = 0,
+    classifier: str = "perceptron",
+    resample: bool = False,
+) -> float:
+    """`layer_separability` of two samples A `(n_a, f)` and B `(n_b, f)`: the test accuracy of one split."""
+    return float(
+        layer_separability(
+            A[:, None], B[:, None], train_fraction, seed, classifier, False, resample
+        )[0]
     )
 
 
@@ -375,12 +420,18 @@ def language_and_gibberish(lm, n_k: int, n_s, seed: int = 0):
 
 @dataclass
 class Separability:
-    """Test accuracy of the classifier at every layer, `(n_splits, T)` per pair of ensembles, by name."""
+    """Test accuracy of the classifier at every layer per pair of ensembles, by name: on the sample's own
+    splits (`accuracy`, `(n_splits, T)`) and on the bootstrap repetitions (`resampled`, `(n_boot, T)`: each
+    draws the pseudo-sentences of each class with replacement, splits them and refits, `split_rows`; pairs of
+    the same sizes share the draw of each repetition), with the number of pseudo-sentences of each pair
+    (`n`)."""
 
     accuracy: dict[str, np.ndarray]
+    resampled: dict[str, np.ndarray]
+    n: dict[str, int]
 
     def table(self) -> pd.DataFrame:
-        """One row per pair, split and layer."""
+        """One row per pair, split of the sample and layer."""
         return pd.DataFrame(
             [
                 {"layer t": t, "test accuracy": a, "pilots": name, "split": i}
@@ -390,19 +441,28 @@ class Separability:
             ]
         )
 
-    def min_over_blocks(self) -> dict[str, Estimate]:
-        """The minimum over the block outputs t = 1..L, mean and t-interval over splits, per pair."""
-        from ..intervals import over_seeds
+    def estimate(self, statistic: Callable[..., np.ndarray], *names: str) -> Estimate:
+        """`statistic` of the accuracies of the pairs `names` (each `(rows, T)` -> `(rows,)`): the mean of its
+        values on the sample's splits, and the percentile interval of its values on the bootstrap repetitions,
+        computed repetition by repetition (the same rows for pairs of the same sizes, independent draws
+        otherwise), re-centered on the value (`extrapolation.centered_percentile`): a repetition tests on about
+        63% distinct pseudo-sentences, each layer's accuracy is noisier and its minimum over layers lower, so
+        the repetitions are shifted as a whole; their spread is kept, their shift is not."""
+        from .extrapolation import centered_percentile
 
-        return {
-            name: over_seeds(acc[:, 1:].min(1), unit="classifier splits")
-            for name, acc in self.accuracy.items()
-        }
+        value = statistic(*(self.accuracy[name] for name in names)).mean()
+        draws = statistic(*(self.resampled[name] for name in names))
+        n = min(self.n[name] for name in names)
+        return centered_percentile(np.r_[value, draws], n, unit="pseudo-sentences")
+
+    def min_over_blocks(self) -> dict[str, Estimate]:
+        """The minimum over the block outputs t = 1..L per pair (`estimate`)."""
+        return {name: self.estimate(_lowest_block, name) for name in self.accuracy}
 
     def summary(self) -> dict:
         """Under the chapter's summary keys, for the pairs in the order finding, control, untrained model: the
         minimum over blocks of each, the untrained model's minus the finding's (`gap`), the finding's accuracy at
-        the embedding and its mean accuracy by layer."""
+        the embedding and its mean accuracy by layer over the sample's splits."""
         finding, _, untrained = self.accuracy
         keys = (
             "separability_min",
@@ -417,18 +477,20 @@ class Separability:
         }
 
     def gap(self, first: str, second: str) -> Estimate:
-        """The minimum over blocks t = 1..L of pair `first` minus that of pair `second`, split by split (the same
-        split seeds): mean and t-interval over splits."""
-        from ..intervals import over_seeds
-
-        lowest = {name: self.accuracy[name][:, 1:].min(1) for name in (first, second)}
-        return over_seeds(lowest[first] - lowest[second], unit="classifier splits")
+        """The minimum over blocks t = 1..L of pair `first` minus that of pair `second`, split by split and
+        repetition by repetition (`estimate`)."""
+        return self.estimate(
+            lambda a, b: _lowest_block(a) - _lowest_block(b), first, second
+        )
 
     def at_embedding(self, name: str) -> Estimate:
-        """The accuracy at t = 0 (the input embedding), mean and t-interval over splits."""
-        from ..intervals import over_seeds
+        """The accuracy at t = 0 (the input embedding) (`estimate`)."""
+        return self.estimate(lambda a: a[:, 0], name)
 
-        return over_seeds(self.accuracy[name][:, 0], unit="classifier splits")
+
+def _lowest_block(accuracy: np.ndarray) -> np.ndarray:
+    """The minimum over the block outputs t = 1..L of accuracies `(rows, T)`: `(rows,)`."""
+    return accuracy[:, 1:].min(1)
 
 
 def gibberish_pairs(
@@ -468,20 +530,33 @@ def separability_by_split(
     splits,
     train_fraction: float = 0.7,
     classifier: str = "perceptron",
+    n_boot: int = 0,
+    seed: int = 0,
+    progress: bool = True,
 ) -> Separability:
-    """`layer_separability` of each pair of ensembles `(n_a, T, D)`, `(n_b, T, D)` for each split seed."""
-    return Separability(
-        {
-            name: np.array(
-                [
-                    layer_separability(
-                        A, B, train_fraction, s, classifier, progress=False
-                    )
-                    for s in splits
-                ]
+    """`layer_separability` of each pair of ensembles `(n_a, T, D)`, `(n_b, T, D)` for each split seed in
+    `splits` (the sample's own splits) and on `n_boot` bootstrap repetitions (repetition r: seed + r, each
+    class resampled, split and refitted; pairs of the same sizes get the same rows)."""
+    jobs = [(s, False) for s in splits] + [(seed + r, True) for r in range(n_boot)]
+    bar = tqdm(
+        total=len(pairs) * len(jobs),
+        desc="separability (splits, then bootstrap repetitions)",
+        unit="fit",
+        disable=not progress,
+    )
+    rows = {}
+    for name, (A, B) in pairs.items():
+        rows[name] = np.empty((len(jobs), A.shape[1]))
+        for i, (s, resample) in enumerate(jobs):
+            rows[name][i] = layer_separability(
+                A, B, train_fraction, s, classifier, False, resample
             )
-            for name, (A, B) in pairs.items()
-        }
+            bar.update()
+    bar.close()
+    return Separability(
+        {name: acc[: len(splits)] for name, acc in rows.items()},
+        {name: acc[len(splits) :] for name, acc in rows.items()},
+        {name: len(A) + len(B) for name, (A, B) in pairs.items()},
     )
 
 
@@ -547,33 +622,72 @@ def path_shapes(
     )
 
 
-def residual_law(X: np.ndarray, weights: np.ndarray, n_boot_kurtosis: int = 0) -> dict:
-    """Chapter B4's residual statistics of trajectories X `(N, L+1, D)` over all pairs 1 <= t < t + tau <= L on the
-    rows of `weights` `(1 + n_boot, N)`: ln(mean variance) and ln(relative variance) of the sample `(T, T)`, the fit
-    of Eq. 2 (`fit_variance`), the arrival R^2 of the relative variance on every row `(1 + n_boot,)` and as an
-    `Estimate`, and the variance-weighted excess kurtosis (median over pairs), bootstrapped on the first
-    `n_boot_kurtosis` resamples (0: a point value)."""
-    from .residuals import fit_variance, resampled_pairs
+def refitted_pairs(
+    X: np.ndarray, weights: np.ndarray, progress: bool = True
+) -> dict[str, np.ndarray]:
+    """Chapter B4's residual moments of trajectories X `(N, L+1, D)` for every pair 1 <= t < t + tau <= L on each
+    row of `weights` `(B, N)` (how many times each pilot is drawn; row 0 all ones: the sample), each row
+    refitting every fitted step on its own draw: the uncentered SVD per layer of the drawn pilots with their
+    repeats (`authors_protocol.weighted_bases`, k = min(distinct pilots, D)) and their alignment, on the
+    block outputs x(1)..x(L) (the pairs' layers: the same pairs of columns as aligned from layer 0), then Eq. 1
+    and the moments over the drawn pilots (`pair_statistics`). Returns `trace` (tr Cov w) and `kurtosis`
+    (the coordinates' excess kurtosis weighted by their variance, as `residuals.resampled_pairs`) `(B, T, T)`
+    indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`."""
+    from .authors_protocol import weighted_bases
+    from .residuals import pair_statistics
+
+    blocks = X[:, 1:]  # the pairs' layers; x(0) repeats tokens (a rank-deficient layer)
+    rows = {"trace": [], "kurtosis": [], "spread": [], "k": []}
+    for w in tqdm(
+        weights,
+        desc="residuals (bases refitted per resample)",
+        unit="resample",
+        disable=not progress,
+    ):
+        drawn = np.flatnonzero(w)
+        counts = w[drawn].astype(int)
+        layers_first = np.ascontiguousarray(
+            blocks[drawn].transpose(1, 0, 2), np.float32
+        )
+        U, S = align_bases(
+            *weighted_bases(torch.from_numpy(layers_first), torch.from_numpy(counts))
+        )
+        Y = np.repeat(singular_coordinates(blocks[drawn], U), counts, axis=0)
+        stats = pair_statistics(Y, S, np.arange(len(U)), progress=False)
+        var = np.pad(stats.var, ((1, 0), (1, 0), (0, 0)), constant_values=np.nan)
+        kurtosis = np.pad(
+            stats.kurtosis, ((1, 0), (1, 0), (0, 0)), constant_values=np.nan
+        )
+        rows["trace"].append(var.sum(-1))
+        rows["kurtosis"].append((var * kurtosis).sum(-1) / var.sum(-1))
+        rows["spread"].append(
+            X[np.repeat(drawn, counts)].astype(np.float64).var(0).sum(-1)
+        )
+        rows["k"].append(U.shape[-1])
+    return {name: np.array(values) for name, values in rows.items()}
+
+
+def residual_law(X: np.ndarray, weights: np.ndarray, n_boot_refit: int = 0) -> dict:
+    """Chapter B4's residual statistics of trajectories X `(N, L+1, D)` over all pairs 1 <= t < t + tau <= L on
+    the sample and the first `n_boot_refit` resamples of `weights` `(1 + n_boot, N)`, each refitting the bases
+    (`refitted_pairs`): ln(mean variance) and ln(relative variance) of the sample `(T, T)`, the fit of Eq. 2 to
+    the first (`fit_variance`, a point value), the arrival R^2 of the relative variance on every row
+    `(1 + n_boot_refit,)` and as an `Estimate`, and the variance-weighted excess kurtosis (median over pairs)."""
+    from .residuals import fit_variance
 
     N, T = weights.shape[1], X.shape[1]
     all_pairs = pair_mask(T, 1, T - 1)
-    U, S = ensemble_svd(X)
-    residuals = pilot_residuals(X, U, S)
-    log_var, log_rel = (
-        residuals.log_mean_var(weights),
-        residuals.log_relative_var(weights),
-    )
-    Ua, Sa = align_bases(U, S)
-    rows = weights[: 1 + n_boot_kurtosis]
-    pairs = resampled_pairs(singular_coordinates(X, Ua), Sa, np.arange(1, T), rows)
+    rows = refitted_pairs(X, weights[: 1 + n_boot_refit])
+    log_var = np.log(rows["trace"][0] / rows["k"][0])
+    log_rel = np.log(rows["trace"] / rows["spread"][:, None, :])
     arrival = fit_laws(log_rel, all_pairs)["arrival_r2"]
     return {
-        "log_var": log_var[0],
+        "log_var": log_var,
         "log_rel": log_rel[0],
-        "fit": fit_variance(log_var[0], all_pairs),
+        "fit": fit_variance(log_var, all_pairs),
         "arrival_r2_rows": arrival,
         "kurtosis": resampled_estimate(
-            np.median(pairs.kurtosis[:, all_pairs], axis=1), N, unit="pilots"
+            np.median(rows["kurtosis"][:, all_pairs], axis=1), N, unit="pilots"
         ),
         "relative_arrival_r2": resampled_estimate(arrival, N, unit="pilots"),
     }
@@ -589,20 +703,13 @@ def arrival_r2_gap(first: dict, second: dict) -> Estimate:
 
 
 def compare_noise_laws(
-    models: dict[str, np.ndarray],
-    weights: np.ndarray,
-    n_boot_kurtosis: int,
-    resampled_kurtosis: str = "untrained",
+    models: dict[str, np.ndarray], weights: np.ndarray, n_boot_refit: int
 ) -> tuple[dict[str, dict], Estimate]:
-    """`residual_law` of each model's trajectories `(N, L+1, D)` on the same `weights`, the kurtosis bootstrapped
-    with `n_boot_kurtosis` resamples for `resampled_kurtosis` only (a point value for the others). Returns the
-    dict per model and the arrival R^2 of the first model minus the second's (`arrival_r2_gap`)."""
-    law = {
-        name: residual_law(
-            X, weights, n_boot_kurtosis if name == resampled_kurtosis else 0
-        )
-        for name, X in models.items()
-    }
+    """`residual_law` of each model's trajectories `(N, L+1, D)` on the same `weights` and the same first
+    `n_boot_refit` resamples. Returns the dict per model and the arrival R^2 of the first model minus the
+    second's (`arrival_r2_gap`: the same resamples, so the difference is paired when the models read the same
+    pilots)."""
+    law = {name: residual_law(X, weights, n_boot_refit) for name, X in models.items()}
     first, second = (law[name] for name in list(models)[:2])
     return law, arrival_r2_gap(first, second)
 
@@ -734,16 +841,16 @@ def architecture_null(
     n_k: int,
     n_s,
     n_pilots: int,
-    n_boot_kurtosis: int,
+    n_boot: int,
     seed: int = 0,
     device: str = "auto",
     dtype: str = "float32",
 ) -> ArchitectureNull:
     """The untrained-model null controls on `untrained:<architecture>` (seeded with `seed`; "" skips): the first
     `n_s` pseudo-sentences of `n_k` tokens of Walden in its own tokenizer (`pilot_count` rules on its width),
-    `n_pilots` drawn pilots, path shapes and `residual_law` bootstrapped over its pilots (as many resamples as
-    `trained_law` has, seeded `seed`; `n_boot_kurtosis` for the kurtosis), and the arrival R^2 gap of
-    `trained_law` (the book's trained model's `residual_law`, its resamples seeded `seed`) minus this model's: the
+    `n_pilots` drawn pilots, path shapes bootstrapped over its pilots (`n_boot` resamples, seeded `seed`) and
+    `residual_law` on as many of those resamples as `trained_law` has (the book's trained model's, its resamples
+    seeded `seed`), each refitting the bases, and the arrival R^2 gap of `trained_law` minus this model's: the
     same resamples when both have as many pilots, independent ones otherwise."""
     from ..models.bounds import pilot_count
     from ..models.corpus import walden
@@ -757,18 +864,17 @@ def architecture_null(
     corpus = walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s_paper"))
     X = trajectories(lm, corpus)  # (N, L+1, D)
     del lm
-    pilots, weights = (
-        drawn_pilots(len(X), n_pilots, seed),
-        resampling_weights(len(X), len(trained_law["arrival_r2_rows"]) - 1, seed),
-    )
-    law = residual_law(X, weights, n_boot_kurtosis)
+    n_refit = len(trained_law["arrival_r2_rows"]) - 1
+    pilots = drawn_pilots(len(X), n_pilots, seed)
+    weights = resampling_weights(len(X), max(n_boot, n_refit), seed)
+    law = residual_law(X, weights, n_refit)
     return ArchitectureNull(
         name=architecture,
         n_layers=L,
         d_model=D,
         n_s=len(X),
         view=last_layer_view(X, pilots),
-        shapes=path_shapes({"untrained": X}, pilots, weights),
+        shapes=path_shapes({"untrained": X}, pilots, weights[: 1 + n_boot]),
         law=law,
         arrival_r2_gap=arrival_r2_gap(trained_law, law),
     )

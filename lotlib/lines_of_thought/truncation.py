@@ -11,12 +11,17 @@ Two protocols (the paper leaves the choice open):
 Both score each pilot twice: KL(p_K || p) in nats, and how many of the `top` most likely next tokens of p_K
 are among those of p (the authors' downstream reading, top-5 at K = D/4 against K = D). Everything runs on
 the model's device; the scores come back as numpy arrays on the CPU.
+
+B2 reads the authors' criteria off both (`criteria`) by the paper's protocol, the basis fit on the very
+pilots it truncates, at any N_s (`truncation_at_sizes`: the book's and the paper's 2.8 D). Their intervals
+refit the basis: each repetition draws the pilots with replacement, fits the basis on the draw and rescores
+its pilots (`resampled_truncation`).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -214,7 +219,7 @@ def _pilot_last_state(
 # --- B2: the authors' criterion read off the truncation curves ---------------------------------------------
 
 PAPER_DROP = 0.1  # the authors' criterion: the mean KL falls to about a tenth of its value at K = 1
-UNITS = {"last layer": "pilots", "every layer": "pilots (propagated)"}
+PROTOCOLS = ("last layer", "every layer")  # the two readings of the truncation
 
 
 def truncation_grid(d: int) -> list[int]:
@@ -237,69 +242,198 @@ def truncation_protocols(
     picked: np.ndarray,
     sub: np.ndarray,
     top: int = 5,
+    progress: bool = True,
 ) -> dict[str, Truncation]:
     """Both protocols of B2 on the grid `ks`: "last layer" (`truncation_scores` of the pilots `picked`,
     states `x_last` `(N, D)` on the basis `bases[-1]`) and "every layer" (`propagated_truncation` of the
     pseudo-sentences `ids[sub]` `(n, T)` with `bases` `(L+1, D, k)`; left out with fewer than 2 pilots)."""
     out = {
         "last layer": truncation_scores(
-            model.view, x_last[picked], bases[-1], ks, top=top
+            model.view, x_last[picked], bases[-1], ks, top=top, progress=progress
         )
     }
     if len(sub) > 1:
-        out["every layer"] = propagated_truncation(model, ids[sub], bases, ks, top=top)
+        out["every layer"] = propagated_truncation(
+            model, ids[sub], bases, ks, top=top, progress=progress
+        )
     return out
 
 
-def truncation_criteria(
-    result: Truncation,
-    d: int,
-    unit: str = "pilots",
-    n_boot: int = 2000,
-    seed: int = 0,
-    k0: bool = True,
-) -> dict:
-    """The authors' numbers from per-pilot scores, each an `Estimate` over the pilots of `result`
-    (recomputed on every bootstrap resample): `kl_drop` KL(d/4) / KL(1) (means over pilots), `kl_quarter_d`
-    and `overlap_quarter_d` (means at K = d/4) and, with `k0`, `k0_over_d`: the smallest K of the grid
-    whose mean KL is at most `PAPER_DROP` x the mean KL at K = 1, over d. Needs K = 1 and d/4 in the grid."""
-    from ..intervals import bootstrap, bootstrap_mean
-
-    one, quarter, n = result.ks.index(1), result.ks.index(d // 4), result.kl.shape[1]
-
-    def drop(i: np.ndarray) -> float:
-        return result.kl[quarter, i].mean() / result.kl[one, i].mean()
-
-    def k0_over_d(i: np.ndarray) -> float:
-        curve = result.kl[:, i].mean(1)
-        return result.ks[int(np.argmax(curve <= PAPER_DROP * curve[one]))] / d
-
-    ask = {"unit": unit, "n_boot": n_boot, "seed": seed}
+def criteria(
+    result: Truncation, d: int, weights: np.ndarray | None = None, k0: bool = True
+) -> dict[str, float]:
+    """The authors' numbers from per-pilot scores, with pilot j of `result` counted `weights[j]` times
+    (None: once): `kl_drop` KL(d/4) / KL(1) (means over pilots), `kl_quarter_d` and `overlap_quarter_d`
+    (means at K = d/4) and, with `k0`, `k0_over_d`: the smallest K of the grid whose mean KL is at most
+    `PAPER_DROP` x the mean KL at K = 1, over d. Needs K = 1 and d/4 in the grid."""
+    w = np.ones(result.kl.shape[1]) if weights is None else np.asarray(weights, float)
+    kl_mean, overlap_mean = result.kl @ w / w.sum(), result.overlap @ w / w.sum()
+    one, quarter = result.ks.index(1), result.ks.index(d // 4)
     out = {
-        "kl_drop": bootstrap(drop, n, **ask),
-        "kl_quarter_d": bootstrap_mean(result.kl[quarter], **ask),
-        "overlap_quarter_d": bootstrap_mean(result.overlap[quarter], **ask),
+        "kl_drop": kl_mean[quarter] / kl_mean[one],
+        "kl_quarter_d": kl_mean[quarter],
+        "overlap_quarter_d": overlap_mean[quarter],
     }
     if k0:
-        out["k0_over_d"] = bootstrap(k0_over_d, n, **ask)
+        passed = np.argmax(kl_mean <= PAPER_DROP * kl_mean[one])
+        out["k0_over_d"] = result.ks[int(passed)] / d
     return out
 
 
-def truncation_summary(
-    protocols: dict[str, Truncation], found: dict[str, dict], random: dict
-) -> dict:
-    """B2's summary of the protocols (`truncation_protocols`), their criteria (`truncation_criteria` per
-    protocol) and the random-directions null's: mean KL and overlap per K of each protocol (None for a
-    protocol not run) and every criterion under `<name>_last_layer`, `_every_layer`, `_random_directions`."""
-    out = {}
-    for name in UNITS:
-        suffix = name.replace(" ", "_")
-        result = protocols.get(name)
-        out[f"kl_{suffix}_mean"] = None if result is None else result.kl.mean(1)
-        out[f"overlap_{suffix}_mean"] = (
-            None if result is None else result.overlap.mean(1)
+RANDOM = "random directions"
+PAPER_NS = (
+    "_paper_ns"  # suffix of the summary keys measured on the paper's N_s = 2.8 D pilots
+)
+
+
+@dataclass
+class ResampledTruncation:
+    """B2's truncation on `n_s` pilots: `protocols` (name -> `Truncation` of the sample, `truncation_protocols`),
+    `found` (name -> `criteria` as `Estimate`s, the random-directions null under `RANDOM`) and `curves`
+    (name -> `(n_rep, 2, len(ks))`: each repetition's mean KL and mean overlap per K)."""
+
+    n_s: int
+    protocols: dict[str, Truncation]
+    found: dict[str, dict]
+    curves: dict[str, np.ndarray]
+
+    def scored(self, name: str) -> int:
+        """How many pilots protocol `name` scores on the sample (0 when it was not run)."""
+        result = self.protocols.get(name)
+        return 0 if result is None else result.kl.shape[1]
+
+    def summary(self, suffix: str = "") -> dict:
+        """Mean KL and overlap per K of each protocol (`kl_{last,every}_layer_mean`, None for a protocol not
+        run) and every criterion as `<criterion>_{last_layer,every_layer,random_directions}`, each key
+        ending in `suffix`."""
+        out = {}
+        for name in PROTOCOLS:
+            result = self.protocols.get(name)
+            for score in ("kl", "overlap"):
+                mean = None if result is None else getattr(result, score).mean(1)
+                out[f"{score}_{name.replace(' ', '_')}_mean{suffix}"] = mean
+        for name, found in self.found.items():
+            label = name.replace(" ", "_")
+            out.update({f"{key}_{label}{suffix}": v for key, v in found.items()})
+        return out
+
+
+def resampled_truncation(
+    model: Model,
+    ids: np.ndarray,
+    X: np.ndarray,
+    ks: list[int],
+    picked: np.ndarray,
+    sub: np.ndarray,
+    *,
+    n_rep: int,
+    seed: int = 0,
+    top: int = 5,
+) -> ResampledTruncation:
+    """B2's truncation by the paper's protocol, the basis fit on the very pilots it truncates, with intervals
+    that refit it.
+
+    X `(N, L+1, D)`, ids `(N, T)`: the pilots. The sample: the uncentered per-layer bases of all N pilots
+    (`weighted_svd`, sorted by decreasing singular value), both protocols (`truncation_protocols`: the last
+    layer on `picked`, every layer on `sub`) and the random-directions null (the last-layer protocol of
+    `picked` on D random orthonormal directions, seeded, K = 1 and D/4). Each of the `n_rep` repetitions
+    (`extrapolation.refit_bootstrap`) draws N pilots with replacement, **refits the bases on the draw**,
+    draws new random directions, and rescores the draw's pilots in the positions `picked` and `sub` (as
+    many as the sample scores; each distinct pilot once, weighted by its count). Criteria (`criteria`):
+    the sample's values, percentile intervals over the repetitions re-centered on them
+    (`extrapolation.centered_percentile`; K0's interval, moved like the others, need not fall on the
+    grid, and stops at 1)."""
+    from .extrapolation import refit_bootstrap, weighted_svd
+
+    N, D = len(X), X.shape[2]
+    layers = X if len(sub) > 1 else X[:, -1:]
+    runs: list[dict[str, tuple[Truncation, np.ndarray]]] = []  # the sample's first
+
+    def run(pilots: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
+        distinct, rows = np.unique(pilots, return_inverse=True)
+        bases = weighted_svd(layers[distinct], np.bincount(rows))[0]
+        (last, n_last), (every, n_every) = (
+            np.unique(pilots[s], return_counts=True) for s in (picked, sub)
         )
-    for name, criteria in [*found.items(), ("random directions", random)]:
-        suffix = name.replace(" ", "_")
-        out.update({f"{key}_{suffix}": value for key, value in criteria.items()})
+        scored = truncation_protocols(
+            model, ids, X[:, -1], bases, ks, last, every, top, progress=False
+        )
+        directions = random_orthonormal(D, int(rng.integers(2**31)))
+        scored[RANDOM] = truncation_scores(
+            model.view, X[last, -1], directions, [1, D // 4], top=top, progress=False
+        )
+        weights = {"last layer": n_last, "every layer": n_every, RANDOM: n_last}
+        runs.append({name: (result, weights[name]) for name, result in scored.items()})
+        return {
+            f"{key}|{name}": value
+            for name, (result, w) in runs[-1].items()
+            for key, value in criteria(result, D, w, k0=name != RANDOM).items()
+        }
+
+    found = refit_bootstrap(
+        run,
+        N,
+        n_rep=n_rep,
+        seed=seed,
+        unit="pilots (bases refit)",
+        desc="truncation resamples (bases refit)",
+        bounds=(0.0, np.inf),
+    )
+    grouped: dict[str, dict] = {}
+    for key, estimate in found.items():
+        criterion, name = key.split("|")
+        if criterion == "k0_over_d":  # a share of D: at most 1
+            estimate = replace(estimate, hi=min(estimate.hi, 1.0))
+        grouped.setdefault(name, {})[criterion] = estimate
+    curves = {
+        name: np.array(
+            [
+                np.stack([r.kl @ w, r.overlap @ w]) / w.sum()
+                for r, w in (one[name] for one in runs[1:])
+            ]
+        )
+        for name in runs[0]
+    }
+    protocols = {name: runs[0][name][0] for name in PROTOCOLS if name in runs[0]}
+    return ResampledTruncation(N, protocols, grouped, curves)
+
+
+def truncation_at_sizes(
+    model: Model,
+    ids: np.ndarray,
+    X: np.ndarray,
+    ks: list[int],
+    samples: dict[str, np.ndarray],
+    n_truncated: int | None,
+    n_propagated: int,
+    *,
+    n_rep: int,
+    seed: int = 0,
+    top: int = 5,
+) -> dict[str, ResampledTruncation]:
+    """`resampled_truncation` of each sample of pilots (label -> sorted indices into X `(N, L+1, D)` and ids
+    `(N, T)`: the book's N_s, the paper's 2.8 D), its bases fit on that sample alone, scoring
+    `n_truncated` (None: all) and `n_propagated` of its pilots (`ensemble.draw_sets` with `seed`). A sample
+    equal to one already run shares its result."""
+    from .ensemble import draw_sets
+
+    out: dict[str, ResampledTruncation] = {}
+    for label, pilots in samples.items():
+        same = [r for lab, r in out.items() if np.array_equal(samples[lab], pilots)]
+        if same:
+            out[label] = same[0]
+            continue
+        sizes = [n_truncated or len(pilots), n_propagated]
+        picked, sub = draw_sets(len(pilots), sizes, seed)
+        out[label] = resampled_truncation(
+            model,
+            ids[pilots],
+            X[pilots],
+            ks,
+            picked,
+            sub,
+            n_rep=n_rep,
+            seed=seed,
+            top=top,
+        )
     return out

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from lotlib import capture, gibberish, load_model
-from lotlib.intervals import bootstrap
+from lotlib.intervals import Estimate, bootstrap
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.null_tests import (last_layer_excess, last_layer_normalized, layer_separability,
                                                 loo_log_ratios, next_token_nll, pilot_residuals, relative_steps,
@@ -15,8 +15,9 @@ from lotlib.lines_of_thought.null_tests import (PAPER_ARCH, ArchitectureNull, ar
                                                 residual_law, side_word)
 from lotlib.lines_of_thought.null_tests import (cloud_summary, compare_noise_laws, drawn_pilots, last_layer_summary,
                                                 last_layer_view, measure_model, measures_table, noise_law,
-                                                noise_law_summary, path_shapes, reinit_stalling, separability_by_split,
-                                                spectrum_decay, stalling_table, step_table)
+                                                noise_law_summary, path_shapes, refitted_pairs, reinit_stalling,
+                                                separability_by_split, spectrum_decay, split_rows, stalling_table,
+                                                step_table)
 from lotlib.lines_of_thought.residuals import (fit_laws, fit_variance, pair_mask, pair_statistics, resampled_pairs,
                                                singular_coordinates)
 
@@ -44,6 +45,55 @@ def test_layer_separability_follows_each_layer():
     acc = layer_separability(XA, XB, progress=False)
     assert acc.shape == (3,)
     assert acc[1] > 0.98 and abs(acc[0] - 0.5) < 0.1 and abs(acc[2] - 0.5) < 0.1
+
+
+def test_split_rows_draws_each_class_with_replacement_and_keeps_copies_on_one_side():
+    train, test = split_rows(60, 40, 0.7, seed=0)  # the sample's split: every row once, stratified
+    np.testing.assert_array_equal(np.sort(np.r_[train, test]), np.arange(100))
+    assert np.sum(train < 60) == 42 and np.sum(train >= 60) == 28
+    draws = [split_rows(60, 40, 0.7, seed=s, resample=True) for s in range(3)]
+    for train, test in draws:
+        rows = np.r_[train, test]
+        assert len(rows) == 100 and np.sum(rows < 60) == 60  # each class keeps its size
+        assert len(np.unique(rows)) < 90  # drawn with replacement (about 63 distinct of 100)
+        assert not set(train) & set(test)  # no pseudo-sentence is both fitted and scored
+        share = len(np.unique(train[train < 60])) / len(np.unique(rows[rows < 60]))
+        assert share == pytest.approx(0.7, abs=0.03)  # of the distinct ones drawn
+    assert not np.array_equal(np.sort(draws[0][0]), np.sort(draws[1][0]))  # repetitions draw different rows
+    np.testing.assert_array_equal(split_rows(60, 40, 0.7, seed=1, resample=True)[0], draws[1][0])  # seeded
+
+
+def test_separability_interval_contains_chance_on_one_distribution_and_widens_on_a_smaller_sample():
+    rng = np.random.default_rng(5)
+    same = {"same": (rng.normal(size=(300, 2, 6)), rng.normal(size=(300, 2, 6)))}  # t = 0 and one block
+    chance = separability_by_split(same, range(3), n_boot=60, progress=False).min_over_blocks()["same"]
+    assert chance.lo < 0.5 < chance.hi and chance.n == 600 and chance.unit == "pseudo-sentences"
+    width = {}
+    for n in (400, 100):
+        A, B = rng.normal(size=(n, 2, 6)), rng.normal(size=(n, 2, 6))
+        B[:, :, 0] += 1.7  # accuracy about Phi(0.85) = 0.8
+        sep = separability_by_split({"shifted": (A, B)}, range(3), n_boot=60, progress=False)
+        estimate = sep.min_over_blocks()["shifted"]
+        assert 0.6 < estimate.value < 0.9  # a perceptron falls short of the best boundary
+        width[n] = estimate.hi - estimate.lo
+        assert sep.resampled["shifted"].shape == (60, 2) and sep.accuracy["shifted"].shape == (3, 2)
+    assert width[100] > 1.4 * width[400]  # 1/sqrt(n): about twice as wide
+
+
+def test_separability_repetitions_refit_on_the_resampled_rows():
+    from sklearn.linear_model import Perceptron
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(6)
+    A, B = rng.normal(size=(80, 3, 4)), rng.normal(size=(80, 3, 4)) + 0.5
+    sep = separability_by_split({"p": (A, B)}, [0], n_boot=2, seed=3, progress=False)
+    for r in range(2):
+        train, test = split_rows(80, 80, 0.7, seed=3 + r, resample=True)
+        features, labels = np.concatenate([A[:, 2], B[:, 2]]), np.repeat([0, 1], 80)
+        scaler = StandardScaler().fit(features[train])
+        model = Perceptron(random_state=3 + r).fit(scaler.transform(features[train]), labels[train])
+        assert sep.resampled["p"][r, 2] == model.score(scaler.transform(features[test]), labels[test])
+    assert sep.accuracy["p"][0, 2] == separability(A[:, 2], B[:, 2], seed=0)
 
 
 def _stalled_chain(N=200, T=21, D=50, split=10, small=0.01, seed=2):
@@ -249,11 +299,14 @@ def test_separability_by_split_summarizes_each_pair():
     rng = np.random.default_rng(0)
     A, B = rng.normal(size=(200, 3, 8)), rng.normal(size=(200, 3, 8))
     B[:, 1:, 0] += 8.0  # separable from layer 1 on, not at the embedding
-    sep = separability_by_split({"shifted": (A, B), "same": (A, rng.normal(size=(200, 3, 8))), "u": (A, B)}, [0, 1])
+    sep = separability_by_split({"shifted": (A, B), "same": (A, rng.normal(size=(200, 3, 8))), "u": (A, B)}, [0, 1],
+                                n_boot=4, progress=False)
     assert sep.accuracy["shifted"].shape == (2, 3) and len(sep.table()) == 3 * 2 * 3
     summary = sep.summary()
     assert summary["separability_min"].value > 0.95 and abs(summary["separability_control_min"].value - 0.5) < 0.15
-    assert summary["separability_embedding"].value < 0.7 and summary["separability_min"].n == 2
+    assert summary["separability_embedding"].value < 0.7 and summary["separability_min"].n == 400
+    assert summary["separability_min"].value == pytest.approx(sep.accuracy["shifted"][:, 1:].min(1).mean())
+    np.testing.assert_array_equal(summary["separability_by_layer"], sep.accuracy["shifted"].mean(0))
 
 
 def test_path_shapes_of_straight_lines_and_their_summary():
@@ -303,13 +356,45 @@ def test_compare_noise_laws_and_its_summary_follow_the_pilot_residuals():
     X = np.cumsum(rng.normal(size=(60, 6, 5)), axis=1).astype(np.float32) + 3
     Y = (X * np.linspace(1, 3, 6)[None, :, None]).astype(np.float32)
     weights = resampling_weights(60, 10, seed=0)
-    law, gap = compare_noise_laws({"a": X, "b": Y}, weights, n_boot_kurtosis=5, resampled_kurtosis="b")
+    law, gap = compare_noise_laws({"a": X, "b": Y}, weights, n_boot_refit=5)
     U, S = ensemble_svd(X)
-    np.testing.assert_allclose(law["a"]["log_var"], pilot_residuals(X, U, S, progress=False).log_mean_var(), equal_nan=True)
+    residuals = pilot_residuals(X, U, S, progress=False)
+    np.testing.assert_allclose(law["a"]["log_var"], residuals.log_mean_var(), rtol=1e-4, equal_nan=True)
+    np.testing.assert_allclose(law["a"]["log_rel"], residuals.log_relative_var(), rtol=1e-4, equal_nan=True)
     assert gap.value == pytest.approx(law["a"]["relative_arrival_r2"].value - law["b"]["relative_arrival_r2"].value)
-    assert np.isnan(law["a"]["kurtosis"].lo) and np.isfinite(law["b"]["kurtosis"].lo)
+    assert len(law["a"]["arrival_r2_rows"]) == 6 and np.isfinite(law["a"]["kurtosis"].lo)
     summary = noise_law_summary(law)
     assert summary["b_lambda"] == law["b"]["fit"]["lambda"] and "a_relative_arrival_r2" in summary
+
+
+@pytest.mark.parametrize("N, D", [(80, 5), (12, 20)])  # more pilots than dimensions, and fewer
+def test_refitted_pairs_refit_the_bases_on_each_resample(N, D):
+    X = _law_layers(N=N, T=5, D=D) ** 3 + 1.0  # heavy tails, an offset
+    X[:, 0] = X[:1, 0]  # the embedding layer repeats one token: rank 1, as x(0) of real pilots often is
+    weights = resampling_weights(N, n_boot=2, seed=1)
+    rows = refitted_pairs(X, weights, progress=False)
+    mask = pair_mask(5, 1, 4)
+    assert rows["trace"].shape == (3, 5, 5) and np.isnan(rows["trace"][:, ~mask]).all()
+    for r in range(3):
+        drawn = np.repeat(np.arange(N), weights[r].astype(int))
+        if N > D:  # an independent refit: the library's SVD of the drawn pilots, repeats included
+            U, S = align_bases(*ensemble_svd(X[drawn][:, 1:]))
+        else:  # repeats would leave zero singular values: the SVD of the distinct ones, each sqrt(count) times
+            distinct = np.flatnonzero(weights[r])
+            U, S = align_bases(*ensemble_svd(X[distinct][:, 1:] * np.sqrt(weights[r][distinct])[:, None, None]))
+        stats = pair_statistics(singular_coordinates(X[drawn][:, 1:], U), S, np.arange(4), progress=False)
+        trace = stats.var.sum(-1)
+        np.testing.assert_allclose(rows["trace"][r, 1:, 1:][mask[1:, 1:]], trace[mask[1:, 1:]], rtol=1e-3)
+        kurtosis = (stats.var * stats.kurtosis).sum(-1) / trace
+        np.testing.assert_allclose(rows["kurtosis"][r, 1:, 1:][mask[1:, 1:]], kurtosis[mask[1:, 1:]], atol=1e-3)
+        np.testing.assert_allclose(rows["spread"][r], X[drawn].astype(np.float64).var(0).sum(-1), rtol=1e-6)
+        assert rows["k"][r] == min(len(np.unique(drawn)), D)
+    Ua, Sa = align_bases(*ensemble_svd(X))  # the sample: B4's fixed-basis moments
+    fixed = resampled_pairs(singular_coordinates(X, Ua), Sa, np.arange(1, 5), weights, progress=False)
+    np.testing.assert_allclose(rows["trace"][0][mask], fixed.trace[0][mask], rtol=1e-3)
+    np.testing.assert_allclose(rows["kurtosis"][0][mask], fixed.kurtosis[0][mask], atol=1e-3)
+    if N < D:  # with fewer pilots than dimensions a resample's bases span only its own pilots
+        assert not np.allclose(rows["trace"][1][mask], fixed.trace[1][mask], rtol=1e-2)
 
 
 def test_spectrum_decay_of_a_power_law():
@@ -355,12 +440,15 @@ def test_separability_gap_is_the_split_by_split_difference_of_minima():
     rng = np.random.default_rng(1)
     A, B = rng.normal(size=(200, 3, 8)), rng.normal(size=(200, 3, 8))
     B[:, 1:, 0] += 8.0
-    sep = separability_by_split({"trained": (A, B), "halves": (A, A[::-1]), "untrained": (A, rng.normal(size=(200, 3, 8)))},
-                                [0, 1, 2])
+    pairs = {"trained": (A, B), "halves": (A, A[::-1]), "untrained": (A, rng.normal(size=(200, 3, 8)))}
+    sep = separability_by_split(pairs, [0, 1, 2], n_boot=10, progress=False)
     lowest = {name: acc[:, 1:].min(1) for name, acc in sep.accuracy.items()}
     gap = sep.summary()["untrained_separability_gap"]
-    assert gap.value == pytest.approx(np.mean(lowest["untrained"] - lowest["trained"])) and gap.n == 3
+    assert gap.value == pytest.approx(np.mean(lowest["untrained"] - lowest["trained"])) and gap.n == 400
     assert gap.hi < 0  # random states separate less than a shift of 8 sigma
+    # pairs of the same sizes are resampled on the same rows with the same classifier seeds: paired
+    same = separability_by_split({"a": (A, B), "b": (A, B), "c": (A, B)}, [0], n_boot=5, progress=False)
+    assert same.gap("a", "c") == Estimate(0.0, 0.0, 0.0, 400, "pseudo-sentences", "bootstrap (centered)")
 
 
 def test_side_word_reads_the_whole_interval():
@@ -377,8 +465,8 @@ def test_residual_law_is_compare_noise_laws_for_one_model():
     rng = np.random.default_rng(0)
     X = np.cumsum(rng.normal(size=(40, 5, 4)), axis=1).astype(np.float32) + 3
     weights = resampling_weights(40, 6, seed=0)
-    law, _ = compare_noise_laws({"a": X, "b": X}, weights, n_boot_kurtosis=3, resampled_kurtosis="b")
-    alone = residual_law(X, weights, n_boot_kurtosis=3)
+    law, _ = compare_noise_laws({"a": X, "b": X}, weights, n_boot_refit=3)
+    alone = residual_law(X, weights, n_boot_refit=3)
     assert alone["kurtosis"] == law["b"]["kurtosis"]
     np.testing.assert_array_equal(alone["arrival_r2_rows"], law["a"]["arrival_r2_rows"])
     assert arrival_r2_gap(alone, law["a"]).value == 0.0
@@ -391,8 +479,8 @@ def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
     monkeypatch.setitem(sources.PUBLISHED, "gpt2", {"n_layer": 3, "n_embd": 32, "n_head": 4})
     rng = np.random.default_rng(0)
     trained = residual_law(np.cumsum(rng.normal(size=(25, 5, 4)), axis=1).astype(np.float32) + 3,
-                           resampling_weights(25, 8, seed=0))  # fewer pilots: independent resamples
-    null = architecture_null("gpt2", trained, n_k=8, n_s=30, n_pilots=6, n_boot_kurtosis=4, device="cpu")
+                           resampling_weights(25, 8, seed=0), n_boot_refit=4)  # fewer pilots: independent resamples
+    null = architecture_null("gpt2", trained, n_k=8, n_s=30, n_pilots=6, n_boot=8, device="cpu")
     lm = load_model("untrained:gpt2", seed=0, device="cpu")
     X = trajectories(lm, walden(lm.tokenizer, n_k=8, n_s=30), progress=False)  # the same seeded draw
     summary = null.summary()
@@ -402,7 +490,8 @@ def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
     assert summary["straightness_random_walk_paper_arch"].value == pytest.approx(1 / np.sqrt(2))
     assert summary["untrained_arrival_r2_gap_paper_arch"].value == pytest.approx(
         trained["relative_arrival_r2"].value - summary["untrained_relative_arrival_r2_paper_arch"].value)
-    assert np.isfinite(summary["untrained_kurtosis_paper_arch"].lo)  # bootstrapped
+    assert np.isfinite(summary["untrained_kurtosis_paper_arch"].lo)  # bootstrapped, 4 refits as the trained law
+    assert len(null.law["arrival_r2_rows"]) == 5 and null.shapes.coherence["untrained"].shape[0] == 9
     assert null.view.shape == (6, 3, 3) and list(null.views(0)) == ["untrained gpt2 (seed 0), L = 3, D = 32"]
-    skipped = architecture_null("", trained, 8, 30, 6, 4)
+    skipped = architecture_null("", trained, 8, 30, 6, 8)
     assert skipped.views(0) == {} and set(skipped.summary().values()) == {None}

@@ -127,24 +127,53 @@ def test_truncation_grid_and_random_directions():
     np.testing.assert_allclose(Q.T @ Q, np.eye(8), atol=1e-12)
 
 
-def test_truncation_criteria_and_summary_on_known_scores():
-    from lotlib.lines_of_thought.truncation import Truncation, truncation_criteria, truncation_summary
+def test_criteria_on_known_scores_and_weights_as_repeated_pilots():
+    from lotlib.lines_of_thought.truncation import Truncation, criteria
 
     ks = [1, 2, 4, 8, 16]  # d = 16, d/4 = 4
     kl_curve = np.array([10.0, 5.0, 2.0, 0.5, 0.0])
     result = Truncation(ks, np.tile(kl_curve[:, None], (1, 6)), np.tile(np.arange(5.0)[:, None], (1, 6)), 5)
-    found = truncation_criteria(result, 16, n_boot=50)
-    assert found["kl_drop"].value == pytest.approx(0.2)
-    assert found["kl_quarter_d"].value == pytest.approx(2.0)
-    assert found["overlap_quarter_d"].value == pytest.approx(2.0)
-    assert found["k0_over_d"].value == pytest.approx(8 / 16)  # the first K with KL <= 0.1 x KL(1)
-    random = truncation_criteria(Truncation([1, 4], result.kl[[0, 2]], result.overlap[[0, 2]], 5), 16, k0=False)
-    assert "k0_over_d" not in random and random["kl_drop"].value == pytest.approx(0.2)
-    summary = truncation_summary({"last layer": result}, {"last layer": found}, random)
-    assert summary["kl_every_layer_mean"] is None
-    np.testing.assert_allclose(summary["kl_last_layer_mean"], kl_curve)
-    assert summary["k0_over_d_last_layer"] is found["k0_over_d"]
-    assert summary["kl_drop_random_directions"] is random["kl_drop"]
+    found = criteria(result, 16)
+    assert found["kl_drop"] == pytest.approx(0.2)
+    assert found["kl_quarter_d"] == pytest.approx(2.0)
+    assert found["overlap_quarter_d"] == pytest.approx(2.0)
+    assert found["k0_over_d"] == pytest.approx(8 / 16)  # the first K with KL <= 0.1 x KL(1)
+    assert "k0_over_d" not in criteria(Truncation([1, 4], result.kl[[0, 2]], result.overlap[[0, 2]], 5), 16, k0=False)
+    rng = np.random.default_rng(0)
+    varied = Truncation(ks, rng.exponential(size=(5, 6)), rng.integers(0, 6, size=(5, 6)).astype(float), 5)
+    w = np.array([2, 1, 0, 3, 1, 1])
+    repeated = Truncation(ks, np.repeat(varied.kl, w, axis=1), np.repeat(varied.overlap, w, axis=1), 5)
+    assert criteria(varied, 16, w) == pytest.approx(criteria(repeated, 16))
+
+
+def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(tiny_gpt2_dir, monkeypatch):
+    from lotlib.lines_of_thought import extrapolation
+    from lotlib.lines_of_thought.extrapolation import paper_subset
+    from lotlib.lines_of_thought.truncation import criteria, resampled_truncation
+
+    model = load_model(str(tiny_gpt2_dir))
+    ids = gibberish(model.view.W_E.shape[0], n_s=180, n_k=6, seed=2).ids
+    X = capture(model, ids, progress=False)
+    D = X.shape[2]
+    P = paper_subset(len(X), D)  # round(2.8 x 64) = 179 pilots
+    fitted = []
+    weighted_svd = extrapolation.weighted_svd
+    monkeypatch.setattr(extrapolation, "weighted_svd", lambda Y, c: fitted.append((len(Y), c.sum())) or weighted_svd(Y, c))
+    ks = [1, 4, D // 4, D]
+    picked, sub = np.arange(0, 179, 9), np.arange(3)
+    result = resampled_truncation(model, ids[P], X[P], ks, picked, sub, n_rep=1, seed=1)
+    assert result.n_s == 179 and len(fitted) == 2 and all(total == 179 for _, total in fitted)
+    assert fitted[0][0] == 179 and all(distinct < 179 for distinct, _ in fitted[1:])  # draws repeat pilots
+    U, _ = ensemble_svd(X[P])
+    direct = truncation_scores(model.view, X[P][picked, -1], U[-1], ks, progress=False)
+    np.testing.assert_allclose(result.protocols["last layer"].kl, direct.kl, atol=1e-4)
+    value = result.found["last layer"]["kl_quarter_d"]
+    assert value.value == pytest.approx(criteria(direct, D)["kl_quarter_d"], rel=1e-4) and value.n == 179
+    assert result.curves["last layer"].shape == (1, 2, len(ks)) and result.protocols["every layer"].kl.shape == (len(ks), 3)
+    summary = result.summary("_paper_ns")
+    assert summary["kl_quarter_d_last_layer_paper_ns"] is value
+    assert set(result.found) == {"last layer", "every layer", "random directions"}
+    assert "k0_over_d_random_directions_paper_ns" not in summary and "k0_over_d_every_layer_paper_ns" in summary
 
 
 def test_truncation_protocols_run_both_readings(tiny):
@@ -160,3 +189,26 @@ def test_truncation_protocols_run_both_readings(tiny):
     )
     assert both["every layer"].kl.shape == (2, 3)
     assert list(truncation_protocols(model, ids, X[:, -1], U, [1, D], picked, sub[:1])) == ["last layer"]
+
+
+def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkeypatch):
+    from lotlib.lines_of_thought import truncation
+    from lotlib.lines_of_thought.ensemble import draw_sets
+
+    calls = []
+
+    def fake(model, ids, X, ks, picked, sub, **kw):
+        calls.append((ids.copy(), X.copy(), picked, sub))
+        return len(calls)
+
+    monkeypatch.setattr(truncation, "resampled_truncation", fake)
+    X, ids = np.arange(50.0)[:, None, None] * np.ones((50, 2, 3)), np.arange(50)[:, None]
+    subset = np.array([3, 7, 8, 20, 41])
+    runs = truncation.truncation_at_sizes(
+        None, ids, X, [1], {"all": np.arange(50), "subset": subset, "again": np.arange(50)}, None, 2, n_rep=1, seed=4
+    )
+    assert runs == {"all": 1, "subset": 2, "again": 1} and len(calls) == 2
+    ids_sub, X_sub, picked, sub = calls[1]
+    assert np.array_equal(ids_sub[:, 0], subset) and np.array_equal(X_sub[:, 0, 0], subset)
+    expected = draw_sets(5, [5, 2], 4)
+    assert np.array_equal(picked, expected[0]) and np.array_equal(sub, expected[1])

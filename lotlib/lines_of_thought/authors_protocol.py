@@ -1,0 +1,364 @@
+"""The residual statistics of Fig. B4 and Eq. 2 as the authors compute them (`dx_calculate.m`,
+`figA_llama2_7B.m`), so that the paper's numbers are judged by their own statistic and protocol.
+
+The protocol: trajectories are the block outputs t = 1..T (no embedding row; the authors' extraction keeps
+Hugging Face's hidden states, whose last entry is read after the final norm: `authors_trajectories`); per
+layer an uncentered thin SVD of the `(D, N)` matrix of the pilots, singular vectors aligned across layers;
+for every pair t < s = t + tau the Eq. 1 residual at full rank min(D, N)
+
+    dx = x(s) - U(s) Sigma(s) Sigma(t)^-1 U(t)^T x(t),
+
+and its moments **per raw coordinate** across pilots: mean m, variance v (ddof 1) and kurtosis k (MATLAB
+`kurtosis(x, 0, 2)`: bias-corrected, not excess). The figure's panels average over coordinates: abs(m) / sqrt(v)
+(the title's abs(mu / sigma); the code divides by v, kept as well), log10 of the mean of v, mean abs(k) - 3.
+Eq. 2 is fitted both ways: ln(mean v) and mean(ln v) against the arrival layer s.
+
+With U(t) square (N >= D), x(t) = U(t) Sigma(t) v(t) where v(t) = Sigma(t)^-1 U(t)^T x(t) are the pilots'
+right singular coordinates, so the extrapolation is v(t) Sigma(s) U(s)^T: one `(N, k) x (k, D)` product per
+pair, batched over departures. A bootstrap resample draws pilots with replacement and refits the bases and
+their alignment on the resampled matrix (a weighted Gram matrix of its distinct pilots: the same SVD as the
+matrix with its repeated columns); its moments are weighted by how often each pilot was drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..intervals import Estimate
+from .ensemble import align_bases
+from .null_tests import resampling_weights, structureless_cloud
+from .residuals import fit_laws, pair_mask, percentile_estimate
+
+ENSEMBLES = {
+    "model": "",
+    "after the final norm": "_hf",
+    "structureless cloud": "_cloud",
+}
+"""The ensembles of `paper_ensembles` and the suffix of their summary keys."""
+SUMMARIES = (
+    "mean_abs_z",
+    "mean_abs_m_over_v",
+    "mean_var",
+    "mean_log_var",
+    "mean_abs_kurtosis",
+)
+
+
+def paper_pilots(
+    n_pilots: int,
+    d_model: int,
+    n_s: int | str = "2.8D",
+    seed: int = 0,
+    param: str = "n_s_paper",
+    model: str = "the model",
+) -> np.ndarray:
+    """Sorted indices of a seeded subset of `n_pilots` pilots of the paper's size: `n_s` pilots, a count
+    or a multiple of the width `d_model` ("2.8D": about 2,900 pilots for GPT-2 medium's D = 1024, rounded
+    up by `lotlib.models.bounds.pilot_count`). Raises `ParameterError` naming `param` if there are fewer."""
+    from ..models.bounds import ParameterError, pilot_count
+
+    want = pilot_count(n_s, d_model, param, model=model)
+    if want > n_pilots:
+        raise ParameterError(
+            f"parameter {param} = {n_s!r} asks for {want} pilots (D = {d_model}) but the ensemble "
+            f"of {model} has {n_pilots}: open it with n_s >= {want}, or lower {param}"
+        )
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_pilots, size=want, replace=False))
+
+
+@torch.inference_mode()
+def authors_trajectories(
+    X: np.ndarray, view=None, batch_size: int = 4096
+) -> np.ndarray:
+    """The block outputs t = 1..L of X `(N, L+1, D)` (x(0), the embedding, dropped): `(N, L, D)` float32.
+    With a `view` (`lotlib.models.view.ModelView`), x(L) is read after the final norm, as Hugging Face's
+    `output_hidden_states` (the authors' extraction) reports it."""
+    out = np.array(X[:, 1:], dtype=np.float32)
+    if view is not None:
+        for start in range(0, len(out), batch_size):
+            rows = torch.as_tensor(
+                out[start : start + batch_size, -1], device=view.device
+            )
+            out[start : start + batch_size, -1] = (
+                view.final_norm(rows).float().cpu().numpy()
+            )
+    return out
+
+
+def weighted_bases(
+    X: torch.Tensor, counts: torch.Tensor
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer uncentered SVD of the `(D, n)` matrix in which pilot j of X `(T, N, D)` (layer first)
+    appears `counts[j]` times (all > 0), from the smaller Gram matrix in float64: U `(T, D, k)` float32,
+    S `(T, k)` float64 sorted decreasing, k = min(N, D). The bases of `ensemble_svd` of the repeated
+    pilots, up to signs."""
+    T, N, D = X.shape
+    k, wide, root = min(N, D), N >= D, counts.double().sqrt()[:, None]
+    gram = torch.empty((T, D, D) if wide else (T, N, N), dtype=torch.float64)
+    for t in range(T):
+        Z = X[t].double() * root
+        gram[t] = Z.T @ Z if wide else Z @ Z.T
+    lam, vec = torch.linalg.eigh(gram)
+    S = lam.flip(-1)[:, :k].clamp(min=0.0).sqrt()
+    vec = vec.flip(-1)[..., :k]
+    if not wide:
+        vec = (X.double() * root).mT @ vec / S[:, None, :]
+    return vec.float().numpy(), S.numpy()
+
+
+def coordinate_summaries(
+    mean: torch.Tensor, m2: torch.Tensor, m4: torch.Tensor, n: int
+) -> dict[str, torch.Tensor]:
+    """`SUMMARIES` from the mean and the biased central moments m2, m4 of n draws `(..., D)`: averages over
+    the last axis of abs(m) / sqrt(v), abs(m) / v, v, ln v and abs(k) with v = m2 n / (n - 1) (ddof 1) and MATLAB's
+    bias-corrected kurtosis k = 3 + (n - 1) ((n + 1) g2 + 6) / ((n - 2)(n - 3)), g2 = m4 / m2^2 - 3. `(...)`
+    float64."""
+    mean, m2, m4 = mean.double(), m2.double(), m4.double()
+    var = m2 * n / (n - 1)
+    g2 = m4 / m2**2 - 3.0
+    kurt = 3.0 + (n - 1) / ((n - 2) * (n - 3)) * ((n + 1) * g2 + 6.0)
+    values = {
+        "mean_abs_z": mean.abs() / var.sqrt(),
+        "mean_abs_m_over_v": mean.abs() / var,
+        "mean_var": var,
+        "mean_log_var": var.log(),
+        "mean_abs_kurtosis": kurt.abs(),
+    }
+    return {name: v.mean(-1) for name, v in values.items()}
+
+
+def pair_moments(
+    X: torch.Tensor,
+    U: np.ndarray,
+    S: np.ndarray,
+    counts: torch.Tensor,
+    n: int,
+    first_arrival: int = 1,
+) -> dict[str, np.ndarray]:
+    """The coordinate averages `SUMMARIES` of the Eq. 1 residual's raw moments for every pair t < s of the
+    layers of X `(T, N, D)` (layer first) with aligned bases U `(T, D, k)`, S `(T, k)`, pilot j counted
+    `counts[j]` times among `n`: each `(T, T)` indexed [t, s], NaN elsewhere and for s < first_arrival."""
+    T, N, D = X.shape
+    U32, S32 = torch.from_numpy(U).float(), torch.from_numpy(S).float()
+    V = (X @ U32) / S32[:, None, :]  # (T, N, k) right singular coordinates
+    c = counts.float()
+    out = {name: np.full((T, T), np.nan) for name in SUMMARIES}
+    for s in range(max(first_arrival, 1), T):
+        dx = (V[:s].reshape(-1, V.shape[-1]) @ (S32[s][:, None] * U32[s].T)).view(
+            s, N, D
+        )
+        dx.neg_().add_(X[s])  # x(s) minus its extrapolation from each t < s
+        mean = (c @ dx) / n  # (s, D)
+        dx.sub_(mean[:, None]).square_()
+        m2 = (c @ dx) / n
+        summaries = coordinate_summaries(mean, m2, (c @ dx.square_()) / n, n)
+        for name, v in summaries.items():
+            out[name][:s, s] = v.numpy()
+    return out
+
+
+@dataclass
+class AuthorsPairs:
+    """The per-pair summaries `SUMMARIES` of the authors' protocol on the sample (row 0) and on each
+    bootstrap resample of the pilots, each `(B, T+1, T+1)` indexed [row, t, t + tau] by layer number
+    1..T (row and column 0 unused, NaN off the pairs), over `n` pilots."""
+
+    mean_abs_z: np.ndarray
+    mean_abs_m_over_v: np.ndarray
+    mean_var: np.ndarray
+    mean_log_var: np.ndarray
+    mean_abs_kurtosis: np.ndarray
+    n: int
+
+    @property
+    def T(self) -> int:
+        return self.mean_var.shape[-1] - 1
+
+
+def authors_pairs(
+    X: np.ndarray,
+    weights: np.ndarray,
+    progress: bool = True,
+    last_readings: tuple[np.ndarray, ...] = (),
+) -> list[AuthorsPairs]:
+    """`AuthorsPairs` of layer outputs X `(N, T, D)` (t = 1..T) for each row of `weights` `(B, N)` (how many
+    times each pilot is drawn; row 0 all ones: the sample). Every row refits the bases (`weighted_bases`)
+    and their alignment (`align_bases`, from the first layer on) before its residuals (`pair_moments`).
+    Then one `AuthorsPairs` per other reading of the last layer in `last_readings` (each `(N, D)`, e.g. after
+    the final norm), on the same resamples: only its basis and the pairs arriving at T are recomputed (the
+    earlier layers and their alignment do not depend on it)."""
+    Xt = torch.as_tensor(np.ascontiguousarray(X.transpose(1, 0, 2), dtype=np.float32))
+    lasts = [torch.as_tensor(np.asarray(x, dtype=np.float32)) for x in last_readings]
+    T, N, _ = Xt.shape
+    rows = [[] for _ in range(1 + len(lasts))]
+    for w in tqdm(
+        weights,
+        desc="authors' protocol (refit bases)",
+        unit="resample",
+        disable=not progress,
+    ):
+        drawn = np.flatnonzero(w)
+        Xw, counts, n = (
+            Xt[:, drawn],
+            torch.as_tensor(w[drawn], dtype=torch.float64),
+            int(w.sum()),
+        )
+        U, S = align_bases(*weighted_bases(Xw, counts))
+        rows[0].append(pair_moments(Xw, U, S, counts, n))
+        for j, last in enumerate(lasts, start=1):
+            Xw[-1] = last[drawn]
+            u, s = weighted_bases(Xw[-1:], counts)
+            u, s = align_bases(np.stack([U[-2], u[0]]), np.stack([S[-2], s[0]]))
+            U[-1], S[-1] = u[1], s[1]
+            arriving = pair_moments(Xw, U, S, counts, n, first_arrival=T - 1)
+            rows[j].append(
+                {
+                    k: np.where(np.isnan(v), rows[0][-1][k], v)
+                    for k, v in arriving.items()
+                }
+            )
+    return [
+        AuthorsPairs(
+            **{k: _by_layer_number(np.stack([r[k] for r in rs])) for k in SUMMARIES},
+            n=N,
+        )
+        for rs in rows
+    ]
+
+
+def _by_layer_number(a: np.ndarray) -> np.ndarray:
+    """`(B, T, T)` indexed from 0 -> `(B, T+1, T+1)` indexed by layer number 1..T (row and column 0 NaN)."""
+    return np.pad(a, ((0, 0), (1, 0), (1, 0)), constant_values=np.nan)
+
+
+def paper_ensembles(
+    X: np.ndarray, view, n_boot: int, seed: int = 0, progress: bool = True
+) -> dict[str, AuthorsPairs]:
+    """The authors' protocol (`authors_pairs`) on the trajectories X `(N, L+1, D)` of the chosen pilots, with
+    the same `n_boot` resamples (`resampling_weights`, seeded) for each of `ENSEMBLES`: the block outputs
+    1..L with x(L) before the final norm ("model"), after it (`view`: `ModelView`), and the structureless
+    cloud of the first (`structureless_cloud`, seeded)."""
+    layers = authors_trajectories(X)
+    after = authors_trajectories(X[:, -2:], view)[:, -1]
+    weights = resampling_weights(len(X), n_boot, seed)
+    model, hf = authors_pairs(layers, weights, progress, last_readings=(after,))
+    cloud = authors_pairs(structureless_cloud(layers, seed), weights, progress)[0]
+    return dict(zip(ENSEMBLES, (model, hf, cloud)))
+
+
+def gaussian_floor(
+    n: int, d: int, n_draws: int = 200, seed: int = 0
+) -> dict[str, Estimate]:
+    """What "about zero" means for the paper's statistics at n pilots and d coordinates: mean abs(m) / sqrt(v)
+    (`mean_abs_z`) and mean abs(k) - 3 (`kurtosis`) of one pair whose residual is an i.i.d. standard Gaussian
+    `(n, d)` sample, over `n_draws` seeded samples: the median with the 2.5% and 97.5% quantiles."""
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_draws):
+        z = torch.from_numpy(rng.standard_normal((n, d), dtype=np.float32))
+        mean = z.mean(0)
+        squares = (z - mean) ** 2
+        draws.append(
+            coordinate_summaries(mean, squares.mean(0), (squares**2).mean(0), n)
+        )
+    values = {
+        "mean_abs_z": [float(x["mean_abs_z"]) for x in draws],
+        "kurtosis": [float(x["mean_abs_kurtosis"]) - 3.0 for x in draws],
+    }
+    return {
+        key: Estimate(
+            float(np.median(v)),
+            *map(float, np.quantile(v, [0.025, 0.975])),
+            n=n_draws,
+            unit="Gaussian samples",
+            method="reference",
+        )
+        for key, v in values.items()
+    }
+
+
+def authors_summary(
+    pairs: AuthorsPairs, fit_first: int, fit_last: int, late_from: int
+) -> dict[str, Estimate]:
+    """The authors' statistics of `AuthorsPairs` with percentile intervals over the resamples: Eq. 2 fitted
+    on the pairs fit_first <= t < t + tau <= fit_last as ln(mean v) (`lambda_log_mean`, `alpha_log_mean`) and
+    mean(ln v) (`lambda_mean_log`, `alpha_mean_log`), the mean over those pairs of mean abs(m) / sqrt(v)
+    (`mean_abs_z`) and of mean abs(m / v) (`mean_abs_m_over_v`), and the mean over pairs departing at
+    t >= late_from of mean abs(k) - 3 (`kurtosis_late`)."""
+    T = pairs.T
+    fit, late = pair_mask(T + 1, fit_first, fit_last), pair_mask(T + 1, late_from, T)
+    log_mean = fit_laws(np.log(pairs.mean_var), fit)
+    mean_log = fit_laws(pairs.mean_log_var, fit)
+    values = {
+        "lambda_log_mean": log_mean["lambda"],
+        "alpha_log_mean": log_mean["alpha"],
+        "lambda_mean_log": mean_log["lambda"],
+        "alpha_mean_log": mean_log["alpha"],
+        "mean_abs_z": pairs.mean_abs_z[:, fit].mean(1),
+        "mean_abs_m_over_v": pairs.mean_abs_m_over_v[:, fit].mean(1),
+        "kurtosis_late": pairs.mean_abs_kurtosis[:, late].mean(1) - 3.0,
+    }
+    return {
+        key: percentile_estimate(v, pairs.n, unit="pilots") for key, v in values.items()
+    }
+
+
+def authors_residual_statistics(
+    X: np.ndarray,
+    *,
+    fit_first: int = 1,
+    fit_last: int | None = None,
+    late_from: int | None = None,
+    n_boot: int = 100,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, Estimate]:
+    """Fig. B4 and Eq. 2 by the authors' protocol on layer outputs X `(N, T, D)`, t = 1..T (no embedding):
+    `authors_summary` of `authors_pairs` over the sample and `n_boot` bootstrap resamples of the pilots
+    (`resampling_weights`, seeded), each refitting the bases and their alignment. fit_last: None = T;
+    late_from: None = T // 4. Mean abs(m) / sqrt(v) and mean abs(k) - 3 move under resampling (a repeated pilot
+    adds sampling noise and tails): their percentile intervals need not hold the sample's value."""
+    N, T, _ = X.shape
+    fit_last = T if fit_last is None else fit_last
+    late_from = max(T // 4, 1) if late_from is None else late_from
+    for name, value, lo, hi in (
+        ("fit_first", fit_first, 1, T - 1),
+        ("fit_last", fit_last, fit_first + 1, T),
+        ("late_from", late_from, 1, T - 1),
+    ):
+        if not lo <= value <= hi:
+            raise ValueError(
+                f"{name} = {value} must be in {lo}..{hi} for T = {T} layers"
+            )
+    if N < 4:
+        raise ValueError(
+            f"the bias-corrected kurtosis needs at least 4 pilots, got {N}"
+        )
+    pairs = authors_pairs(X, resampling_weights(N, n_boot, seed), progress)[0]
+    return authors_summary(pairs, fit_first, fit_last, late_from)
+
+
+def law_table(results: dict[str, dict[str, Estimate]], d_model: int) -> pd.DataFrame:
+    """Eq. 2 by the authors' protocol at several pilot counts: one row per label of `results` (label ->
+    `authors_residual_statistics` or `authors_summary`), the pilots N_s and N_s / `d_model`, and the sample's
+    alpha and lambda in both conventions (ln of the mean variance, mean of the ln variance)."""
+    return pd.DataFrame(
+        [
+            {
+                "pilots": label,
+                "N_s": est["alpha_log_mean"].n,
+                "N_s / D": est["alpha_log_mean"].n / d_model,
+                "α, ln(mean v)": est["alpha_log_mean"].value,
+                "λ, ln(mean v)": est["lambda_log_mean"].value,
+                "α, mean(ln v)": est["alpha_mean_log"].value,
+                "λ, mean(ln v)": est["lambda_mean_log"].value,
+            }
+            for label, est in results.items()
+        ]
+    ).set_index("pilots")

@@ -1,0 +1,475 @@
+"""Do the book's 95% intervals cover the truth? Replications on synthetic ensembles whose truth is known.
+
+Generators, each seeded (the design by the generator's `seed`, a data set by the seed of `sample`):
+
+- `LangevinGenerator`: the book's own Langevin model (`langevin.simulate`, Euler-Maruyama with dt = 0.1) with a
+  chosen drift (bases turning by a chosen angle per layer, singular values growing at chosen rates, a mean),
+  a Gaussian start and the noise rate alpha lambda e^(lambda t) of a chosen alpha, lambda: trajectories
+  `(N, L+1, D)`. Everything is linear and Gaussian, so Eq. 1's residual is Gaussian: excess kurtosis 0.
+- `GaussianCloud`: independent layers of independent coordinates, x_i(t) = sqrt(c_i e^(lambda t)) xi (raw
+  coordinates i = 1..D), xi of unit variance and excess kurtosis kappa (0: Gaussian; kappa > 0: a
+  Gaussian scaled by sqrt(W), W ~ Gamma(3 / kappa, kappa / 3)). Its population residual is known in closed form
+  (`GaussianCloud.truth`).
+- `PairedClasses`: two paired classes for the SVM, a = sqrt(r) z + sqrt(1 - r) e, b = the same with its own e and
+  a shift `separation` along one direction (0: identical classes, accuracy 1/2).
+
+Truth. Where the population value is known in closed form it is used (the cloud's law and kurtosis, identical
+classes). Otherwise it is the statistic's value on the generator's population, approximated by one large sample
+(`Case.truths`: 50 times the replication's pilots, seeded apart from every replication): the estimand is the
+statistic of the population, not the injected noise (Eq. 1's residual is not the Langevin noise). For the SVM on
+separated classes the estimand is the accuracy of a classifier trained on the replication's training size (the
+learning curve is not at its end), estimated by `svm_accuracy_at_size`; the large-sample accuracy is reported
+beside it.
+
+`replicate` runs a `Case` (a generator, an estimator returning named `Estimate`s, a truth) over seeded
+replications and returns a `Coverage` per statistic: the share of replications whose interval holds the truth.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property, partial
+from typing import Any
+
+import numpy as np
+from scipy.linalg import expm
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
+
+from ..intervals import Estimate
+from . import langevin
+from .ensemble import align_bases, ensemble_svd
+from .null_tests import resampling_weights
+from .residuals import PairLayers, ResidualNulls, resampled_pairs, singular_coordinates
+
+TRUTH_SEED = (
+    1_000_003  # the large samples' seed, apart from every replication's (seed + 1 + r)
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# generators
+
+
+def _rotation(D: int, rng: np.random.Generator) -> np.ndarray:
+    """A random rotation `(D, D)` (det +1)."""
+    Q = np.linalg.qr(rng.standard_normal((D, D)))[0]
+    Q[:, 0] *= np.sign(np.linalg.det(Q))
+    return Q
+
+
+@dataclass(frozen=True)
+class LangevinGenerator:
+    """Eq. 3 with a chosen drift and noise: bases U(t) `(L+1, D, D)` turning by `turn` degrees per layer (the
+    largest angle of a random rotation), singular values s_i(t) = decay^i e^(g_i t) with growth rates g_i evenly
+    spread over `growth`, the start x(0) ~ N(m, U(0) diag(s(0)^2) U(0)^T) with `|m|` = `mean_norm`, and the noise
+    rate alpha lambda e^(lambda t) (`langevin.exponential_noise`)."""
+
+    D: int = 16
+    L: int = 10
+    lam: float = 0.2
+    alpha: float = 0.02
+    turn: float = 10.0
+    growth: tuple[float, float] = (0.0, 0.1)
+    decay: float = 0.85
+    mean_norm: float = 3.0
+    dt: float = 0.1
+    seed: int = 0
+
+    @cached_property
+    def design(self) -> tuple[np.ndarray, np.ndarray, langevin.Steps]:
+        """The start's frame U(0) `(D, D)`, its spread s(0) `(D,)` and the steps of the flow."""
+        rng = np.random.default_rng(self.seed)
+        U = [_rotation(self.D, rng)]
+        for _ in range(self.L):
+            K = rng.standard_normal((self.D, self.D))
+            K = K - K.T
+            K *= np.radians(self.turn) / np.abs(np.linalg.eigvals(K)).max()
+            U.append(U[-1] @ expm(K))
+        s0 = self.decay ** np.arange(self.D)
+        g = np.linspace(*self.growth, self.D)
+        S = s0 * np.exp(np.outer(np.arange(self.L + 1), g))
+        flow = langevin.langevin_flow(np.stack(U), S, np.arange(self.L + 1))
+        return U[0], s0, langevin.steps(flow, 0, self.L, self.dt)
+
+    def sample(self, n: int, seed: int) -> np.ndarray:
+        """`n` trajectories `(n, L+1, D)` float32."""
+        U0, s0, plan = self.design
+        rng = np.random.default_rng(seed)
+        X0 = self.mean_norm * U0[:, 0] + (rng.standard_normal((n, self.D)) * s0) @ U0.T
+        noise = langevin.exponential_noise(self.alpha, self.lam)
+        return langevin.simulate(X0, plan, noise, seed=seed + 1)[:, 0]
+
+
+@dataclass(frozen=True)
+class GaussianCloud:
+    """Independent layers t = 0..L of independent raw coordinates of variance c_i e^(lambda t), c_i = decay^i, and
+    excess kurtosis `kurtosis`, zero mean."""
+
+    D: int = 16
+    L: int = 10
+    lam: float = 0.2
+    decay: float = 0.85
+    kurtosis: float = 0.0
+
+    @property
+    def c(self) -> np.ndarray:
+        return self.decay ** np.arange(self.D)
+
+    def sample(self, n: int, seed: int) -> np.ndarray:
+        """`n` trajectories `(n, L+1, D)` float32."""
+        rng = np.random.default_rng(seed)
+        shape = (n, self.L + 1, self.D)
+        xi = rng.standard_normal(shape)
+        if self.kurtosis > 0:
+            xi *= np.sqrt(rng.gamma(3 / self.kurtosis, self.kurtosis / 3, shape))
+        scale = np.sqrt(self.c * np.exp(self.lam * np.arange(self.L + 1))[:, None])
+        return (xi * scale).astype(np.float32)
+
+    def truth(self) -> dict[str, float]:
+        """The population residual of Eq. 1 for a pair (t, s): the bases are the raw axes at every layer,
+        Lambda_i = e^(lambda (s - t) / 2), so w_i = x_i(s) - Lambda_i x_i(t) has mean 0, variance 2 c_i e^(lambda s)
+        (the layers are independent) and excess kurtosis kappa / 2 (two independent halves of equal variance).
+        Hence ln(mean var) = ln(2 mean c) + lambda s, mean(ln var) = ln 2 + mean(ln c) + lambda s, and the residual
+        is twice the arrival's spread (rho = 2). Keyed as the estimators name them (`fixed_basis_b4`, `authors_b4`)."""
+        lam_L, kurtosis = self.lam * self.L, self.kurtosis / 2
+        return {
+            "lambda_log_mean": self.lam,
+            "lambda_mean_log": self.lam,
+            "lambda_L_log_mean": lam_L,
+            "lambda_L_mean_log": lam_L,
+            "alpha_log_mean": 2 * float(np.mean(self.c)),
+            "alpha_mean_log": 2 * float(np.exp(np.mean(np.log(self.c)))),
+            "alpha_relative": 2.0,
+            "mean_abs_z": 0.0,
+            "mean_abs_m_over_v": 0.0,
+            "mean_offset": 0.0,
+            "kurtosis_late": kurtosis,
+        }
+
+
+@dataclass(frozen=True)
+class PairedClasses:
+    """Pairs of points `(n, D)`, a = sqrt(r) z + sqrt(1 - r) e and b = sqrt(r) z + sqrt(1 - r) e' + separation v (z, e,
+    e' standard normal, v a fixed unit vector): both classes have covariance I; the best linear classifier scores
+    Phi(separation / 2)."""
+
+    D: int = 16
+    r: float = 0.5
+    separation: float = 0.0
+
+    def sample(self, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        z, e, e2 = rng.standard_normal((3, n, self.D))
+        shift = np.zeros(self.D)
+        shift[0] = self.separation
+        a = np.sqrt(self.r) * z + np.sqrt(1 - self.r) * e
+        return a, np.sqrt(self.r) * z + np.sqrt(1 - self.r) * e2 + shift
+
+    @property
+    def bayes_accuracy(self) -> float:
+        from scipy.stats import norm
+
+        return float(norm.cdf(self.separation / 2))
+
+
+# ----------------------------------------------------------------------------------------------
+# the estimators, as the chapters call them
+
+
+def fixed_basis_b4(
+    X: np.ndarray,
+    *,
+    n_boot: int = 100,
+    seed: int = 0,
+    fit_first: int = 1,
+    fit_last: int | None = None,
+    late_from: int | None = None,
+) -> dict[str, Estimate]:
+    """B4's intervals as the chapter computes them (`residuals.resampled_pairs`: bases fitted once on all
+    pilots and held fixed, moments reweighted per resample) for trajectories X `(N, L+1, D)`: lambda L and
+    alpha of both conventions, alpha_rel, the rms offset and the median late kurtosis (the nulls left out)."""
+    L = X.shape[1] - 1
+    pairs = PairLayers(L, fit_first, fit_last or L, late_from or L // 4, L // 2)
+    U, S = align_bases(*ensemble_svd(X))
+    weights = resampling_weights(len(X), n_boot, seed)
+    r = resampled_pairs(
+        singular_coordinates(X, U), S, pairs.layers, weights, progress=False
+    )
+    nulls = ResidualNulls({"model": X}, {"model": (U, S)}, {"model": r}, weights, pairs)
+    laws = nulls.laws()["model"]
+    dimensionless = nulls.dimensionless({"model": laws})["model"]
+    return {
+        "lambda_L_log_mean": dimensionless["λ·L, ln(mean variance)"],
+        "lambda_L_mean_log": dimensionless["λ·L, mean(ln variance)"],
+        "alpha_log_mean": nulls.estimate(laws["ln(mean variance)"]["alpha"]),
+        "alpha_mean_log": nulls.estimate(laws["mean(ln variance)"]["alpha"]),
+        "alpha_relative": dimensionless["α_rel (geometric mean of ρ)"],
+        "mean_offset": nulls.offsets()["model"],
+        "kurtosis_late": nulls.kurtosis()["model"],
+    }
+
+
+def authors_b4(
+    X: np.ndarray, *, n_boot: int = 100, seed: int = 0
+) -> dict[str, Estimate]:
+    """B4 in the authors' protocol (`authors_protocol.authors_residual_statistics`: moments per raw coordinate,
+    the bases refitted in every resample) for X `(N, L+1, D)`: its layers 1..L (the embedding left out)."""
+    from .authors_protocol import authors_residual_statistics
+
+    return authors_residual_statistics(
+        X[:, 1:], n_boot=n_boot, seed=seed, progress=False
+    )
+
+
+B5_KEYS = {
+    "variance_ratio_top4_langevin_last": ("ratios", "u1..u4"),
+    "variance_ratio_all_langevin_last": ("ratios", "all D"),
+    "energy_margin_over_constant": ("energy", None),
+    "energy_margin_over_linear": ("energy", None),
+    "fp_mean_error_last": ("fp", None),
+    "fp_cov_distance_last": ("fp", None),
+    "fp_variance_ratio_last": ("fp", None),
+}
+
+
+def b5_statistics(
+    X: np.ndarray,
+    *,
+    n_layers: int = 2,
+    n_samples: int = 4,
+    n_distance: int = 300,
+    n_seeds: int = 5,
+    n_boot: int = 200,
+    seed: int = 0,
+) -> dict[str, Estimate]:
+    """B5's intervals as the chapter computes them (`langevin.held_out_langevin` from t = L // 2, noise "eq2"):
+    the variance ratios and Fokker-Planck moments (bootstrap over held-out pilots) and the energy margins
+    (t-intervals over seeds), for trajectories X `(N, L+1, D)`, under the chapter's keys (`B5_KEYS`)."""
+    sde = langevin.held_out_langevin(X, None, n_layers, seed=seed)
+    name = f"Langevin (noise {sde.noise})"
+    ratios = langevin.variance_ratios(
+        sde, langevin.predictions(sde, n_samples, seed), n_boot, seed
+    )[name]
+    energy = langevin.energy_summary(
+        langevin.energy_distances(sde, n_samples, n_distance, n_seeds, seed), name
+    )
+    found = {
+        "ratios": ratios,
+        "energy": energy,
+        "fp": langevin.fokker_planck(sde, n_boot, seed).summary(name),
+    }
+    return {key: found[group][item or key] for key, (group, item) in B5_KEYS.items()}
+
+
+def svm_b3(
+    data: tuple[np.ndarray, np.ndarray], *, n_rep: int = 20, seed: int = 0
+) -> dict[str, Estimate]:
+    """The SVM accuracy interval (`extrapolation.svm_accuracy_interval`) of paired classes `(n, D)` each."""
+    from .extrapolation import svm_accuracy_interval
+
+    return {"svm_accuracy": svm_accuracy_interval(*data, n_rep=n_rep, seed=seed)}
+
+
+def svm_accuracy_at_size(
+    classes: PairedClasses,
+    n: int,
+    *,
+    train_fraction: float = 0.5,
+    C: float = 0.1,
+    n_draws: int = 200,
+    n_test: int = 5000,
+    seed: int = TRUTH_SEED,
+) -> float:
+    """The expected accuracy of the SVM (`extrapolation.svm_split_accuracy`) trained on round(`train_fraction` n)
+    pairs of `classes`: the mean over `n_draws` fresh samples, each of those training pairs and `n_test` test
+    pairs (what the accuracy of n pairs split into training and test pilots estimates)."""
+    from .extrapolation import svm_split_accuracy
+
+    n_train = round(train_fraction * n)
+    share = n_train / (n_train + n_test)
+    rng = np.random.default_rng(seed)
+    scores = []
+    for draw in tqdm(range(n_draws), desc="SVM accuracy at the training size"):
+        a, b = classes.sample(n_train + n_test, seed + 1 + draw)
+        pilots = np.arange(len(a))
+        scores.append(svm_split_accuracy(a, b, pilots, rng, C=C, train_fraction=share))
+    return float(np.mean(scores))
+
+
+# ----------------------------------------------------------------------------------------------
+# replications
+
+
+@dataclass(frozen=True)
+class Case:
+    """One coverage experiment: `sample(n, seed)` draws a data set of `n` pilots from a generator, `estimate(data,
+    seed=seed)` returns the intervals by name, `point(data)` the same statistics cheaply (few resamples: only their
+    values are used, on the large sample) and `exact()` the true values known otherwise (closed forms, or an
+    estimand that is not the large-sample value), which replace the large-sample ones."""
+
+    name: str
+    n: int
+    sample: Callable[[int, int], Any]
+    estimate: Callable[..., dict[str, Estimate]]
+    point: Callable[[Any], dict[str, Estimate]]
+    exact: Callable[[], dict[str, float]] = dict
+
+    def truths(self, scale: int = 50) -> tuple[dict[str, float], dict[str, float]]:
+        """The truth of every statistic and its large-sample value: `point` on one sample of `scale` x `n`
+        pilots (seed `TRUTH_SEED`), replaced by `exact` where given."""
+        large = {
+            k: e.value
+            for k, e in self.point(self.sample(scale * self.n, TRUTH_SEED)).items()
+        }
+        exact = self.exact()
+        return {k: exact.get(k, v) for k, v in large.items()}, large
+
+
+@dataclass
+class Coverage:
+    """Replications of one statistic: its `truth`, whether each interval held it (`covered`, `(R,)`) and each
+    interval's width (`widths`, `(R,)`; NaN for an interval that could not be computed, which counts as a
+    miss), the statistic's value on the large sample and the case's seconds."""
+
+    case: str
+    statistic: str
+    truth: float
+    large_sample: float
+    covered: np.ndarray
+    widths: np.ndarray
+    seconds: float = field(default=float("nan"))
+
+    @property
+    def coverage(self) -> float:
+        return float(np.mean(self.covered))
+
+    @property
+    def mean_width(self) -> float:
+        return (
+            float(np.nanmean(self.widths)) if np.isfinite(self.widths).any() else np.nan
+        )
+
+
+def replicate(
+    case: Case, replications: int, seed: int = 0, progress: bool = True
+) -> list[Coverage]:
+    """`replications` seeded replications of `case` (replication r draws its data with seed + 1 + r and seeds
+    its estimator with seed + r): one `Coverage` per statistic, in the estimator's order. Runs on one thread
+    (torch and BLAS) and restores torch's thread count."""
+    import torch
+
+    start, threads = time.perf_counter(), torch.get_num_threads()
+    covered, widths = {}, {}
+    torch.set_num_threads(1)  # many small problems: threads only contend on busy cores
+    try:
+        with threadpool_limits(limits=1):
+            truth, large = case.truths()
+            for r in tqdm(
+                range(replications), desc=f"coverage: {case.name}", disable=not progress
+            ):
+                data = case.sample(case.n, seed + 1 + r)
+                for key, e in case.estimate(data, seed=seed + r).items():
+                    covered.setdefault(key, []).append(bool(e.lo <= truth[key] <= e.hi))
+                    widths.setdefault(key, []).append(e.hi - e.lo)
+    finally:
+        torch.set_num_threads(threads)
+    seconds = time.perf_counter() - start
+    return [
+        Coverage(
+            case.name,
+            key,
+            truth[key],
+            large[key],
+            np.array(c),
+            np.array(widths[key]),
+            seconds,
+        )
+        for key, c in covered.items()
+    ]
+
+
+def binomial_floor(replications: int, level: float = 0.95, p: float = 0.001) -> int:
+    """The least number of covering intervals out of `replications` that a method of true coverage `level`
+    falls below with probability at most `p`: the largest k with P(Binomial(replications, level) < k) <= p
+    (15 of 20, 87 of 100 for the defaults)."""
+    from scipy.stats import binom
+
+    k = np.arange(replications + 1)
+    return int(k[binom.cdf(k - 1, replications, level) <= p].max())
+
+
+def book_cases(
+    D: int = 16,
+    L: int = 8,
+    n: int | None = None,
+    n_b5: int | None = None,
+    n_boot: int = 100,
+    n_rep: int | None = None,
+    separation: float = 1.0,
+) -> list[Case]:
+    """The coverage experiments of the book's intervals at width D and depth L: B4 both ways (`authors_b4`,
+    `fixed_basis_b4`) on `n` pilots (None: 3 D) of the `LangevinGenerator` (alpha = 1: a residual about the size of
+    the arrival's spread, as on the book's models), the Gaussian cloud and a heavy-tailed cloud (kappa = 3); B5
+    (`b5_statistics`) on `n_b5` pilots (None: 6 D, a quarter held out) of the Langevin generator; the SVM accuracy
+    (`svm_b3`) on 3 D pairs of identical and of `separation`-separated classes. Every interval has `n_boot`
+    resamples, the SVM's `n_rep` repetitions (None: `n_boot`)."""
+    n, n_b5 = n or 3 * D, n_b5 or 6 * D
+    generator = LangevinGenerator(D=D, L=L, alpha=1.0)
+    generators = {
+        "Langevin": (generator, lambda: {"kurtosis_late": 0.0}),  # Gaussian residual
+        "Gaussian cloud": (cloud := GaussianCloud(D=D, L=L), cloud.truth),
+        "heavy-tailed cloud": (
+            heavy := GaussianCloud(D=D, L=L, kurtosis=3.0),
+            heavy.truth,
+        ),
+    }
+    b4 = {
+        "B4 authors (bases refitted)": authors_b4,
+        "B4 chapter (bases fixed)": fixed_basis_b4,
+    }
+    cases = [
+        Case(
+            f"{g_name} · {e_name}",
+            n,
+            g.sample,
+            partial(estimator, n_boot=n_boot),
+            partial(estimator, n_boot=2),
+            exact,
+        )
+        for g_name, (g, exact) in generators.items()
+        for e_name, estimator in b4.items()
+    ]
+    cases.append(
+        Case(
+            "Langevin · B5",
+            n_b5,
+            generator.sample,
+            partial(b5_statistics, n_boot=n_boot),
+            partial(b5_statistics, n_boot=2, n_seeds=2, n_distance=2000),
+        )
+    )
+    for sep in (0.0, separation):
+        classes = PairedClasses(D=D, separation=sep)
+        exact = (
+            (lambda: {"svm_accuracy": 0.5})
+            if sep == 0
+            else partial(_svm_at_size, classes, 3 * D)
+        )
+        cases.append(
+            Case(
+                f"SVM, classes {'identical' if sep == 0 else f'{sep:g} apart'}",
+                3 * D,
+                classes.sample,
+                partial(svm_b3, n_rep=n_rep or n_boot),
+                partial(svm_b3, n_rep=2),
+                exact,
+            )
+        )
+    return cases
+
+
+def _svm_at_size(classes: PairedClasses, n: int) -> dict[str, float]:
+    return {"svm_accuracy": svm_accuracy_at_size(classes, n)}

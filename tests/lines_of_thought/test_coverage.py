@@ -1,0 +1,165 @@
+"""Coverage of the book's 95% intervals on synthetic ensembles (issue 19), a small seeded version of
+benchmarks/coverage.py.
+
+Threshold: with R = 20 replications of an interval whose true coverage is 95%, the number covering the truth
+is Binomial(20, 0.95), and P(covered >= 15) = 0.99967 > 0.999 (`binomial_floor`): a test asserting >= 15 of 20
+fails a correct interval less than once in a thousand seeds, and catches an interval of true coverage 60%
+(P(>= 15) = 0.13) most of the time.
+"""
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import binom
+
+from lotlib.intervals import bootstrap_mean
+from lotlib.lines_of_thought import langevin
+from lotlib.lines_of_thought.coverage import (
+    Case,
+    GaussianCloud,
+    LangevinGenerator,
+    PairedClasses,
+    authors_b4,
+    binomial_floor,
+    book_cases,
+    fixed_basis_b4,
+    replicate,
+)
+
+R = 20
+FLOOR = 15
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Small problems on busy cores: torch on one thread, as `replicate` runs them."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_binomial_floor_is_the_stated_bound():
+    assert binomial_floor(R) == FLOOR
+    assert binom.sf(FLOOR - 1, R, 0.95) > 0.999  # P(covered >= 15)
+    assert (
+        binom.sf(FLOOR, R, 0.95) < 0.999
+    )  # 16 would fail a correct interval more often
+    assert binomial_floor(100) == 87
+
+
+def test_the_langevin_generator_has_the_fokker_planck_moments():
+    """A large sample's mean and covariance at the last layer against `langevin.moments` carried from the
+    start's mean and covariance (an independent computation of the same law)."""
+    g = LangevinGenerator(D=6, L=4, alpha=0.5)
+    U0, s0, plan = g.design
+    mean, cov = langevin.moments(
+        g.mean_norm * U0[:, 0],
+        U0 @ np.diag(s0**2) @ U0.T,
+        plan,
+        langevin.exponential_noise(g.alpha, g.lam),
+    )
+    X = g.sample(20000, 3).astype(np.float64)
+    assert X.shape == (20000, 5, 6)
+    np.testing.assert_allclose(X[:, -1].mean(0), mean[-1], atol=0.05)
+    np.testing.assert_allclose(
+        np.cov(X[:, -1].T), cov[-1], atol=0.1 * np.trace(cov[-1]) / 6
+    )
+
+
+def test_the_cloud_truth_is_the_large_sample_value_of_both_b4_estimators():
+    """The closed forms of `GaussianCloud.truth` (residual variance 2 c e^(lambda s), kurtosis kappa / 2) against
+    both B4 estimators on one large sample: the estimand is the closed form."""
+    for kappa in (0.0, 3.0):
+        cloud = GaussianCloud(D=6, L=5, kurtosis=kappa)
+        X = cloud.sample(20000, 7)
+        exact = cloud.truth()
+        found = {
+            k: e.value
+            for f in (authors_b4, fixed_basis_b4)
+            for k, e in f(X, n_boot=2).items()
+        }
+        for key in ("lambda_log_mean", "lambda_mean_log"):
+            assert found[key] == pytest.approx(exact[key], abs=0.01)
+        for key in ("lambda_L_log_mean", "lambda_L_mean_log"):
+            assert found[key] == pytest.approx(exact[key], abs=0.05)
+        for key in ("alpha_log_mean", "alpha_mean_log", "alpha_relative"):
+            assert found[key] == pytest.approx(exact[key], rel=0.04)
+        assert found["kurtosis_late"] == pytest.approx(
+            exact["kurtosis_late"], abs=0.1 + 0.05 * kappa
+        )
+        assert (
+            found["mean_abs_z"] < 0.03
+        )  # the noise floor of 20000 pilots, about sqrt(2 / pi / 20000)
+
+
+def test_paired_classes_have_their_bayes_accuracy():
+    classes = PairedClasses(D=4, separation=1.0)
+    a, b = classes.sample(50000, 0)
+    rule = np.concatenate(
+        [a[:, 0] < 0.5, b[:, 0] >= 0.5]
+    )  # the best rule: halfway along the shift
+    assert rule.mean() == pytest.approx(classes.bayes_accuracy, abs=0.005)
+    assert PairedClasses().bayes_accuracy == 0.5
+
+
+def test_replicate_counts_the_intervals_that_hold_a_known_mean():
+    """The loop on an interval of known behaviour: the bootstrap of a mean of 40 Gaussian draws."""
+    case = Case(
+        "mean",
+        40,
+        lambda n, seed: np.random.default_rng(seed).normal(1.0, 2.0, n),
+        lambda x, seed: {
+            "mean": bootstrap_mean(x, unit="draws", n_boot=500, seed=seed)
+        },
+        lambda x: {"mean": bootstrap_mean(x, unit="draws", n_boot=2)},
+        lambda: {"mean": 1.0},
+    )
+    (c,) = replicate(case, R, progress=False)
+    assert c.truth == 1.0 and abs(c.large_sample - 1.0) < 0.1
+    assert c.covered.shape == (R,) and c.covered.sum() >= FLOOR
+    assert c.mean_width == pytest.approx(2 * 1.96 * 2.0 / np.sqrt(40), rel=0.2)
+
+
+SMALL = {case.name: case for case in book_cases(D=8, L=6, n_boot=50, n_rep=20)}
+
+
+@pytest.mark.parametrize(
+    "name, statistics",
+    [
+        (
+            "Gaussian cloud · B4 authors (bases refitted)",
+            ("lambda_log_mean", "lambda_mean_log", "alpha_log_mean", "kurtosis_late"),
+        ),
+        (
+            "Gaussian cloud · B4 chapter (bases fixed)",
+            ("alpha_relative", "mean_offset"),
+        ),
+        ("SVM, classes identical", ("svm_accuracy",)),
+    ],
+)
+def test_small_coverage_of_the_intervals_that_hold_the_truth(name, statistics):
+    """benchmarks/coverage.py at D = 8, L = 6, 24 pilots, 50 resamples (20 SVM repetitions), 20 replications:
+    the intervals that cover in the benchmark cover here in at least 15 of 20 (the binomial floor). Their
+    coverage at these sizes, over 100 other replications (200 for the SVM): 0.95-1.00."""
+    found = {c.statistic: c for c in replicate(SMALL[name], R, progress=False)}
+    for statistic in statistics:
+        assert found[statistic].covered.sum() >= FLOOR, (
+            statistic,
+            found[statistic].coverage,
+        )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 19: B4's bootstrap holds the bases fixed, so its lambda intervals miss the bases' "
+    "variability and undercover (0.25-0.38 of 100 in benchmarks/coverage.py); remove this mark when it covers",
+)
+def test_the_fixed_basis_bootstrap_covers_lambda():
+    found = {
+        c.statistic: c
+        for c in replicate(
+            SMALL["Langevin · B4 chapter (bases fixed)"], R, progress=False
+        )
+    }
+    assert found["lambda_L_log_mean"].covered.sum() >= FLOOR
