@@ -27,11 +27,11 @@
 # Everything else in Part I (which tokens the final norm can reach, what the heads look for) rests on
 # this picture, so this chapter draws it from the model's own numbers rather than by hand.
 #
-# **What differs on our model.** The book's default model, SmolLM2-135M, is a Llama-family model:
-# its norms are **RMSNorm**, x ↦ γ ⊙ x / rms(x). There is **no centering** (states are not projected on
-# the hyperplane) and **no β**. The 2-D panels below therefore show no shift for it, and the 3-D view
-# shows side by side what LayerNorm *would* do with the model's γ (clearly labelled, LN without β) and
-# what the model's RMSNorm does.
+# **What may differ on our model.** Many recent models (Llama, SmolLM2, Gemma, Qwen) normalize with
+# **RMSNorm**, x ↦ γ ⊙ x / rms(x): **no centering** (states are not projected on the hyperplane) and
+# **no β**. This run's model uses {glue:text}`norm_name` ({glue:text}`norm_difference`): where there
+# is no β, the 2-D panels show no shift. The 3-D view shows LayerNorm (with the model's γ, no β) and
+# RMSNorm side by side; the panel that is not the model's own norm is labelled an illustration.
 #
 # **Choices the paper leaves open.** The schematic is drawn in 2-D, but a real state has d
 # coordinates. We keep two (or three) coordinates of real states and apply the operations to those
@@ -45,9 +45,10 @@
 # centering is shown in 3-D.
 #
 # **What is measured, and how sure we are.** The steps themselves are exact operations: that the
-# normalized points lie on the circle (sphere), that γ maps them onto the axis-aligned ellipse and that
-# LayerNorm's centering puts them on the plane hold for any weights, so those checks are *identities*
-# (they check our code, and are recorded as exact values over every drawn state). What the trained
+# normalized points lie on the circle (sphere), that LayerNorm's centering puts them on the plane, and
+# that the model's own norm module computes this construction (center, sphere, γ, β) hold for any
+# weights, so those checks are *identities* (they check our code and our reading of the model's norm,
+# and are recorded as exact values over every drawn state). What the trained
 # model adds is *how much* γ stretches: an untrained norm has γ = 1 and draws a circle. That is the
 # chapter's one finding, measured on all d coordinates of the block's γ (nothing is sampled, so the
 # value is exact); the untrained model of the same architecture is its null.
@@ -107,7 +108,7 @@ geo.heads
 # We draw head {glue:text}`head` on coordinates {glue:text}`coords_2d` (in 3-D:
 # {glue:text}`coords`). Their 2 × 2 block holds {glue:text}`share_2d_percent:.1%` of the head's form
 # (the 3 × 3 block: {glue:text}`form_share_3d:.1%`); γ there is {glue:text}`gamma_2d_text`, and the
-# W_QK block is {glue:text}`qk_block_text`. {glue:text}`q_norm_note`
+# W_QK block is {glue:text}`qk_block_text`, the bilinear form of the projections{glue:text}`q_norm_note`.
 #
 # ## The four steps in two dimensions
 #
@@ -116,41 +117,42 @@ geo.heads
 # the same operations.
 
 # %%
-title = (
-    f"{model}, block {block}: input norm and head {geo.head}, on {geo.coords[:2]}"
-)
+title = f"{model}, block {block}: norm and head {geo.head}, on {geo.coords[:2]}"
 figures.norm_steps(geo, title)
 plt.show()
 
 # %% [markdown]
 # **What to notice.** (a) Whatever their length, the states land on the circle: normalization keeps
-# only their direction. The radii of the normalized points run from {glue:text}`radius_min:.6f` to
-# {glue:text}`radius_max:.6f` (√2 = 1.414214). Points slightly inside are states whose two drawn
+# only their direction. The radii of the normalized points run from {glue:text}`radius_min` to
+# {glue:text}`radius_max` (√2 = 1.414214). A radius below √2 belongs to a state whose two drawn
 # coordinates are both near zero: eps, negligible against the mean square of d coordinates, is not
 # negligible against that of two. The largest gap to the eps formula sqrt(k m / (m + eps)) is
-# {glue:text}`circle_eps_gap`: the shortfall is exactly eps.
-# (b) γ turns the circle into an axis-aligned ellipse: the stretched points satisfy
-# (y₁/γ₁)² + (y₂/γ₂)² = r² up to {glue:text}`ellipse_residual`. A negative γ also flips the axis, which
-# the colors reveal. How elongated the ellipsoid is in all {glue:text}`d_model` dimensions is the ratio
-# of the 95% to the 5% quantile of |γ|: {glue:text}`gamma_axis_ratio` (an untrained norm has γ = 1 and
-# leaves a sphere, ratio 1).
-# (c) On an RMSNorm model nothing moves: there is no β. On a LayerNorm model (`-p model gpt2`) the
-# arrow is the model's β.
+# {glue:text}`circle_eps_gap` (float32 round-off: about 1e-7 of the radius).
+# (b) γ turns the circle into an axis-aligned ellipse; here it {glue:text}`flip_note` (a negative
+# γ flips its axis, which the colors show). That this is what the
+# model's norm does in all {glue:text}`d_model` coordinates is checked against the model's own code:
+# on the {glue:text}`n_states` states, the block's norm module differs from the construction computed
+# separately (center on the hyperplane if LayerNorm, move onto the sphere of radius √d, stretch by
+# γ, shift by β, in float64) by at most {glue:text}`ellipse_residual` of its length. How elongated the
+# ellipsoid is in those dimensions is the ratio of the 95% to the 5% quantile of |γ|:
+# {glue:text}`gamma_axis_ratio` (an untrained norm has γ = 1 and leaves a sphere, ratio 1).
+# (c) β shifts the ellipse by the arrow: the model's β on the two coordinates is
+# {glue:text}`beta_2d` (an RMSNorm has none, and nothing moves).
 # (d) W_QK is not an axis-aligned stretch: it rotates, shears and stretches the ellipse. Its singular
-# values are {glue:text}`qk_block_singular_text` (determinant {glue:text}`qk_determinant:.3f`); when
-# one is much smaller than the other, the ellipse collapses towards a segment: the head reads one
-# direction of this plane. This is how a query selects the key direction it looks for. Two
-# coordinates show only a sliver of a d-dimensional head (the share quoted above).
+# values are {glue:text}`qk_block_singular_text` (ratio {glue:text}`qk_condition`, determinant
+# {glue:text}`qk_determinant`): the larger the ratio, the closer the ellipse collapses towards a
+# segment, a head that reads one direction of this plane. This is how a query selects the key
+# direction it looks for. Two coordinates show only a sliver of a d-dimensional head (the share
+# quoted above).
 #
 # ## Three dimensions: the sphere and the hyperplane
 #
 # Now the same states restricted to three coordinates, normalized as three-dimensional vectors.
-# Left: **LayerNorm** with the model's γ and no β, what a GPT-2-style norm does (on an RMSNorm model
-# such as SmolLM2 this panel is an illustration on its states; on a LayerNorm model it is the model's
-# own norm, and the right panel is the illustration). Centering projects every point on the
-# plane x · 1 = 0 (orange), scaling puts it on the sphere of radius √3: the points fill the circle
-# where plane and sphere meet. Right: **RMSNorm**: scaling only, the points spread over
-# the sphere. In both panels γ then stretches them (red). The first view can be rotated; the second
+# Left: **LayerNorm** with the model's γ and no β, what a GPT-2-style norm does (this model's norm
+# is {glue:text}`norm_name`: this panel is {glue:text}`ln_panel`, the right one {glue:text}`rms_panel`). Centering projects every point on the
+# plane x · 1 = 0 (orange), scaling puts it on the sphere of radius √3: the points can only lie on
+# the circle where plane and sphere meet. Right: **RMSNorm**: scaling only, the points may lie
+# anywhere on the sphere. In both panels γ then stretches them (red). The first view can be rotated; the second
 # is the same figure, seen 30 degrees off the all-ones direction.
 
 # %%
@@ -161,14 +163,14 @@ figures.sphere_static(geo.panels, geo.hyperplane, names, title)
 plt.show()
 
 # %% [markdown]
-# **What to notice.** On the left every point sits on the circle where the sphere meets the plane:
-# the largest |cos(x̂, 1)| is {glue:text}`ln_max_abs_cos_ones`, zero to float precision. After γ the
-# circle becomes an ellipse in another plane, the plane orthogonal to 1/γ: (y/γ) · 1 = 0 holds up to
-# {glue:text}`ln_gamma_plane_residual`. On the right RMSNorm leaves the points wherever their
-# direction was: they cover the sphere, at a mean |cos(x̂, 1)| of
-# {glue:text}`rms_mean_abs_cos_ones_3d:.3f` from the plane (a uniformly random direction in 3-D: 0.5).
-# Both normalized radii lie between {glue:text}`radius_3d_min:.5f` and
-# {glue:text}`radius_3d_max:.5f` (√3 = 1.73205). In the model's d dimensions the same holds exactly:
+# **What to notice.** On the left the points should sit on the circle where the sphere meets the
+# plane: the largest |cos(x̂, 1)| is {glue:text}`ln_max_abs_cos_ones` (0 in exact arithmetic; the
+# closing paragraph judges it against float32 round-off). After γ the circle becomes an ellipse in
+# another plane, the plane orthogonal to 1/γ: (y/γ) · 1 = 0 holds up to
+# {glue:text}`ln_gamma_plane_residual`. On the right RMSNorm leaves each point in its own direction:
+# their mean |cos(x̂, 1)| is {glue:text}`rms_mean_abs_cos_ones_3d:.3f` (a uniformly random direction
+# in 3-D: 0.5). Both normalized radii lie between {glue:text}`radius_3d_min` and
+# {glue:text}`radius_3d_max` (√3 = 1.73205). In the model's d dimensions the same holds up to eps:
 # LayerNorm outputs lie on the sphere of radius √d inside the hyperplane, RMSNorm outputs lie on the
 # sphere only. Chapter A2 measures both on every layer.
 
@@ -182,29 +184,32 @@ glue("coords_2d", str(geo.coords[:2]))
 glue("share_2d_percent", geo.share_2d)
 glue("gamma_2d_text", str(geo.gamma_2d.round(4).tolist()))
 glue("qk_block_text", str(geo.W_QK.numpy().round(3).tolist()))
-glue("qk_block_singular_text", str(geo.singular_values.round(3).tolist()))
-glue("qk_determinant", geo.determinant)
+s_qk = geo.singular_values
+glue("qk_block_singular_text", str(s_qk.round(3).tolist()))
+glue("qk_determinant", f"{geo.determinant:.3g}")
+glue("qk_condition", f"{s_qk[0] / s_qk[1]:.3g}" if s_qk[1] > 0 else "infinite")
 glue("d_model", lm.view.d_model)
-glue(
-    "q_norm_note",
-    "This model normalizes q and k per head (q_norm, k_norm) before the score; "
-    "W_QK "
-    "here is the bilinear form of the projections, before those norms."
-    if geo.q_norm
-    else "",
-)
+q_note = "; this model then normalizes q and k per head (q_norm, k_norm)"
+glue("q_norm_note", q_note if geo.q_norm else "")
 for name in ("radius_min", "radius_max", "radius_3d_min", "radius_3d_max"):
-    glue(name, geo.checks[name])
+    glue(name, f"{geo.checks[name]:.6f}")  # more digits than a glued float shows
+lnorm, flips, beta = geo.norm.centers, geo.flipped_coords, geo.beta_2d
+glue("norm_difference", "the paper's norm" if lnorm else "no centering, no β")
+glue("ln_panel", "its own norm (no β)" if lnorm else "an illustration")
+glue("rms_panel", "an illustration" if lnorm else "its own norm")
+glue("flip_note", f"flips the axis of {flips}" if flips else "flips no axis")
+glue("beta_2d", "none" if beta is None else str(beta.round(4).tolist()))
 
 # %% [markdown]
 # ## Does the claim hold on this model?
 #
 # The construction is exact, so three checks are identities: the normalized points are on the circle
-# (sphere) of radius √k up to eps, γ maps them to the axis-aligned ellipse, and LayerNorm's centering
-# puts them on the plane. They would hold for any weights; they fail only if our code does not do
-# what the paper describes. The finding is the stretch: the table gives the quantile ratio of |γ|
-# against the bar of a visibly elongated ellipsoid (the same two-fold ratio the drawing asks of its
-# two coordinates). The report judges it against the untrained model of the same architecture, whose
+# (sphere) of radius √k up to eps, the model's own norm module computes the construction (center,
+# sphere of radius √d, γ, β) in all d coordinates, and LayerNorm's centering puts the points on the
+# plane. They would hold for any weights; they fail only if our code, or our reading of the model's
+# norm, does not do what the paper describes. The finding is the stretch: the table gives the
+# quantile ratio of |γ| against the bar of a visibly elongated ellipsoid (the same two-fold ratio the
+# drawing asks of its two coordinates). The report judges it against the untrained model of the same architecture, whose
 # γ = 1 draws a sphere (ratio 1), so a pass here is a property of training, not of the architecture.
 
 # %% tags=["remove-input"]
@@ -212,5 +217,5 @@ conclude(
     "a1_geometry",
     geo.summary(),
     model,
-    why_not_diagnostic="an untrained norm's γ = 1 would draw a sphere, ratio 1",
+    why_not_diagnostic="what an untrained norm (γ = 1) shows too is not training's",
 )

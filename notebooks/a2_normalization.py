@@ -16,7 +16,7 @@
 # **What you will see.** Every state of a sample of *Walden* pseudo-sentences, at every position and
 # every layer, passed through the norm that reads it (each block's input norm, and the final norm
 # after the last block). Four measurements: (1) the normalized state has norm √d, exactly as eps
-# predicts; (2) the residual stream it came from grows by orders of magnitude across layers, which
+# predicts; (2) how much the norm of the residual stream it came from changes across layers, which
 # the norm erases; (3) how far RMSNorm's states are from the hyperplane x · 1 = 0 that LayerNorm would
 # project them on; (4) the paper's table comparing global centering and scaling of the embedding
 # matrix with the per-row normalization, with its exact identities checked by code.
@@ -26,10 +26,11 @@
 # LayerNorm is not a global affine change of the embeddings: centering and scaling the whole matrix
 # E by one vector c and one number s does not reproduce LN(E).
 #
-# **What differs on our model.** SmolLM2-135M uses **RMSNorm** x ↦ γ ⊙ x / sqrt(mean(x²) + eps):
-# no centering and no β. Its normalized states are on the sphere of radius √d (up to eps) but not on
-# the hyperplane; we measure how far off. The paper's table uses LN(E) as the reference; for an
-# RMSNorm model we compute it with both references, LN (the paper's) and the model's own RMSNorm.
+# **What may differ on our model.** Many recent models use **RMSNorm**
+# x ↦ γ ⊙ x / sqrt(mean(x²) + eps): no centering and no β. Its normalized states are on the sphere
+# of radius √d (up to eps) but not on the hyperplane; we then measure how far off. This run's model
+# normalizes with {glue:text}`norm_name`. The paper's table uses LN(E) as the reference; we compute
+# it with both references, LN (the paper's) and RMSNorm.
 #
 # **Choices the paper leaves open.** The sample: `n_s` pseudo-sentences of `n_k` tokens drawn at
 # random (seeded) from *Walden*, every position kept (the first position included, and also reported
@@ -96,7 +97,7 @@ study = norms.normalization_study(lm, ids, corpus.prefix, n_boot=n_boot, seed=se
 # Each layer holds {glue:text}`n_states_per_layer` states ({glue:text}`n_sentences`
 # pseudo-sentences × {glue:text}`n_k` positions), t = 0..{glue:text}`n_layers`. The norms are
 # {glue:text}`norm_name` with eps = {glue:text}`eps_text`; they {glue:text}`beta_word`;
-# √d = {glue:text}`sqrt_d:.4f`.
+# √d = {glue:text}`sqrt_d_text`.
 #
 # ## 1 · The normalized state has norm √d, up to eps
 #
@@ -114,17 +115,17 @@ study.table.style.format("{:.4g}", subset=list(study.table.columns[1:4])).format
 
 # %% [markdown]
 # **What to notice.** Over all {glue:text}`n_states` normalized states, ||x̂|| runs from
-# {glue:text}`normalized_norm_min:.6f` to {glue:text}`normalized_norm_max:.6f`. At t = 0 the states
-# are raw embeddings with a small mean square, and eps can take a visible bite: the largest shortfall
-# from √d is {glue:text}`max_shortfall_from_sqrt_d` (at t = {glue:text}`t_gap`), and the eps formula
-# predicts it. As the residual stream grows, eps/m shrinks and so does the shortfall; once it falls
-# below float32's resolution near √d ({glue:text}`float32_spacing:.1e`), the measured values are
-# rounding noise around the formula. Over every state the measurement agrees with
+# {glue:text}`normalized_norm_min_text` to {glue:text}`normalized_norm_max_text` (√d =
+# {glue:text}`sqrt_d_text`). Where the states' mean square m is small, eps takes a visible bite; the
+# largest shortfall from √d is {glue:text}`max_shortfall_from_sqrt_d` (at t = {glue:text}`t_gap`,
+# where the median m is {glue:text}`m_at_gap:.3g` against eps = {glue:text}`eps_text`). Where eps/m
+# puts the shortfall below float32's resolution near √d ({glue:text}`float32_spacing:.1e`), the
+# measured values are rounding noise around the formula. Over every state the measurement agrees with
 # sqrt(d · m / (m + eps)) to {glue:text}`max_abs_measured_minus_eps_formula:.1e`, that is
 # {glue:text}`max_rel_measured_minus_eps_formula` √d: the claim holds in its exact form when this is
 # at float precision.
 #
-# ## 2 · The residual stream grows; the norm erases the growth
+# ## 2 · The residual stream's norm across layers, which the norm erases
 #
 # The norm of the state *before* normalization, by layer: the median and the 10–90% band over positions
 # after the first, and the first position separately.
@@ -143,9 +144,10 @@ plt.show()
 # has the same norm √d: the blocks read directions only, so a write of a given size turns the stream
 # less as it grows. The first position reaches a median norm of
 # {glue:text}`first_position_max_median_norm:.0f` (at t = {glue:text}`first_position_t`),
-# {glue:text}`first_position_ratio:.1f` times the largest median of the other positions. A first
-# position far above the others is the "attention sink": the first token of each pseudo-sentence,
-# when no BOS precedes it, carries a much larger norm, which is why it is drawn separately.
+# {glue:text}`first_position_ratio:.2f` times the largest median of the other positions
+# ({glue:text}`first_word` them). A first position far above the others would be an "attention
+# sink": a first token that no BOS precedes often carries a much larger norm, which is why it is
+# drawn separately.
 #
 # ## 3 · The hyperplane: LayerNorm's centering, and how far RMSNorm's states are from it
 #
@@ -219,11 +221,17 @@ glue("eps_text", ", ".join(f"{e:g}" for e in sorted({n.eps for n in reading})))
 no_beta = all(n.beta is None for n in reading)
 glue("beta_word", "have no β" if no_beta else "have a β")
 glue("t_gap", study.sqrt_d["t_gap"])
+s_d, m = study.sqrt_d, study.stats["second_moment"]
+for end in ("min", "max"):  # more digits than a glued float shows
+    glue(f"normalized_norm_{end}_text", f"{s_d[end]:.6f}")
+glue("sqrt_d_text", f"{d**0.5:.6f}")
+glue("m_at_gap", float(np.median(m[..., s_d["t_gap"]])))
 glue("float32_spacing", float(np.spacing(np.float32(d**0.5))))
 glue("residual_median_middle", float(study.growth["median_by_layer"][L // 2]))
 first, median = study.growth["first_median"], study.growth["median_by_layer"]
 glue("first_position_t", int(np.argmax(first)))
 glue("first_position_ratio", float(first.max() / median.max()))
+glue("first_word", "above" if first.max() > median.max() else "not above")
 glue("hat_max", study.plane["hat_max"])
 glue(
     "hat_reading",
@@ -244,8 +252,7 @@ values = study.summary()
 if not study.centers:
     values["normalized_max_abs_cos_ones"] = not_applicable(
         "RMSNorm does not center: x̂ keeps x's component along 1 (the chapter "
-        "measures "
-        "it against a random direction instead)"
+        "measures it against a random direction instead)"
     )
 
 # %% [markdown]

@@ -24,10 +24,11 @@
 # the bias β · e_v decide which tokens can get large logits. The paper ranks tokens by ||e||,
 # ||γ ⊙ e||, ||e|| + β · e and ||γ ⊙ e|| + β · e and lists the top and bottom five.
 #
-# **What differs on our model.** SmolLM2-135M's final norm is **RMSNorm: β = 0**, so the two β
-# scores coincide with their β-free versions (checked below). Its embeddings are tied, so e is both
-# the input embedding and the unembedding vector; for an untied model we use the unembedding vector
-# (the column of W_U), which is what the logit reads.
+# **What may differ on our model.** An **RMSNorm** final norm has **no β**: the two β scores then
+# coincide with their β-free versions (checked below). This run's final norm is
+# {glue:text}`norm_name`. With tied embeddings e is both the input embedding and the unembedding
+# vector; for an untied model we use the unembedding vector (the column of W_U), which is what the
+# logit reads. This run's embeddings are {glue:text}`tied_word`.
 #
 # **Choices the paper leaves open.** The paper's scores add ||γ ⊙ e|| and β · e with weight one.
 # The largest logit the norm allows is in fact sqrt(d) ||P(γ ⊙ e)|| + β · e (+ the unembedding bias),
@@ -123,10 +124,10 @@ study.check.style.format({"max logit": "{:.2f}", "logit at x̂*": "{:.2f}"})
 
 # %% [markdown]
 # **What to notice.** The `max logit` score is what the model computes at x̂*: the largest gap is
-# {glue:text}`max_logit_vs_model_gap` (float32 rounding and eps). The most reachable tokens get the
-# largest logits of the whole vocabulary at their best state (up to
-# {glue:text}`max_logit_top:.2f`, against {glue:text}`max_logit_bottom:.2f` at the bottom). The least
-# reachable tokens must beat every other token with that small logit: at their best state,
+# {glue:text}`max_logit_vs_model_gap` (float32 rounding and eps). At its best state a token's logit
+# reaches at most {glue:text}`max_logit_top:.2f` at the top of the ranking and
+# {glue:text}`max_logit_bottom:.2f` at its bottom. The least reachable tokens must beat every other
+# token with that small logit: at their best state,
 # {glue:text}`bottom_tokens_top1_at_best_state` of the {glue:text}`k` least reachable tokens are the
 # model's top prediction (rank 0). "Least reachable" means "reachable only with a small logit", not "unreachable": rank 0
 # proves a token reachable, while a token that loses at x̂* may still win elsewhere, since x̂*
@@ -151,11 +152,12 @@ plt.show()
 # {glue:text}`win_share_top_minus_bottom` (bootstrap over the {glue:text}`n_drawn` drawn tokens):
 # {glue:text}`advantage_reading`. The rest of the curves tells the other half: the median rank is
 # {glue:text}`median_rank_bottom:.0f` for the least and {glue:text}`median_rank_top:.0f` for the most
-# reachable tokens. The scores measure how large a token's logit can get and roughly how high it can
-# climb, not whether it can beat every other token. Long vectors that share the embedding's large
-# common direction can lose at their own best state to tokens that share it even more, while short
-# vectors with idiosyncratic directions can win at theirs. On an untrained model every token wins at
-# its best state (random rows are nearly orthogonal), so the difference is zero.
+# reachable tokens ({glue:text}`median_word`). A score measures how large a token's logit can get,
+# not whether it can beat every other token: long vectors that share the embedding's large common
+# direction can lose at their own best state to tokens that share it even more, while short vectors
+# with idiosyncratic directions can win at theirs. On an untrained model, whose random rows are
+# nearly orthogonal, one expects every token to win at its best state and a difference near zero;
+# the report compares this chapter with that model's run.
 
 # %% tags=["remove-input"]
 view, advantage = lm.view, study.advantage
@@ -171,6 +173,12 @@ glue("n_drawn", len(study.drawn))
 medians = study.drawn.groupby("end")["rank"].median()
 glue("median_rank_bottom", float(medians["bottom"]))
 glue("median_rank_top", float(medians["top"]))
+lower = medians["top"] < medians["bottom"]
+ties = medians["top"] == medians["bottom"]
+glue(
+    "median_word",
+    "the same" if ties else "lower at the top" if lower else "lower at the bottom",
+)
 glue(
     "advantage_reading",
     "positive, as the paper's reading predicts (a low score: hard to predict)"

@@ -49,7 +49,7 @@
 # code encodes the bare word ("time", not " time") and keeps the nouns that are one token; that is
 # our default (`leading_space`), and the counts of both forms are given below. The middle block is
 # (L − 1) // 2 (block 5 of GPT-2's 12, as in the paper). On models with grouped-query attention
-# (SmolLM2: 9 query heads share 3 key/value heads) the view expands the shared key/value heads to
+# (this model: {glue:text}`n_heads` query heads, {glue:text}`n_kv_heads` key/value heads) the view expands the shared key/value heads to
 # every query head, so each query head has its own W_QK^h and W_VO^h; heads in one group share W_K
 # and W_V and differ in W_Q and W_O. On RMSNorm models (Llama, SmolLM2, Gemma) the norm does not
 # center: block_norm(e) lies on the sphere but not on the hyperplane orthogonal to the ones vector.
@@ -115,6 +115,9 @@ glue("n_words", len(queries.words))
 glue("dropped_list", ", ".join(queries.nouns.dropped) or "none")
 glue("dropped_other_list", ", ".join(queries.other.dropped) or "none")
 glue("random_examples", ", ".join(queries.randoms.words[:8]))
+counts = queries.mean_variant_tokens()
+for name, group in zip(("nouns", "matched", "unmatched"), counts.index):
+    glue(f"variants_{name}", counts[group])
 
 # %% [markdown]
 # **The model and the queries.** {glue:text}`model_text`: d_head = {glue:text}`d_head`,
@@ -133,9 +136,11 @@ glue("random_examples", ", ".join(queries.randoms.words[:8]))
 queries.count_table().T
 
 # %% [markdown]
-# **What to notice.** The matched random words have the nouns' distribution, column for column; an
-# unmatched draw has fewer variants per word (most random words have no plural token), which would
-# cap their rates lower than the nouns' for a reason that has nothing to do with the heads.
+# **What to notice.** The matched random words have the nouns' distribution, column for column:
+# {glue:text}`variants_matched:.2f` variant tokens per word against the nouns'
+# {glue:text}`variants_nouns:.2f`. An unmatched draw has {glue:text}`variants_unmatched:.2f`: where
+# that is fewer (a random word often has no plural token), it would cap their rates lower than the
+# nouns' for a reason that has nothing to do with the heads.
 #
 # ## A few nouns, every head
 #
@@ -241,22 +246,26 @@ for probe in ("QK", "VO", "VO update"):
 # - **A4-early-qk**, *early-layer heads show clear query-key patterns*: at the first probed block,
 #   the best head's QK variant rate is at least 0.2 (one of its five keys, on average, is the noun
 #   itself or a variant). Here: {glue:text}`qk_rate_best_head_first` for the nouns,
-#   {glue:text}`qk_rate_best_head_first_random` for the random words.
+#   {glue:text}`qk_rate_best_head_first_random` for the random words (the nouns' interval
+#   {glue:text}`qk_rate_best_head_first_vs` theirs).
 # - **A4-early-qk-related**, the same claim read as meaning rather than form: the first block's key
 #   specificity, averaged over heads, is at least 0.75 (a noun's own keys are nearer to it than
 #   another noun's keys in three comparisons out of four). Here: {glue:text}`qk_specificity_first`
-#   for the nouns, {glue:text}`qk_specificity_first_random` for the random words.
+#   for the nouns, {glue:text}`qk_specificity_first_random` for the random words
+#   (the nouns' interval {glue:text}`qk_specificity_first_vs` theirs).
 # - **A4-last-subject**, *last-layer heads are subject-specific*: the same key specificity at the last
 #   probed block, at least 0.75. Here: {glue:text}`qk_specificity_last` for the nouns,
-#   {glue:text}`qk_specificity_last_random` for the random words.
+#   {glue:text}`qk_specificity_last_random` for the random words
+#   (the nouns' interval {glue:text}`qk_specificity_last_vs` theirs).
 # - **A5-value-preserves**, *some heads preserve the key's meaning in their value output*: the best
 #   head's VO update variant rate over the probed blocks is at least 0.2. Here:
 #   {glue:text}`vo_update_best_head_rate` for the nouns,
-#   {glue:text}`vo_update_best_head_rate_random` for the random words.
+#   {glue:text}`vo_update_best_head_rate_random` for the random words
+#   (the nouns' interval {glue:text}`vo_update_best_head_rate_vs` theirs).
 #
 # Every finding has two nulls, judged by the same bound in the report: the same chapter run on the
-# same architecture with random weights, where each of these values sits at chance (a rate near 0,
-# a specificity near 0.5), and, for the query-key claims, the random words. When the random words pass
+# same architecture with random weights, where each of these values is expected at chance (a rate
+# near 0, a specificity near 0.5), and, for the query-key claims, the random words. When the random words pass
 # as well (the report says *not diagnostic*), the test cannot tell a pattern of the nouns from one the
 # head shows for any word it reads. The random words are not a null of A5: a head that copies
 # whatever it reads preserves the key's meaning, which is the claim; their rate is shown beside it.
@@ -280,11 +289,14 @@ values = {
     "chance_rate": queries.chance,
     **result.estimates(n_boot, seed),
 }
+for key in (
+    "qk_rate_best_head_first",
+    "qk_specificity_first",
+    "qk_specificity_last",
+    "vo_update_best_head_rate",
+):
+    glue(f"{key}_vs", probes.versus_word(values[key], values[f"{key}_random"]))
 
 # %% tags=["remove-input"]
-conclude(
-    "a4_a5_noun_probes",
-    values,
-    model,
-    why_not_diagnostic="the head does this for any word, not for the nouns",
-)
+why = "a head that does this for random words too does it for any word"
+conclude("a4_a5_noun_probes", values, model, why_not_diagnostic=why)

@@ -42,9 +42,9 @@
 # - **Coverage.** cumsum(s) / sum(s) over ranks 1..d (singular values, not their squares, as the
 #   authors plot them).
 #
-# **This model is not GPT-2** (d = 768, d_head = 64, twelve heads with their own keys and values,
-# LayerNorm). Grouped-query attention (SmolLM2: 3 key/value heads for 9 query heads) is expanded by
-# the model view: query heads in a group share W_K and W_V, so their W_QK^h share the right
+# **Where a model differs from GPT-2** (d = 768, d_head = 64, twelve heads with their own keys and
+# values, LayerNorm). Grouped-query attention (this model: {glue:text}`n_kv_heads` key/value heads
+# for {glue:text}`n_heads` query heads) is expanded by the model view: query heads in a group share W_K and W_V, so their W_QK^h share the right
 # singular space and their W_VO^h the left one. RMSNorm does not center, so block_norm(W_E) lies on
 # the sphere but not on the hyperplane orthogonal to the ones vector. Gemma 3's per-head q/k norms
 # make the query-key score nonlinear; W_QK^h then describes the score only up to those norms.

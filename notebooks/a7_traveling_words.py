@@ -16,8 +16,9 @@
 # **What you will see.** One word of one sentence, followed through every block of the model. In
 # "To kill two birds with one stone" the token " one" has to announce " stone". Its residual-stream
 # state after each block is passed through the model's final norm, the same map that turns the last
-# state into logits, and drawn in a 3-D UMAP of the token embeddings: the word *travels* among the
-# embeddings, layer after layer, and ends near the word that comes next. A logit-lens table reads
+# state into logits, and drawn in a 3-D UMAP of the token embeddings: in the paper's picture the word
+# *travels* among the embeddings, layer after layer, and ends near the word that comes next; here we
+# see where it ends on our model. A logit-lens table reads
 # the same states as words.
 #
 # **The paper's claim.** "Traveling Words" (Molina, Fig. 4) reads the transformer geometrically: the
@@ -37,9 +38,9 @@
 #   and the next token's rows when they lie beyond them (so that both are placed as every other token
 #   is), and **seeded** (the paper's is not). The path's points are placed with `UMAP.transform`, which looks up each
 #   point's nearest fitted rows in the full space. Why raw W_E: with tied embeddings the logits are dot
-#   products of the normalized state with the raw rows, and a normalized state is far longer than any
-#   row, so its nearest raw rows are nearly the rows of its largest logits: the picture shows where the
-#   logits point (measured below). `umap_normalized = True` fits on final_norm(W_E) instead.
+#   products of the normalized state with the raw rows, and when a normalized state is far longer than
+#   any row its nearest raw rows are nearly the rows of its largest logits: the picture then shows where
+#   the logits point (both measured below). `umap_normalized = True` fits on final_norm(W_E) instead.
 # - The fitted UMAP is cached on disk, keyed by model, rows, their content, parameters and seed; the
 #   first fit of 10,000 rows takes one to two minutes (numba compilation included).
 #
@@ -49,8 +50,8 @@
 # positions and with intervals, is the chapter *Travel in the full space*. What this chapter can
 # measure with uncertainty is the picture itself: UMAP is random, so the map is fitted with `n_seeds`
 # seeds and every map measurement is reported as a mean over seeds with a 95% interval. And "the path
-# ends closer to ' stone' than it starts" is true of most tokens (a state that moves toward the region
-# of plausible continuations approaches thousands of them), so we rank ' stone' among every token of the
+# ends closer to ' stone' than it starts" can be true of most tokens (a state that moves toward the
+# region of plausible continuations approaches thousands of them), so we rank ' stone' among every token of the
 # map by the same ratio: the path heads for ' stone' *in particular* only if few tokens are approached
 # more.
 
@@ -120,17 +121,19 @@ for name, value in word.facts().items():
     glue(name, value)
 glue("model_text", repr(lm))
 glue("n_neighbors_text", n_neighbors)
+for name, value in lm.view.facts().items():
+    glue(name, value)
 
 # %% [markdown]
-# **What to notice.** The first panel is the raw input: the token sits among the embeddings, near its
-# own row (the red labels are the current and the next token's rows where the map put them). The final
-# norm alone (second panel) already moves it: the normalized input is a long vector (norms
-# {glue:text}`state_norm_min:.1f` to {glue:text}`state_norm_max:.1f` along the path, against a median
-# of {glue:text}`row_norm_median:.2f` for a fitted row), and its nearest rows are those it has the
-# largest dot products with: on average {glue:text}`neighbour_logit_agreement_mean` of each normalized
+# **What to notice.** The first panel is the raw input x(0), placed by its nearest fitted rows (the
+# red labels are the current and the next token's rows where the map put them). The final
+# norm alone (second panel) moves it: the normalized states have norms {glue:text}`state_norm_min:.1f`
+# to {glue:text}`state_norm_max:.1f` along the path, at least {glue:text}`length_ratio:.1f` times the
+# median of {glue:text}`row_norm_median:.2f` for a fitted row. How far their nearest rows are those
+# they have the largest dot products with: on average {glue:text}`neighbour_logit_agreement_mean` of each normalized
 # state's {glue:text}`n_neighbors_text` nearest fitted rows are among its largest dot products (the
-# lowest over the path: {glue:text}`neighbour_logit_agreement_min:.2f`). The blocks then carry it
-# across the map; the arrows of the last panel end near the next word when the model predicts it.
+# lowest over the path: {glue:text}`neighbour_logit_agreement_min:.2f`). The blocks then move it on
+# the map; the arrows of the last panel end near the next word when the model predicts it.
 # Distances on a UMAP map are not faithful to the full space, only neighbourhoods are, which is why the
 # chapter *Travel in the full space* measures the travel without projection.
 #
@@ -158,8 +161,10 @@ plt.show()
 # the input, {glue:text}`next_rank_middle_layer` halfway and {glue:text}`next_rank_last_layer` at the
 # last layer, where its probability is {glue:text}`next_prob_last_layer:.3f`: it
 # {glue:text}`arrives_word` the top token there. It first enters the top 5
-# {glue:text}`top5_text` and first reaches the top {glue:text}`top1_text`. Early layers typically keep the current word or
-# fall on very frequent tokens (punctuation, function words). The map tells the story only loosely: on
+# {glue:text}`top5_text` and first reaches the top {glue:text}`top1_text`. In the logit-lens
+# literature early layers typically keep the current word or fall on very frequent tokens
+# (punctuation, function words); the table shows what this model's do. The map tells the story only
+# loosely: on
 # the drawn map the last state is {glue:text}`map_distance_word` the next word than the first
 # (distance {glue:text}`umap_distance_start:.2f` to {glue:text}`umap_distance_end:.2f`), and the
 # distance need not decrease layer after layer.
@@ -178,40 +183,38 @@ plt.show()
 
 # %% [markdown]
 # **What to notice.** The distance ratio of {glue:text}`next_quoted` is
-# {glue:text}`umap_distance_ratio` (mean over seeds, 95% interval), but the path ends closer than it
-# starts to {glue:text}`share_of_tokens_approached:.1%` of all tokens: the normalized input starts at
-# the current word's corner of the map and any move away from it brings the path nearer to much of the
-# map. The histogram places the next word among them; the share of tokens approached more than it,
+# {glue:text}`umap_distance_ratio` (mean over seeds, 95% interval); the path ends closer than it
+# starts to {glue:text}`share_of_tokens_approached:.1%` of all tokens: a path that starts at the
+# current word's corner of the map comes nearer to much of the map by moving at all. The histogram places the next word among them; the share of tokens approached more than it,
 # {glue:text}`target_approach_rank` over seeds, says whether the path heads for the next word in
-# particular; its interval lies {glue:text}`rank_side` the 5% bar. From one seed to the next the
+# particular; its interval {glue:text}`rank_side` the 5% bar. From one seed to the next the
 # share ranges from {glue:text}`rank_seed_min:.3f` to {glue:text}`rank_seed_max:.3f`, and an
-# untrained model's path, which does not predict the next word at all, can land at a similar rank (its
-# chapter run is the report's null). One sentence on a random 3-D map can illustrate travel; it cannot
+# untrained model's path, which does not predict the next word at all, could land at a similar rank
+# (its chapter run is the report's null). One sentence on a random 3-D map can illustrate travel; it cannot
 # measure it. The full-space chapter measures the same question over thousands of positions, without
 # a projection.
 #
 # **What differs from GPT-2.** The paper uses GPT-2 small (LayerNorm, learned positions added to x(0),
-# 12 layers). SmolLM2, the default model here, uses RMSNorm (no centering: normalized states lie on a
-# sphere but not on the hyperplane orthogonal to the all-ones vector), rotary positions (x(0) is the
-# bare embedding, so the "input" point and the token's own row coincide), grouped-query attention and
-# 30 layers; its embeddings are tied, as GPT-2's are, so reading states against W_E is the model's own
-# readout.
+# 12 layers). This run's model normalizes with {glue:text}`norm_text`, has
+# {glue:text}`positions_text`, {glue:text}`attention_text` and {glue:text}`n_layers` layers; its
+# embeddings are {glue:text}`tied_text`.
 #
 # ## Does the claim hold on this model?
 #
 # Two findings are judged. *The word arrives*: the next word is the top logit-lens token at the last
 # layer, a fact about one sentence, recorded exactly. *The map heads for it*: the next word is among
 # the 5% of tokens the path approaches most, a mean over UMAP seeds with its interval. The agreement
-# between nearest rows and largest logits explains why the map can be read at all; it is **not
-# diagnostic**: a normalized state is far longer than any embedding row for any weights, so its
-# Euclidean nearest rows are its largest dot products whether or not the model was trained, and an
-# untrained model passes the same test.
+# between nearest rows and largest logits explains why the map can be read at all. It need not tell
+# a trained model from an untrained one: when the normalized states are far longer than every
+# embedding row (here at least {glue:text}`length_ratio:.1f` times the median row), their Euclidean
+# nearest rows are their largest dot products whatever the weights; the report judges it against the
+# untrained model's run.
 
 # %% tags=["remove-input"]
 conclude(
     "a7_traveling_words",
     {"sentence": sentence, "tied": bool(lm.view.tied), **word.summary()},
     model,
-    why_not_diagnostic="a normalized state's nearest rows are its largest dot "
-    "products for any weights",
+    why_not_diagnostic="a state far longer than the rows has its largest dot "
+    "products as nearest rows for any weights",
 )

@@ -88,6 +88,7 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import figures, langevin
 from lotlib.lines_of_thought.ensemble import open_ensemble
+from lotlib.lines_of_thought.null_tests import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
@@ -142,7 +143,11 @@ glue(
     "better_law",
     "Eq. 2" if sde.law["r2"] > sde.accumulated["r2"] else "the paper's rate",
 )
-sde.rate_table()
+glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
+rates = sde.rate_table()
+glue("eq2_first_rate", rates["eq2"].iloc[0])
+glue("eq2_later_rate", rates["eq2"].iloc[1:].max())
+rates
 
 # %% [markdown]
 # The pilots are split into {glue:text}`n_fitted` that fit the drift and {glue:text}`n_held_out` held out;
@@ -154,9 +159,10 @@ sde.rate_table()
 # {glue:text}`r2_accumulated:.3f` for the paper's rate started at the departure layer: the residuals follow
 # {glue:text}`better_law` better. Where Eq. 2 fits better, the residual over one layer already has the full
 # variance α e^(λ(t+1)), and the simulation must inject it (the derived rate, column eq2); the paper's rate
-# would inject only {glue:text}`paper_rate_share_first_layer:.1%` of it over the first layer (1 − e^(−λ)). The
-# derived rate is large over the first layer and small or zero afterwards, because what was injected is carried
-# and stretched by the drift. "Constant" is the comparison model for the growth: a constant rate whose noise,
+# would inject only {glue:text}`paper_rate_share_first_layer:.1%` of it over the first layer (1 − e^(−λ)). Over
+# the first layer the derived rate is {glue:text}`eq2_first_rate:.3g`, against at most
+# {glue:text}`eq2_later_rate:.3g` over the later ones: what was injected is carried and stretched by the drift,
+# so a later layer needs only what the stretch does not already supply. "Constant" is the comparison model for the growth: a constant rate whose noise,
 # carried by the same drift, reaches the same variance at t₀ + `n_layers` as the Langevin model's: the two
 # differ only in when the noise comes.
 #
@@ -208,12 +214,14 @@ figures.langevin_scatter(
     f"{model}, from t = {t0}",
 )
 plt.show()
+glue("top4_share", sde.top_share(4))
 
 # %% [markdown]
 # **What to notice.** The axes are the four largest singular directions of the arrival layer. Compare the
-# centers and the spreads of the two clouds: the drift carries the center and the shape, the noise widens them.
-# By eye, as in the paper, they may look alike: these four directions carry most of the variance, and isotropic
-# noise adds little to each of them. Without noise the {glue:text}`scheme` scheme lands at
+# centers and the spreads of the two clouds: the drift moves the center and the shape, the noise adds spread.
+# By eye, as in the paper, they may look alike: these four directions carry
+# {glue:text}`top4_share:.1%` of the true held-out ensemble's variance at t = {glue:text}`t_end`, and isotropic
+# noise adds only 4/D of its variance to them. Without noise the {glue:text}`scheme` scheme lands at
 # t = {glue:text}`t_end` a median relative distance {glue:text}`noiseless_scheme_vs_eq1:.3f` from Eq. 1.
 #
 # The numbers look at all D directions too: the total variance of each prediction over the true held-out
@@ -222,6 +230,8 @@ plt.show()
 
 # %%
 ratios = langevin.variance_ratios(sde, predicted, n_boot, seed)
+words = ("narrows", "does not measurably widen", "widens")
+glue("widen_word", side_word(ratios[lang_name]["all D"], words, 1.0))
 pd.DataFrame(
     {
         name: {k: format(v, ".3g") for k, v in r.items()}
@@ -230,15 +240,19 @@ pd.DataFrame(
 ).transpose()
 
 # %% [markdown]
-# **Why the noise widens the ensemble.** The drift alone is Eq. 1, which maps the SVD of an ensemble onto the
-# next layer's: its second moments already match the truth (exactly on the fitted pilots). That is possible only
+# **Does the noise widen the ensemble?** In all D directions the Langevin ensemble's variance is
+# {glue:text}`variance_ratio_all_langevin_last` of the truth's: it {glue:text}`widen_word` it. The drift alone is
+# Eq. 1, which maps the SVD of an ensemble onto the
+# next layer's: its second moments match the truth exactly on the fitted pilots. That is possible only
 # because the residual w is *not* independent of the extrapolation x̃: the share below, tr Cov(x̃, w) / tr Cov(w),
 # would be 0 for independent noise and is −1/2 when the map already has the right spread (the residual then only
-# moves pilots around inside the ensemble). Noise independent of the state, with the residual's variance, adds that
-# variance on top.
+# moves pilots around inside the ensemble). Noise independent of the state, with the residual's variance, then adds
+# that variance on top. On the held-out pilots the share is {glue:text}`residual_share_last:.2f` at
+# τ = `n_layers`.
 
 # %%
 shares = langevin.residual_shares(sde)
+glue("residual_share_last", float(shares["held out"].iloc[-1]))
 shares.round(2)
 
 # %% [markdown]
@@ -254,7 +268,8 @@ shares.round(2)
 # %%
 energy = langevin.energy_distances(sde, n_samples, n_distance, n_seeds, seed)
 margin = langevin.energy_margin(energy, lang_name, "noiseless linear map (Eq. 1)")
-glue("langevin_vs_map", "closer to" if margin.value > 0 else "no closer to")
+words = ("not closer to", "not measurably closer to", "closer to")
+glue("langevin_vs_map", side_word(margin, words))
 figures.energy_figure(
     energy,
     f"Distance to the true held-out ensemble (mean, 95% CI over seeds), {model}",
@@ -296,12 +311,12 @@ fp.table()
 
 # %% [markdown]
 # **What to notice.** The check, the covariance distance between the fitted pilots' sample covariance and the
-# held-out truth at t = {glue:text}`t_end`, is {glue:text}`fp_cov_distance_fitted_vs_held_out:.3g` (the fitted
-# sample's own noise, not removed, is all that remains). The mean is the same for every model: the noise has zero
+# held-out truth at t = {glue:text}`t_end`, is {glue:text}`fp_cov_distance_fitted_vs_held_out:.3g` (near 0 when
+# only the fitted sample's own noise, not removed, remains). The mean is the same for every model: the noise has zero
 # mean, so the mean is the drift's alone (error {glue:text}`fp_mean_error_last` of the spread). The covariance is
 # where they part: the Langevin model's distance is {glue:text}`fp_cov_distance_last`, the noiseless drift's
-# {glue:text}`fp_cov_distance_noiseless_last`. In-sample, the old version of this test passed on random weights
-# only: there the drift reproduces the second moments exactly for any weights, so the distance measured nothing
+# {glue:text}`fp_cov_distance_noiseless_last`. In sample this test would pass for any weights: there the drift
+# reproduces the second moments exactly, so the distance measured nothing
 # but the size of the added noise against the spread. Out of sample, with the sampling noise of the two
 # covariances taken out, the noiseless drift's distance is what the map gets wrong, and the noisy models' excess
 # over it is what the noise does. A Frobenius distance is decided by the directions with the largest variance,
@@ -326,18 +341,18 @@ variants.round(3)
 # {glue:text}`variance_ratio_euler_log:.3g` (Euler, ln σ), {glue:text}`variance_ratio_exact_sigma:.3g` (exact, σ)
 # and {glue:text}`variance_ratio_exact_log:.3g` (exact, ln σ).
 #
-# **This model vs GPT-2.** The book's default model, SmolLM2-135M, normalizes with RMSNorm and has 30 layers of
-# D = 576 (GPT-2 medium: LayerNorm, 24 layers, D = 1024). Where a model's residuals are large relative to its
+# **This model vs GPT-2.** This run's model normalizes with {glue:text}`norm_name` and has
+# {glue:text}`n_layers` layers of D = {glue:text}`d_model` (GPT-2 medium: LayerNorm, 24 layers, D = 1024). Where a model's residuals are large relative to its
 # states (B4), the noise term weighs more than it may for GPT-2.
 #
 # ## Does the claim hold on this model?
 #
 # Every claim with our value, its 95% interval and whether the whole interval passes, fails or straddles the
-# test (the report judges the untrained model of the same architecture beside it). Two tests cannot tell a
-# trained model from a random one even out of sample, and say so when the untrained model passes them too: the
-# spread along u1..u4 (the few top directions carry most of the variance and the drift carries them for any
-# weights, while isotropic noise adds little to each) and the mean (zero-mean noise leaves the mean to the drift,
-# which carries the ensemble's mean direction, the first singular vector, for any weights).
+# test (the report judges the untrained model of the same architecture beside it). Two tests may not tell a
+# trained model from a random one even out of sample, and the report says so when the untrained model passes
+# them too: the spread along u1..u4 (when the few top directions carry most of the variance, the drift carries
+# them for any weights, while isotropic noise adds little to each) and the mean (zero-mean noise leaves the mean
+# to the drift, which carries the ensemble's mean direction, the first singular vector, for any weights).
 
 # %% tags=["remove-input"]
 values = {
@@ -368,14 +383,17 @@ conclude(
     values,
     model,
     why_not_diagnostic=(
-        "the drift carries the mean and top directions for any weights"
+        "where the untrained model passes too, the drift carries the mean and top "
+        "directions whatever the weights"
     ),
 )
 
 # %% [markdown]
-# **Reading the table.** Out of sample, the drift of Eq. 3 carries the held-out ensemble's mean and its
-# dominant directions; the noise, at the variance Eq. 2 assigns to the residual, widens it in the full space by
-# about that variance where the residual it models is a re-arrangement of the pilots within an ensemble whose
-# spread the drift already has (where the residual shares above are near −1/2). On this model the Langevin model is
-# {glue:text}`langevin_vs_map` the truth than the noiseless map by more than the floor, and the Fokker-Planck
-# covariance follows the sampled ensemble (the moment equations and the samples agree).
+# **Reading the table.** Out of sample, the held-out ensemble's mean is predicted to within
+# {glue:text}`fp_mean_error_last` of its spread, and its variance along u1..u4 at
+# {glue:text}`variance_ratio_top4_langevin_last` of the truth's. The noise, at the variance Eq. 2 assigns to the
+# residual, widens the ensemble in the full space by about that variance where the residual it models is a
+# re-arrangement of the pilots within an ensemble whose spread the drift already has (residual shares near −1/2).
+# On this model the Langevin model is {glue:text}`langevin_vs_map` the truth than the noiseless map by more than
+# the floor; the Fokker-Planck moment equations give a total variance of {glue:text}`fp_variance_ratio_last` of
+# the truth's, the sampled ensemble {glue:text}`variance_ratio_all_langevin_last`.

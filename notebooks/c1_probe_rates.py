@@ -61,11 +61,12 @@
 # over the nouns (or over the random words), `n_boot` resamples, seeded. The heads and blocks are the
 # model's and are not resampled.
 #
-# **This model is not GPT-2.** The paper's GPT-2 has LayerNorm, twelve heads with their own keys
-# and values, learned absolute positions and tied embeddings. SmolLM2 has RMSNorm (no centering),
-# grouped-query attention (9 query heads share 3 key/value heads; the model view expands them, so
-# every query head has its own W_QK^h and W_VO^h), rotary positions and tied embeddings: the readout
-# W_U is W_E, as in the paper. What this model has is stated below.
+# **Where a model differs from GPT-2.** The paper's GPT-2 has LayerNorm, twelve heads with their own
+# keys and values, learned absolute positions and tied embeddings. Llama-family models (SmolLM2,
+# Gemma) have RMSNorm (no centering), grouped-query attention (query heads share key/value heads;
+# the model view expands them, so every query head has its own W_QK^h and W_VO^h) and rotary
+# positions; where the embeddings are tied the readout W_U is W_E, as in the paper. What this model
+# has is stated below.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -104,6 +105,11 @@ glue("model_text", repr(lm))
 glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("embed_scale", f"{view.embed_scale:g}")
 glue("tied_text", "tied" if view.tied else "untied")
+group = H // view.heads(0).n_kv_heads
+glue(
+    "gqa_text",
+    f"groups of {group} consecutive query heads" if group > 1 else "none",
+)
 glue(
     "query_form",
     "' word' (leading space)" if leading_space else "'word' (no space)",
@@ -130,7 +136,8 @@ queries.count_table().T
 # **What to notice.** The matched random words have the nouns' distribution of variant tokens, row
 # for row: a mean of {glue:text}`variant_tokens_baseline:.2f` variant tokens per word against
 # {glue:text}`variant_tokens_nouns:.2f` for the nouns, where the unmatched draw has
-# {glue:text}`variant_tokens_unmatched:.2f`, the cap the matching removes. Matching makes the random
+# {glue:text}`variant_tokens_unmatched:.2f`: fewer variant tokens would cap a word's rate, which the
+# matching rules out. Matching makes the random
 # words more noun-like (a word with a plural token is usually a noun): they are *other* words of the
 # same kind, not a different kind of word.
 #
@@ -141,12 +148,11 @@ queries.count_table().T
 
 # %%
 result = probes.probe_rates_by_block(view, queries, layers, k)
+n_random = len(queries.randoms.words)
 title = (
     f"Probe rates, {model}: share of the top-{k} that is the query word or a "
-    "variant, "
-    f"mean over {H} heads; {queries.n} nouns and {len(queries.randoms.words)} "
-    "random "
-    "words (bands: 95% bootstrap over queries)"
+    f"variant, mean over {H} heads; {queries.n} nouns and {n_random} random words "
+    "(bands: 95% bootstrap over queries)"
 )
 figures.rate_curves(result, n_boot, seed, title)
 plt.show()
@@ -158,8 +164,8 @@ glue("write_max_block", layers[result.write.argmax()])
 
 # %% [markdown]
 # **What to notice.** Compare each noun curve with the random-word curve beside it and with the grey
-# chance line ({glue:text}`chance_rate:.1e` per slot), far below both: any rate visibly above zero
-# is far above chance. The query-key panel is the paper's claim: if early heads "show clear
+# chance line ({glue:text}`chance_rate:.1e` per slot): any rate visibly above zero is far above
+# chance. The query-key panel is the paper's claim: if early heads "show clear
 # query-key patterns" in the sense of a noun seeking itself, the noun curve is high at the first
 # blocks and falls later. The table gives, per probe, the rate at the first block, the peak, and the
 # means over the first and last third of the blocks. Where the two curves overlap, whatever the
@@ -186,8 +192,8 @@ result.heads_above(0.2)
 # %% [markdown]
 # **What to notice.** A bright column is a block where many heads map nouns to themselves; a
 # bright cell in an otherwise dark column is one specialised head. With grouped-query attention
-# (SmolLM2: query heads 0-2, 3-5 and 6-8 share their key and value projections) neighbouring heads
-# read the same keys and values, yet their rates can differ: each has its own W_Q^h and W_O^h.
+# (this model's shared key/value groups: {glue:text}`gqa_text`) neighbouring heads read the same
+# keys and values, yet their rates can differ: each has its own W_Q^h and W_O^h.
 #
 # ## Does the claim hold on this model?
 #
@@ -198,23 +204,25 @@ result.heads_above(0.2)
 # - **A-rates-qk-block0**: at the first probed block, the nouns' query-key rate (mean over heads
 #   and nouns) is at least 0.1: one top-5 slot in ten, over every head, is the noun or a variant.
 #   Here: {glue:text}`qk_rate_first_block` for the nouns, {glue:text}`qk_baseline_first_block` for
-#   the random words.
+#   the random words (the nouns' interval {glue:text}`qk_rate_first_block_vs` theirs).
 # - **A-rates-qk-early-third**: the same over the first third of the blocks, a looser reading of
 #   "early layers": {glue:text}`qk_rate_early` for the nouns, {glue:text}`qk_baseline_early` for
-#   the random words.
+#   the random words (the nouns' interval {glue:text}`qk_rate_early_vs` theirs).
 # - **A-rates-qk-peak**: the pattern is an early-layer one: the rate over the first third of the
 #   blocks exceeds the rate over the last third by at least 0.05 (half the level above). Here the
 #   difference is {glue:text}`qk_early_minus_late` for the nouns and
-#   {glue:text}`qk_early_minus_late_baseline` for the random words. Where the curve peaks is
-#   reported too (the nouns' query-key rate {glue:text}`peak_text`), but a peak's location is no
-#   test: on random weights the curve is flat at zero and its maximum falls anywhere.
+#   {glue:text}`qk_early_minus_late_baseline` for the random words (the nouns' interval
+#   {glue:text}`qk_early_minus_late_vs` theirs). Where the curve peaks is reported too (the nouns'
+#   query-key rate {glue:text}`peak_text`), but a peak's location is no test: on random weights the
+#   curve would be flat near zero and its maximum fall anywhere.
 # - **A-rates-vo-update**: some heads preserve the key's meaning in their value output: the best
 #   single head's update-alone rate over all blocks is at least 0.2. Here:
 #   {glue:text}`vo_update_best_head_rate` for the nouns,
-#   {glue:text}`vo_update_best_head_rate_baseline` for the random words.
+#   {glue:text}`vo_update_best_head_rate_baseline` for the random words (the nouns' interval
+#   {glue:text}`vo_update_best_head_rate_vs` theirs).
 #
 # Every finding is also judged on the untrained model of the same architecture, where the rates are
-# at chance, and the query-key findings on the random words: when those pass as well (the
+# expected at chance, and the query-key findings on the random words: when those pass as well (the
 # report says *not diagnostic*), the test cannot tell a pattern of the nouns from one the heads show
 # for any word of the same kind. The random words are not a null of the value claim: a head that
 # copies whatever it reads preserves the key's meaning, which is the claim; their rate is shown.
@@ -246,13 +254,14 @@ glue(
     if not isinstance(peak, str)
     else "is zero at every probed block: no peak",
 )
+for key, null in (
+    ("qk_rate_first_block", "qk_baseline_first_block"),
+    ("qk_rate_early", "qk_baseline_early"),
+    ("qk_early_minus_late", "qk_early_minus_late_baseline"),
+    ("vo_update_best_head_rate", "vo_update_best_head_rate_baseline"),
+):
+    glue(f"{key}_vs", probes.versus_word(values[key], values[null]))
 
 # %% tags=["remove-input"]
-conclude(
-    "c1_probe_rates",
-    values,
-    model,
-    why_not_diagnostic=(
-        "the heads do this for any word of the kind, not for the nouns"
-    ),
-)
+why = "heads that do this for random words too do it for any word of the kind"
+conclude("c1_probe_rates", values, model, why_not_diagnostic=why)

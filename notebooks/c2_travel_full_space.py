@@ -115,6 +115,8 @@ glue("tied", bool(lm.view.tied))
 glue("output_bias", "yes" if lm.view.b_U is not None else "none")
 glue("n_k_text", n_k)
 glue("bos_text", " after BOS" if corpus.prefix else "")
+for name, value in lm.view.facts().items():
+    glue(name, value)
 
 # %% [markdown]
 # **What to notice.** The first block's update has cosines {glue:text}`block1_true:.3f` with the true
@@ -133,7 +135,7 @@ glue("bos_text", " after BOS" if corpus.prefix else "")
 #
 # ## The whole trip
 #
-# Small per-block steps add up. The whole path y(L) − y(0) against the same targets:
+# The per-block steps add up to one trip: the whole path y(L) − y(0) against the same targets:
 
 # %%
 study.trip_table.round(4)
@@ -145,16 +147,16 @@ study.trip_table.round(4)
 # one is the one the model's logits read. Against a rival word from the same passage it is
 # {glue:text}`trip_difference_within_sentence`: this tells how much of the lean is only "toward words
 # of this passage". Put in the place of the next word, the rival is the null of the main test, and it
-# must not beat the whole-sample shuffle as the next word does: its own lean is
+# must not beat the whole-sample shuffle for that test to be diagnostic: its own lean is
 # {glue:text}`trip_difference_passage_null`. The share of positions where the true next word beats the
 # shuffled one, {glue:text}`trip_true_wins` (the rival: {glue:text}`trip_passage_null_wins`), is the
 # same comparison without averaging cosines: 50% would be no preference.
 #
 # **What differs from GPT-2.** The paper's model is GPT-2 small (LayerNorm with centering, learned
-# positions in x(0), 12 layers). SmolLM2, the default model here, normalizes with RMSNorm (no
-# centering), uses rotary positions (x(0) is the bare token embedding) and has 30 layers; like GPT-2 its
-# embeddings are tied and it has no output bias, so the logit-gap reading of the raw target holds
-# exactly.
+# positions in x(0), 12 layers). This run's model normalizes with {glue:text}`norm_text`, has
+# {glue:text}`positions_text` and {glue:text}`n_layers` layers; its embeddings are
+# {glue:text}`tied_text`, and its output bias is {glue:text}`output_bias`. The logit-gap reading of
+# the raw target holds exactly for tied embeddings without an output bias.
 #
 # ## Does the claim hold on this model?
 #
@@ -175,7 +177,7 @@ conclude(
     study.summary(),
     model,
     why_not_diagnostic=(
-        "a rival word of the same passage leans as much, so the test "
+        "when a rival word of the same passage leans enough too, the test "
         "cannot tell the next word from a word of its passage"
     ),
 )

@@ -69,6 +69,7 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import continuous, ensemble, figures
 from lotlib.lines_of_thought.langevin import langevin_flow
+from lotlib.lines_of_thought.null_tests import side_word
 
 plots.apply_theme()
 ens = ensemble.open_ensemble(
@@ -103,7 +104,8 @@ title = f"Continuous lines of thought, {model}, t = {first}..{last}"
 figures.continuous_lines(X, shown, paths, bridged, basis, layers, title)
 
 # %% [markdown]
-# **What to notice.** Between two layers the curves are not straight: the flow turns with the singular basis.
+# **What to notice.** Between two layers the curves can bend: the flow turns with the singular basis (the
+# length ratio below measures how much).
 # Where a cross sits far from the next dot, the flow from the previous layer missed the true state by that much.
 #
 # ## Where the flow lands
@@ -117,12 +119,13 @@ figures.continuous_lines(X, shown, paths, bridged, basis, layers, title)
 anchoring = continuous.anchoring(X, flow, U, S, layers, n_boot=n_boot, seed=seed)
 title = f"How far the flow from x(t) lands from x(t+1) (median, quartiles), {model}"
 figures.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
-glue("landing_word", "below" if anchoring.landing_gap.hi < 1 else "not below")
+words = ("lies below", "straddles", "lies above")
+glue("landing_word", side_word(anchoring.landing_gap, words, 1.0))
+glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 
 # %% [markdown]
 # **What to notice.** Over all pilots and layers the median gap is
-# {glue:text}`landing_gap_over_step_median` of the true step ({glue:text}`landing_word` 1 over its whole
-# interval) and {glue:text}`landing_gap_over_norm_median:.2f` of the state's norm; a share
+# {glue:text}`landing_gap_over_step_median` of the true step (its interval {glue:text}`landing_word` 1) and {glue:text}`landing_gap_over_norm_median:.2f` of the state's norm; a share
 # {glue:text}`landing_closer_than_staying:.2f` of the landings are closer to x(t+1) than x(t) is. A ratio
 # below 1 means the flow moved the state towards where it actually went; the closer to 0, the better the
 # continuous interpolation is anchored in the model. The same gap, squared and averaged per coordinate, is
@@ -142,15 +145,15 @@ glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 
 # %% [markdown]
 # **What to notice.** {glue:text}`stable_directions` of {glue:text}`d_model` directions keep a median
-# overlap above 0.9 between consecutive layers; beyond the stable ones the aligned columns are different
-# directions, and the flow sends those coordinates somewhere else. The median gap over the true step of the
+# overlap above 0.9 between consecutive layers; an aligned column of low overlap is a different direction at
+# the two layers, and the flow sends that coordinate somewhere else. The median gap over the true step of the
 # partial flows is {glue:text}`partial_gaps`; the best, k = {glue:text}`partial_flow_best_k`, lands at
 # {glue:text}`partial_flow_best_gap_over_step` (95% bootstrap over pilots, k held fixed). When a flow
 # restricted to the stable directions lands closer to the truth than the full one, the continuous line of
 # thought is anchored only in the low-dimensional part of the ensemble. This test may not tell a trained
-# model from a random one: in a random network the state barely moves from layer to layer along directions that
-# keep their identity (straight, quasi-parallel lines, B-appendix), so a flow along them also lands closer than
-# staying put; the untrained model's value, in the report, says whether it does here.
+# model from a random one: in a random network, the paper's appendix reports, lines of thought are straight and
+# quasi-parallel, so the state barely moves along directions that keep their identity and a flow along them
+# can also land closer than staying put; the untrained model's value, in the report, says whether it does here.
 #
 # ## How curved is the continuous path?
 #
@@ -190,9 +193,9 @@ glue("flipped_free", f"{flow.flipped[t_free]} and {flow.flipped[last]}")
 # that the chained flow is Eq. 1.
 #
 # **This model vs GPT-2.** Nothing in the construction depends on the architecture: it uses only the
-# trajectories. A model with large layer-to-layer residuals (B4; SmolLM2 has RMSNorm, grouped-query
-# attention, tied embeddings, 30 layers of D = 576) needs the bridge term for its continuous paths to pass
-# through the true states.
+# trajectories. A model with large layer-to-layer residuals (B4) needs the bridge term for its continuous paths
+# to pass through the true states. This run's model normalizes with {glue:text}`norm_name` and has
+# {glue:text}`n_layers` layers of D = {glue:text}`d_model`.
 #
 # ## Does the claim hold on this model?
 #
@@ -215,7 +218,7 @@ values = {
     "free_flow_vs_eq1": eq1_gap,
 }
 why = (
-    "a random network's state barely moves along directions that keep their "
-    "identity"
+    "where the untrained model passes too, a state that barely moves along "
+    "directions keeping their identity suffices"
 )
 conclude("c3_continuous_lines", values, model, why_not_diagnostic=why)

@@ -46,10 +46,9 @@
 #   the arrival spread**, the residual variance as a share of the variance of the states it should predict
 #   (geometric mean over pairs; α itself is in the units of each model's residual stream).
 # - **The last layer, left out.** A law fitted on all layers and tested on the last one compares a layer the
-#   fit must extrapolate to with layers the fit has seen; any cut-off layer looks anomalous that way (an earlier
-#   version of this chapter did so, and an untrained Gemma 3, whose states grow ever more slowly with depth,
-#   "broke the law" at its last layer while the trained one did not: the extrapolated line overshoots the
-#   flattening curve, and the in-sample layers sit on it by construction). So every
+#   fit must extrapolate to with layers the fit has seen; any cut-off layer can look anomalous that way (where
+#   the states grow ever more slowly with depth, the extrapolated line overshoots the flattening curve, and the
+#   in-sample layers sit on it by construction). So every
 #   arrival layer s is treated alike: the law is refitted without the pairs that touch s, and r(s) is how far
 #   the mean ln variance of the pairs arriving at s lies from that refit (in ln units, 0 = on the law). The
 #   last layer "breaks the law" when |r(L)| exceeds |r(s)| for every other layer from L/2 to L−1 (the paper's
@@ -160,9 +159,9 @@ plt.show()
 
 # %% [markdown]
 # **What to notice.** The dots of the last column (dashed line) are the pairs arriving at the last layer, x(L) as
-# the last block leaves it; the crosses are the same pairs with the final norm applied to x(L). The law is a
-# straight line only roughly: the columns bend around it, which is why a last layer can only be called
-# anomalous against how far the other layers are off the same law. The final norm divides every state by its
+# the last block leaves it; the crosses are the same pairs with the final norm applied to x(L). Where the columns
+# bend around the straight line of the law, a last layer can only be called anomalous against how far the other
+# layers are off the same law, which is why every layer is measured that way below. The final norm divides every state by its
 # root mean square, so after it x(L) has the norm's scale, not the scale the residual stream grew to; the
 # crosses sit wherever that puts them, whatever the model does.
 #
@@ -175,12 +174,9 @@ plt.show()
 figures.leave_one_out_figure(measures, model)
 plt.show()
 m = measures[model].row
+words = ("does not break it", "may or may not break it", "breaks the law as well")
 for key in ("last_layer_excess", "last_layer_excess_relative"):
-    breaks = m[f"{key}_cloud"].lo > 0
-    glue(
-        f"{key}_cloud_word",
-        "breaks the law as well" if breaks else "does not break it",
-    )
+    glue(f"{key}_cloud_word", nt.side_word(m[f"{key}_cloud"], words))
 
 # %% [markdown]
 # **What to notice.** On {glue:text}`model` the last layer lies r(L) = {glue:text}`last_layer_log_ratio` (ln
@@ -192,9 +188,10 @@ for key in ("last_layer_excess", "last_layer_excess_relative"):
 # {glue:text}`last_layer_excess_relative_cloud` relative to the spread (the table below has every model).
 #
 # A circle marks the last layer of each model. On ln(mean variance) (left) the layers wander
-# around the law by several tenths of a nat, more in the early layers (left of the dotted line, the paper's
-# "early layers deviate"), and the last layer's circle is anomalous only if it sits further out than every
-# other point right of the dotted line. The right panel is the test of that test: the structureless cloud has
+# around the law, on {glue:text}`model` by a mean |r| of {glue:text}`early_layers_mean_abs_log_ratio:.2f` in the
+# early layers (left of the dotted line, the paper's "early layers deviate") and
+# {glue:text}`late_layers_mean_abs_log_ratio:.2f` in the late ones, and the last layer's circle is anomalous only
+# if it sits further out than every other point right of the dotted line. The right panel is the test of that test: the structureless cloud has
 # the model's norm growth and nothing else; where on ln(mean variance) its curve follows the model's, last layer
 # included, whatever the left panel shows at the last layer is a property of how the spread of the states grows,
 # not of how well the lines of thought are extrapolated: a last block that enlarges the states more than its
@@ -220,7 +217,7 @@ plt.show()
 #
 # Every model reads its pseudo-sentences as its tokenizer starts a text (`lotlib.walden(..., bos=None)`, the
 # default): GPT-2 and SmolLM2 without a BOS token, as the paper's pseudo-sentences are; Gemma with one, because it
-# was trained with a BOS at the start of every sequence and reads text badly without it. A direct check of what
+# was trained with a BOS at the start of every sequence. A direct check of what
 # BOS changes: the negative log-likelihood of the true next token (the first token of the next pseudo-sentence)
 # from x(L), on the first `n_bos` pseudo-sentences, with and without the tokenizer's BOS token (the table below).
 #
@@ -230,6 +227,12 @@ plt.show()
 # pilots). The rows marked (claim) are judged on the book's model in the closing paragraph.
 
 # %%
+nll = {n: r.row for n, r in measures.items() if "nll_bos" in r.row}
+bos = [
+    f"{n}, {r['nll_no_bos']:.2f} and {r['nll_bos']:.2f} nats"
+    for n, r in nll.items()
+]
+glue("bos_text", "; ".join(bos) or "no model shown names a BOS token")
 nt.measures_table({name: m.row for name, m in measures.items()}, top)
 
 # %% [markdown]
@@ -241,9 +244,10 @@ nt.measures_table({name: m.row for name, m in measures.items()}, top)
 # spread says how large the extrapolation's residual is compared with the states it predicts (1 = as large as
 # the spread itself). The last-layer rows are the diagnostic; the early and late |r| rows say how well the law
 # holds elsewhere. A model with a BOS token the tokenizer names (SmolLM2's `<|im_start|>` is a chat marker, not
-# a start of text) gets the NLL check: for Gemma, trained with BOS at the start of every sequence, leaving it out
-# makes the first word of a pseudo-sentence play the role BOS plays in its attention (the "attention sink"), and
-# the last layer predicts worse; every number here is nonetheless measured, like the paper's, without BOS.
+# a start of text) gets the NLL check: for a model trained with BOS at the start of every sequence, leaving it out
+# makes the first word of a pseudo-sentence play the role BOS plays in its attention (the "attention sink"). The
+# next-token NLL from x(L) without and with BOS: {glue:text}`bos_text`. Every other number here is measured on
+# each model's default reading above.
 #
 # **These models vs GPT-2.** Gemma 3 and SmolLM2 normalize with RMSNorm (no centering step) and tie their
 # unembedding to the embedding, like GPT-2 for the second; both use rotary positions instead of GPT-2's learned
@@ -273,7 +277,8 @@ conclude(
     values,
     model,
     why_not_diagnostic=(
-        "a structureless cloud with the same norm growth passes it too"
+        "what a structureless cloud with the same norm growth shows too is "
+        "norm growth"
     ),
 )
 
@@ -292,7 +297,7 @@ conclude(
 # an identity of the reading, not of the model: after the final norm x(L) has the norm's scale, off any law fitted
 # on the stream's growth unless the stream happened to end at that scale, so the paper's anomaly, if read from
 # `output_hidden_states`, would be there whatever the model does. λL compares the total growth over the depth with
-# the paper's models. It cannot tell lines of thought from a cloud by itself: the structureless cloud with the
-# same norm growth reaches λL = {glue:text}`lambda_L_cloud` against the model's {glue:text}`lambda_L`, because the
-# residual of a linear map grows as the states it predicts grow; what it does tell is how much the model's states
+# the paper's models. It need not tell lines of thought from a cloud: the residual of a linear map grows as the
+# states it predicts grow, and the structureless cloud with the same norm growth reaches
+# λL = {glue:text}`lambda_L_cloud` against the model's {glue:text}`lambda_L`; what it does tell is how much the model's states
 # grow, to be set against the untrained model (the report's other null).

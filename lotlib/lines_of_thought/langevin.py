@@ -433,6 +433,14 @@ class HeldOutLangevin:
         """u1..uk of the fitted pilots at layer t (the largest singular values): `(D, k)`."""
         return self.U[t][:, np.argsort(self.S[t])[::-1][:k]]
 
+    def top_share(self, k: int = 4) -> float:
+        """Share of the held-out truth's total variance at t0 + n_layers that lies along u1..uk of that layer
+        (`top_directions`, fitted pilots)."""
+        true = self.truth[:, -1]
+        centered = true - true.mean(0)
+        along = centered @ self.top_directions(self.t0 + self.n_layers, k)
+        return float(np.sum(along**2) / np.sum(centered**2))
+
     def sigma_zero_crossings(self) -> int:
         """How many singular values a spline of sigma (the authors') takes through zero on [t0, t0 + n_layers]."""
         spline = sigma_spline(self.S, self.layers, log=False)

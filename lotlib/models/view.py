@@ -14,9 +14,9 @@ Grouped-query attention is expanded: query head h uses key/value head h // (H / 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -309,12 +309,32 @@ class ModelView:
     def final_norm(self) -> Norm:
         return self._norm(self._final_norm_module)
 
+    def block_norm_module(self, layer: int) -> nn.Module:
+        """The module block `layer` runs on its input before attention (the model's own code)."""
+        block = self.blocks[layer]
+        return block.ln_1 if self.family == "gpt2" else block.input_layernorm
+
     def block_norm(self, layer: int) -> Norm:
         """The norm that block `layer` applies to its input before attention."""
-        block = self.blocks[layer]
-        return self._norm(
-            block.ln_1 if self.family == "gpt2" else block.input_layernorm
-        )
+        return self._norm(self.block_norm_module(layer))
+
+    def facts(self) -> dict[str, str]:
+        """Words for prose on where this model differs from GPT-2: its final norm (`norm_text`), positions
+        (`positions_text`), attention heads (`attention_text`) and readout (`tied_text`)."""
+        scale = "" if self.embed_scale == 1 else f" times {self.embed_scale:.4g}"
+        n_kv = self.heads(0).n_kv_heads
+        return {
+            "norm_text": "LayerNorm"
+            if self.final_norm.centers
+            else "RMSNorm (no centering)",
+            "positions_text": "learned positions added to x(0)"
+            if self.W_P is not None
+            else f"no learned positions (x(0) is the token's embedding row{scale})",
+            "attention_text": f"{n_kv} key/value heads for {self.n_heads} query heads",
+            "tied_text": "tied, as GPT-2's are: reading states against W_E is the model's own readout"
+            if self.tied
+            else "untied: W_E is not the model's readout W_U",
+        }
 
     def reading_norms(self) -> list[Norm]:
         """The norm that reads x(t), t = 0..L: block t's input norm for t < L, the final norm at t = L."""
@@ -326,7 +346,7 @@ class ModelView:
                 "layer", module.weight.detach(), module.bias.detach(), module.eps
             )
         gamma = module.weight.detach()
-        eps = getattr(module, "variance_epsilon", None) or getattr(module, "eps")
+        eps = getattr(module, "variance_epsilon", None) or module.eps
         return Norm(
             "rms", gamma + 1.0 if self.family == "gemma" else gamma, None, float(eps)
         )

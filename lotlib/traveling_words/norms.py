@@ -8,6 +8,7 @@ normalized norm is sqrt(d * m / (m + eps)), with m the variance (LayerNorm) or t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ import pandas as pd
 import torch
 from scipy.special import gammaln
 from scipy.stats import beta as beta_distribution
-from torch import Tensor
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ..intervals import bootstrap, exact
@@ -62,7 +63,8 @@ def norm_statistics(
     only), each `(N, T - first, L+1)`, and `d`:
 
     `residual` `||x(t)||`; `normalized` `||normalize(x(t))||` computed in float32 as the model does, by the
-    norm that reads x(t) (see `reading_norms`); `predicted` the eps formula (float64); `cos_ones`
+    norm that reads x(t) (see `reading_norms`); `predicted` the eps formula (float64) and `second_moment` the
+    m it divides by (float64); `cos_ones`
     cos(x(t), 1) of the state itself and `cos_ones_normalized` cos(x̂(t), 1) of the normalized state x̂ (before
     gamma), both signed: LayerNorm's centering makes the second 0, RMSNorm leaves it equal to the first.
     Captured `batch_size` sequences at a time (states come back on the CPU), so memory stays small.
@@ -93,12 +95,20 @@ def norm_statistics(
                     X[..., t, :].norm(dim=-1).double(),
                     x_hat.double().norm(dim=-1),
                     norm.predicted_norm(X[..., t, :]),
+                    norm.second_moment(X[..., t, :]),
                     cos_to_ones(X[..., t, :]),
                     cos_to_ones(x_hat),
                 )
             )
         parts.append([torch.stack(column, -1).numpy() for column in zip(*per_layer)])
-    names = ("residual", "normalized", "predicted", "cos_ones", "cos_ones_normalized")
+    names = (
+        "residual",
+        "normalized",
+        "predicted",
+        "second_moment",
+        "cos_ones",
+        "cos_ones_normalized",
+    )
     return {
         "d": model.view.d_model,
         **{name: np.concatenate(column) for name, column in zip(names, zip(*parts))},
@@ -342,6 +352,31 @@ def block_share(form: Tensor, coords) -> float:
     return float(A[coords][:, coords].sum() / A.sum())
 
 
+def geometric_norm(x: Tensor, norm: Norm) -> Tensor:
+    """The paper's construction of `norm` on states `x` `(n, d)`, float64 `(n, d)`: project x on the hyperplane
+    x . 1 = 0 with the matrix I - 11^T / d (LayerNorm only), move it along its direction onto the sphere of radius
+    sqrt(d) (eps shrinks the radius to sqrt(d) ||c|| / sqrt(||c||^2 + d eps)), stretch by gamma, shift by beta."""
+    c = x.double()
+    d = c.shape[-1]
+    if norm.centers:
+        c = c @ (torch.eye(d, dtype=torch.float64) - 1.0 / d)
+    on_sphere = c * d**0.5 / torch.sqrt(c.pow(2).sum(-1, keepdim=True) + d * norm.eps)
+    y = on_sphere * norm.gamma.detach().cpu().double()
+    return y if norm.beta is None else y + norm.beta.detach().cpu().double()
+
+
+@torch.inference_mode()
+def construction_gap(module: nn.Module, norm: Norm, x: Tensor) -> float:
+    """Largest relative difference `||module(x) - geometric_norm(x)|| / ||geometric_norm(x)||` over the states
+    `x` `(n, d)`: the model's own norm module (its code, run on a float32 copy on the CPU) against the paper's
+    construction with the gamma and beta the view reads (float64). Float32 round-off (~1e-7) when the two are
+    the same map; of order 1 when they are not (a wrong gamma, a missing centering)."""
+    own = copy.deepcopy(module).to("cpu", torch.float32)
+    ours = own(x.detach().cpu().float()).double()
+    built = geometric_norm(x, norm)
+    return float(((ours - built).norm(dim=-1) / built.norm(dim=-1)).max())
+
+
 def planar_stages(points: Tensor, norm: Norm, W: Tensor) -> dict[str, Tensor]:
     """The schematic of Traveling Words on k-dimensional `points` `(n, k)`, each stage `(n, k)`:
 
@@ -375,7 +410,8 @@ class NormGeometry:
     strongest pair of coordinates and that pair's share of the form; `states` `(n, 3)` the states on
     `coords`; `stages` and `curve` the `planar_stages` of the states and of the circle of radius sqrt(2)
     (`(n, 2)` and `(200, 2)` each); `panels` the 3-D point sets `(n, 3)` per norm (`sphere_panels`);
-    `checks` the identities' largest violations (`planar_checks`, `sphere_checks`)."""
+    `checks` the identities' largest violations (`planar_checks`, `sphere_checks`) and `ellipse_residual`, the
+    `construction_gap` of the block's norm module on the drawn states in all d coordinates."""
 
     block: int
     head: int
@@ -398,6 +434,17 @@ class NormGeometry:
     def gamma_2d(self) -> np.ndarray:
         """gamma on the two drawn coordinates `(2,)`."""
         return self.norm.gamma[self.coords[:2]].cpu().double().numpy()
+
+    @property
+    def beta_2d(self) -> np.ndarray | None:
+        """beta on the two drawn coordinates `(2,)`, None for a norm without beta."""
+        beta = self.norm.beta
+        return None if beta is None else beta[self.coords[:2]].cpu().double().numpy()
+
+    @property
+    def flipped_coords(self) -> list[int]:
+        """The drawn coordinates (of the two) whose gamma is negative: gamma flips their axis."""
+        return [c for c, g in zip(self.coords[:2], self.gamma_2d) if g < 0]
 
     @property
     def singular_values(self) -> np.ndarray:
@@ -483,6 +530,9 @@ def norm_geometry(
         checks={
             **planar_checks(X[:, coords[:2]], stages, norm2),
             **sphere_checks(X[:, coords], norm, coords),
+            "ellipse_residual": construction_gap(
+                view.block_norm_module(block), norm, X
+            ),
         },
         gamma_axis_ratio=gamma_axis_ratio(norm.gamma),
         q_norm=heads.q_norm is not None,
@@ -493,14 +543,11 @@ def planar_checks(
     points: Tensor, stages: dict[str, Tensor], norm: Norm
 ) -> dict[str, float]:
     """Identities of the 2-D stages of `points` `(n, 2)` (`norm` restricted to the two coordinates):
-    `circle_eps_gap`, the largest `|radius - eps formula|` of the normalized points; `ellipse_residual`, the
-    largest `|sum (y_i / gamma_i)^2 - r^2|` of the stretched ones; and the radii's range."""
+    `circle_eps_gap`, the largest `|radius - eps formula|` of the normalized points, and the radii's range."""
     radius = stages["normalized"].norm(dim=1)
     unit = Norm.unit("rms", points.shape[1], norm.eps)
-    stretched = stages["stretched"] / norm.gamma.cpu().double()
     return {
         "circle_eps_gap": float((radius - unit.predicted_norm(points)).abs().max()),
-        "ellipse_residual": float((stretched.pow(2).sum(1) - radius**2).abs().max()),
         "radius_min": float(radius.min()),
         "radius_max": float(radius.max()),
     }

@@ -310,7 +310,8 @@ class TravelingWord:
 
     def facts(self, bar: float = 0.05) -> dict:
         """What the prose quotes beyond `summary`: the tokens, quoted; the fitted rows beyond the first
-        `rows`; norms of fitted rows and normalized states; words for where the next token ends (its
+        `rows`; norms of fitted rows and normalized states, and the shortest state over the median row
+        (`length_ratio`); words for where the next token ends (its
         last rank, the first layers of its top 5 and top 1, its map distance, its `approach_rank` interval
         against `bar`) and the per-seed ranks' range."""
         path, maps, first = self.path, self.maps, self.maps.maps[0]
@@ -327,17 +328,18 @@ class TravelingWord:
             "row_norm_median": float(np.median(maps.row_norms)),
             "state_norm_min": float(states.min()),
             "state_norm_max": float(states.max()),
+            "length_ratio": float(states.min() / np.median(maps.row_norms)),
             "arrives_word": "is" if self.lens.ranks[-1] == 0 else "is not",
             "top5_text": _at_layer(self.lens.first_top5),
             "top1_text": _at_layer(self.lens.first_top1),
             "map_distance_word": "closer to"
             if first.distance[-1] < first.distance[0]
             else "farther from",
-            "rank_side": "below"
+            "rank_side": "lies below"
             if rank.hi < bar
-            else "above"
+            else "lies above"
             if rank.lo > bar
-            else "across",
+            else "straddles",
             "rank_seed_min": float(by_seed.min()),
             "rank_seed_max": float(by_seed.max()),
         }

@@ -299,6 +299,10 @@ def test_held_out_langevin_refuses_too_few_pilots_and_matches_the_constant_noise
     final = {name: np.trace(c[-1]) for name, c in sde.noise_cov.items()}
     assert final["constant"] == pytest.approx(final["eq2"]) and final["noiseless"] == 0
     assert sde.summary()["n_fitted"] == 60
+    true = sde.truth[:, -1]  # the top share against the held-out truth's eigen-decomposition: at most its top 4
+    eigen = np.sort(np.linalg.eigvalsh(np.cov(true.T, bias=True)))[::-1]
+    assert 0 < sde.top_share(4) <= eigen[:4].sum() / eigen.sum() + 1e-12
+    assert sde.top_share(sde.D) == pytest.approx(1.0)
 
 
 def test_total_variance_of_the_sample_row_is_the_pooled_variance():

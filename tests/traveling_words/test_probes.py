@@ -417,3 +417,14 @@ def test_spectra_null_space_check_and_values(model):
     assert values["qk_rank99_over_d_head"].value == pytest.approx(np.median(r99) / dh)
     shared = tables[(tables.block == 1) & (tables.matrix == "VO")]["shared"].mean()
     assert values["vo_shared_last"].value == pytest.approx(shared)
+
+
+def test_versus_word_compares_whole_intervals():
+    from lotlib.intervals import Estimate
+
+    a, b = Estimate(0.5, 0.4, 0.6, 10, "nouns", "bootstrap"), Estimate(0.2, 0.1, 0.3, 10, "words", "bootstrap")
+    assert P.versus_word(a, b) == "lies above" and P.versus_word(b, a) == "lies below"
+    touching = Estimate(0.35, 0.25, 0.45, 10, "words", "bootstrap")
+    assert P.versus_word(a, touching) == "overlaps"
+    assert P.versus_word(a, Estimate(0.2, float("nan"), float("nan"), 1, "", "")) == "overlaps"
+    assert P.versus_word(a, b, ("less", "same", "more")) == "more"

@@ -263,6 +263,8 @@ def test_traveling_word_summary_reads_its_parts(tiny_gpt2_dir, monkeypatch):
     assert summary["next_rank_last_layer"].value == word.lens.ranks[L]
     assert summary["neighbour_logit_agreement_min"] == word.maps.agreement.min()
     assert word.facts()["arrives_word"] == ("is" if word.lens.ranks[L] == 0 else "is not")
+    shortest = np.linalg.norm(word.path.normed, axis=1).min()
+    assert word.facts()["length_ratio"] == pytest.approx(shortest / np.median(word.maps.row_norms))
     top1 = word.lens.first_top1
     assert word.facts()["top1_text"] == ("at no layer" if top1 is None else f"at layer {top1}")
     with pytest.raises(ValueError, match="seed"):
@@ -287,3 +289,11 @@ def test_travel_in_full_space_matches_its_parts(tiny_gpt2_dir):
     assert summary["trip_difference"] == expected and summary["inv_sqrt_d"] == 64**-0.5
     assert study.repeat_share() == pytest.approx(np.mean(chosen[:, 2:] == chosen[:, 1:-1]))
     assert len(study.blocks) == model.view.n_layers and study.blocks.index[0] == 1
+
+
+def test_architecture_facts_read_the_view(tiny_gpt2_dir, tiny_gemma3_dir):
+    gpt2, gemma = (load_model(str(d)).view.facts() for d in (tiny_gpt2_dir, tiny_gemma3_dir))
+    assert gpt2["norm_text"] == "LayerNorm" and gpt2["positions_text"].startswith("learned")
+    assert gemma["norm_text"].startswith("RMSNorm") and "times 8" in gemma["positions_text"]  # sqrt(64) scale
+    assert gemma["attention_text"] == "2 key/value heads for 4 query heads"
+    assert gpt2["attention_text"] == "4 key/value heads for 4 query heads" and gpt2["tied_text"].startswith("tied")
