@@ -177,3 +177,21 @@ def proportion(successes: int, n: int, *, unit: str, level: float = LEVEL) -> Es
     return Estimate(
         p, max(0.0, center - half), min(1.0, center + half), n, unit, "wilson", level
     )
+
+
+BELOW_ACROSS_ABOVE = ("below", "across", "above")
+LIES = ("lies below", "overlaps", "lies above")  # one interval against another
+
+
+def side_word(
+    estimate: Estimate,
+    words: tuple[str, str, str] = BELOW_ACROSS_ABOVE,
+    than: float | Estimate = 0.0,
+) -> str:
+    """A word for the prose computed from the run: words[0] when the whole interval of `estimate` lies below
+    `than` (a number, or the whole interval of another Estimate), words[2] when it lies above, words[1] when
+    the two meet (or either has no interval)."""
+    low, high = (than.lo, than.hi) if isinstance(than, Estimate) else (than, than)
+    if estimate.hi < low:
+        return words[0]
+    return words[2] if estimate.lo > high else words[1]

@@ -89,6 +89,7 @@ import lotlib
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
+from lotlib.intervals import LIES, side_word
 from lotlib.models.bounds import block_indices
 from lotlib.traveling_words import figures, probes
 
@@ -295,7 +296,7 @@ for key in (
     "qk_specificity_last",
     "vo_update_best_head_rate",
 ):
-    glue(f"{key}_vs", probes.versus_word(values[key], values[f"{key}_random"]))
+    glue(f"{key}_vs", side_word(values[key], LIES, values[f"{key}_random"]))
 
 # %% tags=["remove-input"]
 why = "a head that does this for random words too does it for any word"

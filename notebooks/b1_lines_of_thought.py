@@ -55,7 +55,7 @@ from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures
-from lotlib.lines_of_thought.null_tests import side_word
+from lotlib.intervals import side_word
 from lotlib.lines_of_thought.ensemble import open_ensemble
 
 plots.apply_theme()

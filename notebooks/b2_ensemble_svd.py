@@ -70,7 +70,7 @@ from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures, truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.extrapolation import paper_subset
-from lotlib.lines_of_thought.null_tests import side_word
+from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)

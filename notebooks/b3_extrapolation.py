@@ -112,7 +112,7 @@ from lotlib.lines_of_thought.extrapolation import (
     svm_true_vs_true,
     versus_paper,
 )
-from lotlib.lines_of_thought.null_tests import side_word
+from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)

@@ -88,7 +88,7 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import figures, langevin
 from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.lines_of_thought.null_tests import side_word
+from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)

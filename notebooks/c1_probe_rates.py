@@ -90,6 +90,7 @@ import lotlib
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
+from lotlib.intervals import LIES, side_word
 from lotlib.models.bounds import block_indices
 from lotlib.traveling_words import figures, probes
 
@@ -260,7 +261,7 @@ for key, null in (
     ("qk_early_minus_late", "qk_early_minus_late_baseline"),
     ("vo_update_best_head_rate", "vo_update_best_head_rate_baseline"),
 ):
-    glue(f"{key}_vs", probes.versus_word(values[key], values[null]))
+    glue(f"{key}_vs", side_word(values[key], LIES, values[null]))
 
 # %% tags=["remove-input"]
 why = "heads that do this for random words too do it for any word of the kind"

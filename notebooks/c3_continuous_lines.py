@@ -69,7 +69,7 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import continuous, ensemble, figures
 from lotlib.lines_of_thought.langevin import langevin_flow
-from lotlib.lines_of_thought.null_tests import side_word
+from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = ensemble.open_ensemble(

@@ -26,7 +26,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..intervals import LEVEL, Estimate, bootstrap
+from ..intervals import LEVEL, Estimate, bootstrap, side_word
 from .ensemble import align_bases, gaussian_cloud
 
 PAPER_PILOTS_PER_D = 2.8  # the paper's N_s over D: about 2,900 pseudo-sentences for GPT-2 medium's D = 1024
@@ -310,8 +310,6 @@ def versus_paper(paper: dict, verdicts: dict) -> dict[str, str]:
     """Words for the prose: where the paper's protocol (`same_pilot_svm`) and the held-out test
     (`repeated_svm`) fall against the paper's 0.505 and 0.60 (`{paper,held}_{tau1,tau10}_word`: "below",
     "consistent with", "above" by the 95% interval) and against chance (`..._chance`: below, at, above)."""
-    from .null_tests import side_word
-
     found = {
         "paper": (paper["paper_svm_tau1"], paper["paper_svm_tau10"]),
         "held": (

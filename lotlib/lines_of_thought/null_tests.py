@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..intervals import LEVEL, Estimate
+from ..intervals import LEVEL, Estimate, side_word
 from ..models.view import ModelView
 from .ensemble import align_bases, ensemble_svd, gaussian_cloud
 from .residuals import (
@@ -729,18 +729,6 @@ def noise_law_summary(law: dict[str, dict]) -> dict:
             for name, entry in law.items()
         },
     }
-
-
-def side_word(
-    estimate: Estimate,
-    words: tuple[str, str, str] = ("below", "across", "above"),
-    at: float = 0.0,
-) -> str:
-    """words[0] when the whole interval of `estimate` is below `at`, words[2] when it is above, words[1] when it
-    straddles `at` (or has no interval): a word for the prose computed from the run."""
-    if estimate.hi < at:
-        return words[0]
-    return words[2] if estimate.lo > at else words[1]
 
 
 def range_word(estimate: Estimate, lo: float, hi: float) -> str:

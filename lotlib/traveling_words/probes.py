@@ -588,18 +588,6 @@ def key_specificity(
     return (wins / (n - 1)).numpy()
 
 
-def versus_word(
-    a: Estimate,
-    b: Estimate,
-    words: tuple[str, str, str] = ("lies below", "overlaps", "lies above"),
-) -> str:
-    """A word for the prose computed from the run: words[2] when the interval of `a` lies wholly above that of
-    `b`, words[0] when wholly below, words[1] when the two overlap (or either has no interval)."""
-    if any(v is None or not math.isfinite(v) for v in (a.lo, a.hi, b.lo, b.hi)):
-        return words[1]
-    return words[2] if a.lo > b.hi else words[0] if a.hi < b.lo else words[1]
-
-
 def query_estimate(
     per_query: np.ndarray,
     *,

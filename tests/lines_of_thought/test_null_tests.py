@@ -12,7 +12,7 @@ from lotlib.lines_of_thought.null_tests import (last_layer_excess, last_layer_no
                                                 resampled_estimate, resampling_weights, separability, stalling,
                                                 step_coherence, step_cosines, straightness, structureless_cloud)
 from lotlib.lines_of_thought.null_tests import (PAPER_ARCH, ArchitectureNull, architecture_null, arrival_r2_gap,
-                                                residual_law, side_word)
+                                                residual_law)
 from lotlib.lines_of_thought.null_tests import (cloud_summary, compare_noise_laws, drawn_pilots, last_layer_summary,
                                                 last_layer_view, measure_model, measures_table, noise_law,
                                                 noise_law_summary, path_shapes, refitted_pairs, reinit_stalling,
@@ -452,13 +452,13 @@ def test_separability_gap_is_the_split_by_split_difference_of_minima():
 
 
 def test_side_word_reads_the_whole_interval():
-    from lotlib.intervals import Estimate
+    from lotlib.intervals import Estimate, side_word
 
     def word(lo, hi):
         return side_word(Estimate((lo + hi) / 2, lo, hi, 5, "seeds"), ("less", "as much", "more"))
 
     assert (word(-0.3, -0.1), word(-0.1, 0.2), word(0.1, 0.3)) == ("less", "as much", "more")
-    assert side_word(Estimate(1.2, 1.1, 1.3, 5, "seeds"), at=1.0) == "above"
+    assert side_word(Estimate(1.2, 1.1, 1.3, 5, "seeds"), than=1.0) == "above"
 
 
 def test_residual_law_is_compare_noise_laws_for_one_model():

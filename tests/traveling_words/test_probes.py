@@ -420,11 +420,11 @@ def test_spectra_null_space_check_and_values(model):
 
 
 def test_versus_word_compares_whole_intervals():
-    from lotlib.intervals import Estimate
+    from lotlib.intervals import LIES, Estimate, side_word
 
     a, b = Estimate(0.5, 0.4, 0.6, 10, "nouns", "bootstrap"), Estimate(0.2, 0.1, 0.3, 10, "words", "bootstrap")
-    assert P.versus_word(a, b) == "lies above" and P.versus_word(b, a) == "lies below"
+    assert side_word(a, LIES, b) == "lies above" and side_word(b, LIES, a) == "lies below"
     touching = Estimate(0.35, 0.25, 0.45, 10, "words", "bootstrap")
-    assert P.versus_word(a, touching) == "overlaps"
-    assert P.versus_word(a, Estimate(0.2, float("nan"), float("nan"), 1, "", "")) == "overlaps"
-    assert P.versus_word(a, b, ("less", "same", "more")) == "more"
+    assert side_word(a, LIES, touching) == "overlaps"
+    assert side_word(a, LIES, Estimate(0.2, float("nan"), float("nan"), 1, "", "")) == "overlaps"
+    assert side_word(a, ("less", "same", "more"), b) == "more"
