@@ -107,6 +107,7 @@ import lotlib
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue, not_applicable
+from lotlib.intervals import side_word
 from lotlib.lines_of_thought import figures
 from lotlib.lines_of_thought import null_tests as nt
 from lotlib.models.bounds import block_index, pilot_count
@@ -154,7 +155,7 @@ glue(
 glue("untrained_embedding", separable.accuracy[list(pairs)[2]][:, 0].mean())
 words = ("less separation than", "as much separation as", "more separation than")
 gap = separable.summary()["untrained_separability_gap"]
-glue("untrained_keeps", nt.side_word(gap, words))
+glue("untrained_keeps", side_word(gap, words))
 n_train = round(train_fraction * 2 * language.n_s)
 glue("n_train", n_train)
 glue("examples_word", "fewer" if n_train < D else "more")

@@ -100,6 +100,7 @@ import lotlib
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
+from lotlib.intervals import side_word
 from lotlib.lines_of_thought import figures
 from lotlib.lines_of_thought import null_tests as nt
 
@@ -176,7 +177,7 @@ plt.show()
 m = measures[model].row
 words = ("does not break it", "may or may not break it", "breaks the law as well")
 for key in ("last_layer_excess", "last_layer_excess_relative"):
-    glue(f"{key}_cloud_word", nt.side_word(m[f"{key}_cloud"], words))
+    glue(f"{key}_cloud_word", side_word(m[f"{key}_cloud"], words))
 
 # %% [markdown]
 # **What to notice.** On {glue:text}`model` the last layer lies r(L) = {glue:text}`last_layer_log_ratio` (ln

@@ -805,10 +805,10 @@ class ArchitectureNull:
         s = {key.removesuffix(PAPER_ARCH): v for key, v in self.summary().items()}
         words = (
             side_word(
-                s["untrained_straightness"], at=s["straightness_random_walk"].value
+                s["untrained_straightness"], than=s["straightness_random_walk"].value
             ),
             side_word(
-                s["untrained_step_coherence"], at=s["coherence_independent"].value
+                s["untrained_step_coherence"], than=s["coherence_independent"].value
             ),
             range_word(s["untrained_kurtosis"], *PAPER_KURTOSIS),
             side_word(s["untrained_arrival_r2_gap"], ("more", "about as much", "less")),

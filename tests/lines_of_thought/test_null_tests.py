@@ -493,5 +493,11 @@ def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
     assert np.isfinite(summary["untrained_kurtosis_paper_arch"].lo)  # bootstrapped, 4 refits as the trained law
     assert len(null.law["arrival_r2_rows"]) == 5 and null.shapes.coherence["untrained"].shape[0] == 9
     assert null.view.shape == (6, 3, 3) and list(null.views(0)) == ["untrained gpt2 (seed 0), L = 3, D = 32"]
+    words = null.words()
+    straight = summary["untrained_straightness_paper_arch"]
+    walk = summary["straightness_random_walk_paper_arch"].value
+    assert words["paper_straight_word"] == ("above" if straight.lo > walk else "below" if straight.hi < walk else "across")
+    assert set(words) == {f"paper_{k}_word" for k in ("straight", "parallel", "kurtosis", "arrival")}
     skipped = architecture_null("", trained, 8, 30, 6, 8)
     assert skipped.views(0) == {} and set(skipped.summary().values()) == {None}
+    assert set(skipped.words().values()) == {"not measured"}
