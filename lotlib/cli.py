@@ -31,6 +31,12 @@ def _model_options(command: argparse.ArgumentParser, default_model: str) -> None
         f"hub id (default: {default_model})",
     )
     command.add_argument(
+        "--revision",
+        default=None,
+        help="a hub model's revision: a commit hash, branch or tag (the same as "
+        "--model ID@REVISION; default: main)",
+    )
+    command.add_argument(
         "--device",
         default=None,
         help="where the model runs: auto, cpu, cuda, mps (default auto)",
@@ -52,6 +58,9 @@ def _model_parameters(args, source: Path) -> dict:
         for name in ("model", "device", "dtype")
         if getattr(args, name) is not None
     }
+    if args.revision is not None:
+        default = read_spec(source).defaults.get("model")
+        given["model"] = _pinned(args.model or default, args.revision)
     missing = sorted(set(given) - set(read_spec(source).parameters))
     if missing:
         raise ValueError(
@@ -59,6 +68,15 @@ def _model_parameters(args, source: Path) -> dict:
             f"(it does not load a model)"
         )
     return given
+
+
+def _pinned(model: str | None, revision: str | None) -> str | None:
+    """`model` with `--revision` appended as MODEL@REVISION (the form every notebook's `model` takes)."""
+    if revision is None:
+        return model
+    if model is None:
+        raise ValueError("--revision needs --model: the hub id it pins")
+    return f"{model}@{revision}"
 
 
 def _positive(text: str) -> int:
@@ -423,7 +441,7 @@ def _book(args) -> int:
         project_root(),
         quick=args.quick,
         jobs=args.jobs,
-        model=args.model,
+        model=_pinned(args.model, args.revision),
         device=args.device or "auto",
         dtype=args.dtype or "float32",
         null=args.null,

@@ -40,7 +40,12 @@ import matplotlib.pyplot as plt
 
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import atlas_table, built_books, verdict_heatmap
+from lotlib.book.report import (
+    atlas_table,
+    built_books,
+    revision_words,
+    verdict_heatmap,
+)
 from lotlib.book.summary import glue, record
 
 plots.apply_theme()
@@ -50,7 +55,13 @@ models = list(dict.fromkeys(atlas["model"]))
 verdicts = atlas.pivot(index="id", columns="model", values="verdict")
 trained = [m for m in models if not m.startswith("untrained:")]
 changing = verdicts[trained][verdicts[trained].nunique(axis=1) > 1]
-glue("model_list", ", ".join(models))
+glue(
+    "model_list",
+    ", ".join(
+        f"{m} (weights {revision_words(atlas[atlas['model'] == m])})"
+        for m in models
+    ),
+)
 glue(
     "n_changing",
     len(changing) if len(trained) > 1 else "no comparison (one trained model)",

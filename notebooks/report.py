@@ -62,6 +62,7 @@ from lotlib.book.report import (
     claims_view,
     headline,
     report_table,
+    revision_words,
     verdict_bars,
 )
 from lotlib.book.summary import glue, record
@@ -71,6 +72,7 @@ claims = Path(claims_dir) if claims_dir else project_root() / "book" / "claims"
 table = report_table(claims, summaries_dir, null_summaries_dir)
 counts = headline(table)
 model = next(iter(table["run with"].str.extract(r"model=([^,]+)")[0].dropna()), "?")
+glue("model_revision", revision_words(table))
 by_group = counts.groupby(level="group").sum()
 glue("tolerance_rule", TOLERANCE_RULE)
 glue("n_chapters", table["chapter"].nunique())
@@ -91,6 +93,7 @@ record(
     {
         "claims": len(table),
         "model": model,
+        "model_revision": revision_words(table, digits=64),
         "null_model": bool(null_summaries_dir),
         **{
             f"paper_{v.replace(' ', '_')}": int((table["against paper"] == v).sum())
@@ -109,7 +112,8 @@ record(
 # %% [markdown]
 # ## The verdicts at a glance
 #
-# **{glue:text}`claims` claims** from {glue:text}`n_chapters` chapters on {glue:text}`model`. Against the
+# **{glue:text}`claims` claims** from {glue:text}`n_chapters` chapters on {glue:text}`model` (weights
+# revision {glue:text}`model_revision`). Against the
 # papers' numbers: {glue:text}`counts_numbers_of_the_paper`. The book's tests, findings:
 # {glue:text}`counts_findings`; null-controls: {glue:text}`counts_null_controls`; identities:
 # {glue:text}`counts_identities`.{glue:text}`null_note`

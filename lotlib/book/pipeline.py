@@ -79,16 +79,31 @@ def project_root(start: Path | None = None) -> Path:
     )
 
 
+def model_revision_of(spec: NotebookSpec, parameters: dict) -> str | None:
+    """The resolved revision of the model a run of `spec` loads (its `model` parameter; `sources.model_revision`:
+    a hub commit, the sha256 of an embedded or folder model's weights), None when the notebook has no `model`."""
+    from ..models.sources import model_revision
+
+    if "model" not in spec.parameters:
+        return None
+    return model_revision(str({**spec.defaults, **parameters}["model"]))
+
+
 def execution_key(spec: NotebookSpec, parameters: dict, depends_on=()) -> str:
-    """Hash of what an execution's result depends on: the notebook, its parameters, the lotlib modules it
-    imports (transitively) and any declared input files (one that does not exist yet hashes as missing)."""
+    """Hash of what an execution's result depends on: the notebook, its parameters, the resolved revision of its
+    model (a hub model's new commit re-executes it), the lotlib modules it imports (transitively) and any
+    declared input files (one that does not exist yet hashes as missing)."""
 
     def digest(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
     files = [*spec.dependencies, *sorted(Path(p) for p in depends_on)]
     payload = json.dumps(
-        {"parameters": parameters, "inputs": {str(p): digest(p) for p in files}},
+        {
+            "parameters": parameters,
+            "model_revision": model_revision_of(spec, parameters),
+            "inputs": {str(p): digest(p) for p in files},
+        },
         sort_keys=True,
         default=str,
     )
@@ -182,12 +197,18 @@ def run_notebook(
     finally:
         staged.unlink(missing_ok=True)
     ran_with = {**spec.defaults, **parameters}
-    executed.metadata["lotlib"] = {"key": key, "parameters": ran_with}
-    _insert_run_note(executed, ran_with)
+    revision = model_revision_of(spec, parameters)
+    executed.metadata["lotlib"] = {
+        "key": key,
+        "parameters": ran_with,
+        "model_revision": revision,
+    }
+    _insert_run_note(executed, ran_with, revision)
     if values is not None:
         payload = {
             "notebook": spec.name,
             "parameters": ran_with,
+            "model_revision": revision,
             "key": key,
             "values": values,
         }
@@ -280,8 +301,9 @@ def _execute(
         ) from None
 
 
-def _insert_run_note(nb, parameters: dict) -> None:
-    """A note after the title cell listing the parameters this execution used (read from the run)."""
+def _insert_run_note(nb, parameters: dict, revision: str | None) -> None:
+    """A note after the title cell listing the parameters this execution used and its model's resolved
+    revision (read from the run)."""
     import nbformat
 
     from .. import __version__
@@ -289,7 +311,8 @@ def _insert_run_note(nb, parameters: dict) -> None:
     items = " · ".join(f"`{k} = {v!r}`" for k, v in parameters.items())
     note = nbformat.v4.new_markdown_cell(
         f"```{{admonition}} Run with\n:class: note\n{items}\n\n"
-        f"lotlib {__version__}; executed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n```"
+        f"lotlib {__version__}; {f'model revision `{revision}`; ' if revision else ''}"
+        f"executed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n```"
     )
     note.metadata["tags"] = ["lotlib-run-note"]
     for cell in nb.cells:  # papermill's injected cell repeats what the note says

@@ -503,9 +503,21 @@ def report_table(
                 "protocol": (c.get("as_paper") or {}).get("protocol", ""),
                 "chapter": c["notebook"],
                 "run with": ", ".join(f"{k}={v}" for k, v in params.items()),
+                "model revision": summary.get("model_revision") or "",
             }
         )
     return pd.DataFrame(rows)
+
+
+def revision_words(table: pd.DataFrame, digits: int = 12) -> str:
+    """The model revision(s) a report's chapters ran on, for the prose: one short hash (a hub commit, or the
+    sha256 of the weights), "several: ..." when chapters ran on different weights, "not recorded" when none
+    says."""
+    found = sorted(set(table.get("model revision", pd.Series(dtype=str))) - {""})
+    short = [r if r.startswith("published:") else r[:digits] for r in found]
+    if not short:
+        return "not recorded"
+    return short[0] if len(short) == 1 else "several: " + ", ".join(short)
 
 
 GROUPS = ("numbers of the paper", "findings", "null-controls", "identities")
@@ -663,6 +675,7 @@ def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFra
         "nature",
         "claim",
         "model",
+        "model revision",
         "against paper",
         "verdict",
         "value",

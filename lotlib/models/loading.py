@@ -20,6 +20,7 @@ from .sources import (
     DEFAULT_MODEL,
     UNTRAINED,
     gpt2_tokenizer,
+    model_revision,
     model_source,
     not_found,
     published_config,
@@ -39,12 +40,14 @@ DTYPES = {
 
 @dataclass
 class Model:
-    """A loaded causal LM with its tokenizer and an `identity` that changes whenever its weights do."""
+    """A loaded causal LM with its tokenizer, an `identity` that changes whenever its weights do (the caches' key)
+    and the `revision` its weights were resolved to (`sources.model_revision`)."""
 
     name: str
     hf: PreTrainedModel
     tokenizer: object
     identity: str
+    revision: str
     variant: dict = field(default_factory=dict)
 
     @cached_property
@@ -121,9 +124,10 @@ def load_model(
     if untrained and (size := published_size(name)) is not None:
         config, tokenizer = published_config(name), gpt2_tokenizer()
         identity = weights_hash("published", name, json.dumps(size, sort_keys=True))
+        revision = model_revision(f"{UNTRAINED}{name}")
     else:
-        hf, tokenizer, identity = _load_trained(name, dtype, device)
-        config = hf.config
+        hf, tokenizer, source = _load_trained(name, dtype, device)
+        config, identity, revision = hf.config, source.identity, source.revision
     variant = {}
     if untrained or reinit_from is not None:
         fresh = _fresh_model(config, seed, dtype).to(device)
@@ -139,21 +143,23 @@ def load_model(
         hf=hf,
         tokenizer=tokenizer,
         identity=identity,
+        revision=revision,
         variant=variant,
     )
 
 
 def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
-    source, identity = model_source(name)
+    source = model_source(name)
     placement = {} if device.type == "cpu" else {"device_map": str(device)}
+    pinned = {"revision": source.hub_revision}  # a hub id loads the commit resolved
     try:
-        hf = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **placement)
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        hf = AutoModelForCausalLM.from_pretrained(
+            source.path, dtype=dtype, **placement, **pinned
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source.path, **pinned)
     except OSError as err:
         raise not_found(name, err) from err
-    if identity is None:  # hub id: the resolved commit pins the weights
-        identity = weights_hash(name, str(getattr(hf.config, "_commit_hash", None)))
-    return hf.to(device), tokenizer, identity
+    return hf.to(device), tokenizer, source
 
 
 def _fresh_model(config, seed: int, dtype: torch.dtype) -> PreTrainedModel:

@@ -26,6 +26,10 @@ from .gguf_header import config_from_header, read_header
 
 DEFAULT_MODEL = "smollm2-135m"
 UNTRAINED = "untrained:"  # name prefix of the untrained variant
+REVISION = "@"  # "org/model@REVISION" pins a hub model's revision
+HUB_VARIABLES = (
+    "HF_HUB_OFFLINE, HF_HUB_CACHE (or HF_HOME)"  # where huggingface_hub looks offline
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,20 @@ def split_name(name: str) -> tuple[str, bool]:
     )
 
 
+def split_revision(name: str) -> tuple[str, str | None]:
+    """("org/model@v1.0") -> ("org/model", "v1.0"): a hub id and the revision it pins (a commit, branch or tag;
+    None: the hub's main). A local folder keeps its name whole (its path may contain an @)."""
+    if REVISION not in name or Path(name).expanduser().exists():
+        return name, None
+    base, revision = name.rsplit(REVISION, 1)
+    if not base or not revision:
+        raise ModelNotFoundError(
+            f"model {name!r}: write a pinned hub revision as ID{REVISION}REVISION "
+            f"(e.g. gpt2{REVISION}main or a commit hash)"
+        )
+    return base, revision
+
+
 def published_size(name: str) -> dict[str, int] | None:
     """The hyper-parameters of a published architecture ("gpt2-medium", "openai-community/gpt2-medium"), or None."""
     return PUBLISHED.get(name.removeprefix(HUB_OWNER))
@@ -119,18 +137,65 @@ def gpt2_tokenizer():
     return GPT2TokenizerFast(vocab=vocab, merges=merges)
 
 
-def model_source(name: str) -> tuple[str | Path, str | None]:
-    """Where transformers reads model `name` (an untrained: prefix is ignored) and the identity of its
-    weights: an embedded model's de-quantized folder, a local folder, or the hub id itself (identity None:
-    the hub's commit pins it once loaded)."""
+@dataclass(frozen=True)
+class Source:
+    """Where transformers reads a model (`path`: a folder or a hub id), the `revision` that pins its weights (a
+    hub commit hash; the sha256 of an embedded model's GGUF or of a folder's config and weights) and the hub
+    `revision` argument for transformers (None for a folder)."""
+
+    path: str | Path
+    revision: str
+    hub_revision: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """What the caches key trained weights by: their revision (the same weights under any name or path)."""
+        return weights_hash(self.revision)
+
+
+def model_source(name: str) -> Source:
+    """Where model `name` is read from and its resolved revision (an untrained: prefix is ignored): an embedded
+    model's de-quantized folder, a local folder, or a hub id (`ID@REVISION` pins one), resolved through
+    huggingface_hub, offline from its cache when HF_HUB_OFFLINE is set."""
     name = split_name(name)[0]
     if name in EMBEDDED:
         folder, sha = embedded_folder(name)
-        return folder, weights_hash(name, sha)
+        return Source(folder, sha)
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser()
-        return folder, weights_hash(str(folder.resolve()), *_folder_stamp(folder))
-    return name, None
+        return Source(folder, folder_sha256(folder))
+    repo, pinned = split_revision(name)
+    commit = hub_commit(repo, pinned)
+    return Source(repo, commit, commit)
+
+
+def model_revision(name: str) -> str:
+    """The resolved revision of model `name` (see `Source`); an untrained published architecture, built in code,
+    is named by its hyper-parameters. Cheap after the first call (sums are remembered by file stamps)."""
+    base, untrained = split_name(name)
+    if untrained and (size := published_size(base)) is not None:
+        return "published:" + weights_hash(base, json.dumps(size, sort_keys=True))
+    if base in EMBEDDED:
+        return embedded_sha256(base)  # without de-quantizing
+    return model_source(base).revision
+
+
+def hub_commit(repo: str, revision: str | None = None) -> str:
+    """The commit hash hub model `repo` at `revision` (None: main) resolves to: online from the hub, offline
+    (HF_HUB_OFFLINE=1) from huggingface_hub's cache. Fails in one line naming the id and the variables."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        config = hf_hub_download(repo, "config.json", revision=revision)
+    except (
+        Exception
+    ) as err:  # offline, not cached, no such repo or revision: all one answer
+        raise not_found(
+            f"{repo}{REVISION}{revision}" if revision else repo, err
+        ) from None
+    return Path(
+        config
+    ).parent.name  # <cache>/models--org--name/snapshots/<commit>/config.json
 
 
 def load_config(name: str) -> dict:
@@ -143,14 +208,16 @@ def load_config(name: str) -> dict:
         return config_from_header(read_header(_gguf_parts(base)))
     if untrained and published_size(base) is not None:
         return published_config(base).to_dict()
-    source, _ = model_source(name)
-    if Path(source, "config.json").is_file():
-        config = json.loads(Path(source, "config.json").read_text())
+    source = model_source(name)
+    if Path(source.path, "config.json").is_file():
+        config = json.loads(Path(source.path, "config.json").read_text())
     else:
         from transformers import AutoConfig
 
         try:
-            config = AutoConfig.from_pretrained(source).to_dict()
+            config = AutoConfig.from_pretrained(
+                source.path, revision=source.hub_revision
+            ).to_dict()
         except OSError as err:
             raise not_found(name, err) from err
     return config.get("text_config") or config
@@ -167,13 +234,14 @@ def context_length(config) -> int | None:
     return None
 
 
-def not_found(name: str, err: OSError) -> ModelNotFoundError:
+def not_found(name: str, err: Exception) -> ModelNotFoundError:
     first = str(err).splitlines()[0] if str(err) else ""
     return ModelNotFoundError(
         f"unknown model {name!r}: it is not an embedded model ({', '.join(EMBEDDED)}), not a local folder, "
         f"and the Hugging Face hub could not provide it ({err.__class__.__name__}: {first}). Use an embedded "
-        f"name, a folder saved with save_pretrained, or a hub id such as 'gpt2' while online; prefix "
-        f"'{UNTRAINED}' for the same architecture with random weights."
+        f"name, a folder saved with save_pretrained, or a hub id such as 'gpt2' while online (offline, the "
+        f"hub's cache must hold it: {HUB_VARIABLES}); prefix '{UNTRAINED}' for the same architecture with "
+        f"random weights."
     )
 
 
@@ -181,17 +249,24 @@ def weights_hash(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:20]
 
 
-def _folder_stamp(folder: Path) -> list[str]:
-    return [
-        f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
-        for p in sorted(folder.iterdir())
-        if p.is_file()
-    ]
+WEIGHT_FILES = (
+    "config.json",
+    "*.safetensors",
+    "*.bin",
+)  # what a folder's revision sums
+
+
+def folder_sha256(folder: Path) -> str:
+    """The sha256 of a model folder's config.json and weight files (by name order), remembered like the GGUF
+    parts': the folder's revision, the same wherever the folder is copied."""
+    files = sorted({p for pattern in WEIGHT_FILES for p in folder.glob(pattern)})
+    label = "folder-" + weights_hash(str(folder.resolve()))
+    return _parts_sha256(label, files)
 
 
 def _parts_sha256(name: str, parts: list[Path]) -> str:
-    """The sha256 of the GGUF parts, remembered beside the cache (keyed by their paths, sizes and times) so
-    that a load does not re-read hundreds of megabytes; recomputed whenever a part changes."""
+    """The sha256 of files read in order, remembered beside the cache (keyed by their paths, sizes and times)
+    so that a load does not re-read hundreds of megabytes; recomputed whenever a part changes."""
     stamp = [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in parts]
     memo = cache_dir() / "models" / f"{name}.sha256.json"
     try:
@@ -225,13 +300,10 @@ def _gguf_parts(name: str) -> list[Path]:
     return parts
 
 
-def embedded_folder(name: str) -> tuple[Path, str]:
-    """The de-quantized transformers folder of embedded model `name`, built on first use, and the GGUF's sha256.
-
-    Only building it takes the lock beside it; a cache that cannot be written fails with one line naming the
-    folder and LOTLIB_CACHE_DIR."""
-    parts = _gguf_parts(name)
-    sha = _parts_sha256(name, parts)
+def embedded_sha256(name: str) -> str:
+    """The sha256 of embedded model `name`'s GGUF (its parts in order), checked against the list its package
+    ships when it ships one."""
+    sha = _parts_sha256(name, _gguf_parts(name))
     listed = EMBEDDED[name].sha256_list
     if listed is not None:
         expected = package_file(*listed).read_text().split()[0]
@@ -239,6 +311,15 @@ def embedded_folder(name: str) -> tuple[Path, str]:
             raise ModelNotFoundError(
                 f"embedded model {name!r}: GGUF sha256 {sha} != listed {expected}; reinstall it"
             )
+    return sha
+
+
+def embedded_folder(name: str) -> tuple[Path, str]:
+    """The de-quantized transformers folder of embedded model `name`, built on first use, and the GGUF's sha256.
+
+    Only building it takes the lock beside it; a cache that cannot be written fails with one line naming the
+    folder and LOTLIB_CACHE_DIR."""
+    parts, sha = _gguf_parts(name), embedded_sha256(name)
     folder = cache_dir() / "models" / f"{name}-{sha[:16]}"
     if not (
         folder / "lotlib.json"

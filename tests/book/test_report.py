@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from lotlib.book.report import (CROSS_MODEL_FACTOR, Null, against_paper, atlas_table, band, built_books, format_value,
-                                headline, load_claims, outcome, report_table, verdict, verdict_heatmap)
+                                headline, load_claims, outcome, report_table, revision_words, verdict,
+                                verdict_heatmap)
 from lotlib.book.summary import not_applicable
 from lotlib.intervals import Estimate, bootstrap, bootstrap_mean, exact, over_seeds, proportion
 
@@ -118,9 +119,10 @@ def test_against_the_paper_agrees_differs_or_cannot_say():
     assert verdict(PAPER_CLAIM, ours, [Null("cloud", cloud, "passes")], band_) == "not diagnostic"
 
 
-def _write(folder, name, values, parameters=None):
+def _write(folder, name, values, parameters=None, revision=None):
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.summary.json").write_text(json.dumps({"values": values, "parameters": parameters or {}}))
+    summary = {"values": values, "parameters": parameters or {}, "model_revision": revision}
+    (folder / f"{name}.summary.json").write_text(json.dumps(summary))
 
 
 CLAIMS = """
@@ -175,6 +177,20 @@ def test_report_and_atlas_read_ours_and_the_nulls(tmp_path):
     ax = verdict_heatmap(atlas.reset_index())
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "untrained:a"]
     assert "0.8" in [t.get_text() for t in ax.texts]  # each cell's value as text
+
+
+def test_the_report_and_atlas_carry_the_model_revision(tmp_path):
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "chapter.yml").write_text(CLAIMS)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    _write(tmp_path / "books" / "org--m" / "notebooks", "chapter", {"gap": 0.0}, {"model": "org/m"}, commit)
+    table = report_table(claims, tmp_path / "books" / "org--m" / "notebooks")
+    assert set(table["model revision"]) == {commit} and revision_words(table) == commit[:12]
+    assert revision_words(table.assign(**{"model revision": ["", ""]})) == "not recorded"
+    assert revision_words(table.assign(**{"model revision": ["a" * 40, "b" * 40]})) == f"several: {'a' * 12}, {'b' * 12}"
+    atlas = atlas_table(claims, built_books(tmp_path / "books"))
+    assert set(atlas["model revision"]) == {commit}
 
 
 def test_malformed_claims_are_refused(tmp_path):

@@ -1,5 +1,6 @@
 """The worker pool shared by the book and sweeps: a run's status, and no process left behind when the pool
 stops early (the caller's loop ends, raises or is interrupted)."""
+import json
 import os
 import time
 
@@ -101,3 +102,51 @@ def test_a_signalled_book_stops_its_workers_and_says_so(tmp_path, signum):
 
 def _children(psutil, pid: int) -> list:
     return [p for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+RECORDER = '''# %% [markdown]
+# # {name}
+
+# %% tags=["parameters"]
+seed: int = 0
+
+# %%
+import os
+from lotlib.book.summary import record
+
+record({{"parent": os.getppid(), "seed": seed}})
+'''
+
+
+@pytest.mark.slow
+def test_a_book_builds_on_a_local_dask_cluster_with_two_workers(tmp_path):
+    """`build_book(..., scheduler=...)`: the chapters run as tasks of a two-worker LocalCluster (kernels started
+    there, not here), their summaries are read back into the right files, and the strict HTML build passes."""
+    import shutil
+
+    import distributed
+
+    from lotlib.book.build import build_book
+    from lotlib.book.pipeline import project_root
+
+    root = project_root()
+    shutil.copytree(root / "book", tmp_path / "book", ignore=shutil.ignore_patterns("claims", "_toc.yml", "*.md"))
+    (tmp_path / "book" / "claims").mkdir()
+    (tmp_path / "book" / "intro.md").write_text("# A book on a cluster\n")
+    (tmp_path / "book" / "parameters.yml").write_text("quick:\n  second: {seed: 2}\n")
+    (tmp_path / "book" / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: notebooks/first\n  - file: notebooks/second\n")
+    (tmp_path / "notebooks").mkdir()
+    for name in ("first", "second"):
+        (tmp_path / "notebooks" / f"{name}.py").write_text(RECORDER.format(name=name.title()))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        html = build_book(tmp_path, quick=True, null=False, scheduler=cluster.scheduler_address,
+                          build=tmp_path / "build", say=lambda line: None)
+        with distributed.Client(cluster.scheduler_address) as client:
+            workers = set(client.run(os.getpid).values())
+    summaries = {name: json.loads((html.parents[1] / "notebooks" / f"{name}.summary.json").read_text())
+                 for name in ("first", "second")}
+    assert {s["values"]["seed"] for s in summaries.values()} == {0, 2}  # each summary in its own chapter's file
+    assert {s["values"]["parent"] for s in summaries.values()} <= workers  # each kernel started by a Dask worker
+    assert all((html / "notebooks" / f"{name}.html").stat().st_size > 1000 for name in summaries)

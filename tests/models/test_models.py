@@ -147,7 +147,8 @@ def test_untrained_published_architecture_loads_offline_seeded(monkeypatch):
 def test_published_names_keep_their_trained_weights_on_the_hub():
     from lotlib.models.sources import model_source
 
-    assert model_source("gpt2-medium") == ("gpt2-medium", None)  # a hub id: trained weights
+    with pytest.raises(ModelNotFoundError, match="'gpt2-medium'.*HF_HUB_OFFLINE"):
+        model_source("gpt2-medium")  # a hub id (trained weights), resolved through the hub: here offline
     with pytest.raises(ModelNotFoundError, match="hub could not provide"):  # offline (conftest): the clear error
         load_model("openai-community/gpt2", device="cpu")
     with pytest.raises(ModelNotFoundError, match="hub could not provide"):
