@@ -57,7 +57,7 @@ bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does
 n_truncated: "int | None" = None  # pilots of the last-layer protocol (None: all)
 n_propagated: int = 128  # pilots for the truncate-every-layer protocol (0 skips it)
 top: int = 5  # next tokens compared between p_K and p (the authors' top-5)
-paper_ratio: float = 2.8  # the paper's N_s: round(paper_ratio D) pilots
+n_s_paper: "PaperPilots" = "2.8D"  # the paper's N_s: a seeded subset of the pilots
 n_rep: int = 50  # repetitions of the intervals (pilots resampled, basis refit)
 seed: int = 0  # the scored pilots, the paper's subset, random directions, resamples
 
@@ -69,13 +69,13 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures, truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.lines_of_thought.extrapolation import paper_subset
+from lotlib.lines_of_thought.authors_protocol import paper_pilots
 from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
 X, L, D = ens.X, ens.L, ens.D  # X: (N_s, L+1, D)
-paper_pilots = paper_subset(ens.n_s, D, paper_ratio, seed)  # fails early if too few
+paper_set = paper_pilots(ens.n_s, D, n_s_paper, seed, model=ens.lm.name)
 U, S = ensemble.ensemble_svd(X)  # per layer, sorted by decreasing singular value
 U_al, S_al = ensemble.align_bases(
     U, S, reference=L // 2
@@ -169,7 +169,7 @@ runs = truncation.truncation_at_sizes(
     ens.corpus.ids,
     X,
     ks,
-    {f"N_s = {ens.n_s}": np.arange(ens.n_s), "N_s = 2.8 D": paper_pilots},
+    {f"N_s = {ens.n_s}": np.arange(ens.n_s), "N_s = 2.8 D": paper_set},
     n_truncated,
     n_propagated,
     n_rep=n_rep,

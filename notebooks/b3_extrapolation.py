@@ -48,7 +48,7 @@
 # - **Which pilots: two protocols.** The *paper's protocol* is the authors' code (`dx_calculate.m`): the
 #   bases are fit on the very pilots that are extrapolated and classified, N_s of them with N_s = 2.8 D
 #   (the paper's 2,900 pseudo-sentences for GPT-2 medium's D = 1024; here a seeded subset of
-#   round(`paper_ratio` · D) pilots). The authors publish no split for the SVM, and the SVM section's
+#   `n_s_paper` = 2.8 D pilots). The authors publish no split for the SVM, and the SVM section's
 #   numbers by this protocol are the ones to set beside the paper's. The *book's held-out test* is
 #   stronger: the bases are fit on a random half of the pilots (the *fit* half) and every figure and score
 #   uses the *held-out* half, so the extrapolation is a genuine prediction.
@@ -67,7 +67,7 @@
 #   scores as a whole).
 #
 # The split, the predictions and the SVM scores are `lotlib.lines_of_thought.extrapolation`
-# (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `paper_subset`, `same_pilot_svm`);
+# (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `same_pilot_svm`; the paper's pilots by `authors_protocol.paper_pilots`);
 # the figures are `lotlib.lines_of_thought.figures`.
 
 # %% tags=["parameters", "remove-cell"]
@@ -90,7 +90,7 @@ svm_top_k: "int | None" = None  # SVM features: None = all D, k = top-k singular
 svm_c: float = 0.1  # the SVM's regularization C
 train_fraction: float = 0.5  # the verdicts' SVM: share of pilots that train
 n_rep: int = 50  # repetitions of every SVM interval (resampled pilots, refits)
-paper_ratio: float = 2.8  # the paper's protocol: round(paper_ratio D) pilots
+n_s_paper: "PaperPilots" = "2.8D"  # the paper's protocol: a subset of the pilots
 seed: int = 0  # the split, the subsamples, the paper's pilots, the resamples
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the error ratios
 
@@ -99,10 +99,10 @@ from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import figures
+from lotlib.lines_of_thought.authors_protocol import paper_pilots
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.extrapolation import (
     HeldOutBases,
-    paper_subset,
     prediction_errors,
     repeated_svm,
     same_pilot_svm,
@@ -116,9 +116,7 @@ from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
-paper_pilots = paper_subset(
-    ens.n_s, ens.D, paper_ratio, seed
-)  # fails early if too few
+paper_set = paper_pilots(ens.n_s, ens.D, n_s_paper, seed, model=ens.lm.name)
 study = HeldOutBases.split(ens.X, first=ens.L // 2, seed=seed, rank=rank)
 first, L, tau_max = study.first, ens.L, min(tau_max, ens.L - study.first)
 pilots = subsamples(study, seed, n_plot=n_plot, n_svm=n_svm)
@@ -258,7 +256,7 @@ glue("growth_word", side_word(growth, ("falls", "shows no clear trend", "grows")
 # the test pilots lean the other way, because the whole ensemble balances.
 
 # %%
-paper = same_pilot_svm(ens.X[paper_pilots], first, svm_starts, tau_max, **verdict)
+paper = same_pilot_svm(ens.X[paper_set], first, svm_starts, tau_max, **verdict)
 title = f"Extrapolated vs true ensembles, two protocols, {model}"
 figures.svm_protocols_figure(paper, verdicts, tau_max, title)
 for key, word in versus_paper(paper, verdicts).items():
@@ -316,7 +314,7 @@ values = {
     "svm_starts": svm_starts,
     "n_rep": n_rep,
     "train_fraction": train_fraction,
-    "n_s_paper": len(paper_pilots),
+    "n_s_paper": len(paper_set),
     "tau_max": tau_max,
     **verdicts,
     **paper,

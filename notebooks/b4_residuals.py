@@ -74,7 +74,7 @@ n_boot: int = (
     200  # bootstrap resamples of the pilots (each re-evaluates every pair)
 )
 seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian reference
-n_s_paper: "FullBasis" = (
+n_s_paper: "PaperPilots" = (
     "2.8D"  # pilots of the authors' protocol (the paper's ratio)
 )
 n_boot_paper: int = 100  # its bootstrap resamples (each refits every layer's basis)

@@ -275,6 +275,14 @@ def _cells_done(chapter: Chapter) -> str:
     return f" (cell {done} of {len(code)})"
 
 
+def _forward_share(profile: dict) -> str:
+    """ ", forward passes 35 s (28%)" from a run's profile; "" without one."""
+    total, forward = profile.get("total"), profile.get("forward")
+    if not total or forward is None:
+        return ""
+    return f", forward passes {_duration(forward)} ({forward / total:.0%})"
+
+
 def _duration(seconds: float) -> str:
     return (
         f"{seconds:.0f} s"
@@ -312,7 +320,8 @@ def execute_chapters(
             if status["status"] == "ok":
                 cached = " (cached)" if status.get("reused") else ""
                 say(
-                    f"[lotlib book] {run.label}: done in {_duration(status['seconds'])}{cached}"
+                    f"[lotlib book] {run.label}: done in {_duration(status['seconds'])}"
+                    f"{cached}{_forward_share(status.get('profile', {}))}"
                 )
             else:
                 failures.append(f"{run.label}: {status['error']}")

@@ -22,6 +22,7 @@ import re
 import time
 from pathlib import Path
 
+from ..models.forward_clock import FORWARD_LOG, forward_seconds
 from ..storage.atomic import write_atomic, write_text_atomic
 from .parameters import check_parameters
 from .spec import NotebookSpec, read_spec
@@ -179,7 +180,13 @@ def run_notebook(
     summary.unlink(missing_ok=True)
     nbformat.write(nb, staged)
     kept = f" (partial notebook kept in {partial})" if keep_partial else ""
-    env = kernel_environment(spec, book, threads, environment)
+    forward_log = output.with_suffix(".forward.log")
+    forward_log.unlink(missing_ok=True)
+    env = {
+        **kernel_environment(spec, book, threads, environment),
+        FORWARD_LOG: str(forward_log),
+    }
+    start = time.perf_counter()
     try:
         executed = _execute(staged, partial, parameters, env, progress, spec, kept)
         _check_no_error_outputs(executed, spec.source.name, kept)
@@ -196,12 +203,19 @@ def run_notebook(
         raise
     finally:
         staged.unlink(missing_ok=True)
+        forward = forward_seconds(forward_log)
+        forward_log.unlink(missing_ok=True)
+    seconds = {  # the profile: forward passes (`ModelView.run`) against the rest
+        "total": round(time.perf_counter() - start, 2),
+        "forward": round(forward, 2),
+    }
     ran_with = {**spec.defaults, **parameters}
     revision = model_revision_of(spec, parameters)
     executed.metadata["lotlib"] = {
         "key": key,
         "parameters": ran_with,
         "model_revision": revision,
+        "seconds": seconds,
     }
     _insert_run_note(executed, ran_with, revision)
     if values is not None:
@@ -209,6 +223,7 @@ def run_notebook(
             "notebook": spec.name,
             "parameters": ran_with,
             "model_revision": revision,
+            "seconds": seconds,
             "key": key,
             "values": values,
         }
@@ -240,12 +255,12 @@ def recorded_values(executed: Path) -> dict | None:
 def is_current(output: Path, key: str, records: bool) -> bool:
     """Whether `output` holds a finished execution with `key` and, when the notebook `records`, the summary
     written from it (same key)."""
-    if _metadata(output).get("key") != key:
+    if executed_metadata(output).get("key") != key:
         return False
     return not records or (_read_json(summary_path(output)) or {}).get("key") == key
 
 
-def _metadata(executed: Path) -> dict:
+def executed_metadata(executed: Path) -> dict:
     """The `lotlib` metadata of an executed notebook ({} when it is missing or unreadable)."""
     import nbformat
 

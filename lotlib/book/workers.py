@@ -44,7 +44,8 @@ class Run:
 
 def execute(run: Run) -> dict:
     """Execute `run`; never raises. Returns its status: `{"label", "status": "ok" | "failed", "seconds",
-    "reused"}`, with `"error"` and `"details"` (the traceback) when it failed."""
+    "reused"}`, with `"error"` and `"details"` (the traceback) when it failed and `"profile"` (seconds in
+    all and in forward passes, from the kernel) when it ran."""
     from .pipeline import run_notebook
 
     output = Path(run.output)
@@ -71,7 +72,16 @@ def execute(run: Run) -> dict:
     reused = (
         before is not None and output.exists() and output.stat().st_mtime_ns == before
     )
+    if status["status"] == "ok" and not reused:
+        status["profile"] = _profile(output)
     return {**status, "seconds": time.perf_counter() - start, "reused": reused}
+
+
+def _profile(output: Path) -> dict:
+    """The executed notebook's seconds (`{"total", "forward"}`, the pipeline's profile), {} when unreadable."""
+    from .pipeline import executed_metadata
+
+    return dict(executed_metadata(output).get("seconds", {}))
 
 
 def died(run: Run, how: str) -> dict:

@@ -7,7 +7,7 @@ U `(T, D, k)` and S `(T, k)` are per-layer ensemble bases **aligned** across lay
 
 The reviewers' SVM is measured two ways. The paper's protocol (`same_pilot_svm`, as `dx_calculate.m`): the
 bases are fit on the very pilots that are extrapolated and classified, N_s = round(2.8 D) of them
-(`paper_subset`; the paper's 2,900 for D = 1024). The book's stronger test (`HeldOutBases`, `repeated_svm`):
+(`authors_protocol.paper_pilots`; the paper's 2,900 for D = 1024). The book's stronger test (`HeldOutBases`, `repeated_svm`):
 bases fit on half the pilots, the SVM scored on the other half. Every repetition of an interval resamples
 the data and refits every step: the paper's protocol draws the pilots with replacement and refits the bases
 on the draw (`refit_bootstrap`, `weighted_svd`); the held-out test draws a new fit half (new bases) and a
@@ -28,8 +28,6 @@ from tqdm.auto import tqdm
 
 from ..intervals import LEVEL, Estimate, bootstrap, side_word
 from .ensemble import align_bases, gaussian_cloud
-
-PAPER_PILOTS_PER_D = 2.8  # the paper's N_s over D: about 2,900 pseudo-sentences for GPT-2 medium's D = 1024
 
 
 def extrapolate(
@@ -226,25 +224,6 @@ def weighted_svd(
             lam[lam <= lam[0] * D * np.finfo(np.float64).eps] = 0.0
             U[t], S[t] = vec, np.sqrt(lam)
     return U, S
-
-
-def paper_subset(
-    n_s: int,
-    d: int,
-    ratio: float = PAPER_PILOTS_PER_D,
-    seed: int = 0,
-    param: str = "n_s",
-) -> np.ndarray:
-    """Sorted indices of round(`ratio` x `d`) of `n_s` pilots, a seeded subset without replacement: the
-    paper's N_s (2.8 D: about 2,900 for GPT-2 medium's D = 1024). Raises ValueError naming `param` (the
-    chapter's pilot count) when there are fewer pilots."""
-    need = round(ratio * d)
-    if n_s < need:
-        raise ValueError(
-            f"the paper's protocol uses round({ratio:g} D) = {need} pilots for D = {d}, but the ensemble "
-            f"has {n_s}: set {param} to at least {need} (or None, all of the corpus)"
-        )
-    return np.sort(np.random.default_rng(seed).choice(n_s, size=need, replace=False))
 
 
 def same_pilot_svm(

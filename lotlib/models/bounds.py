@@ -241,6 +241,24 @@ class FullBasis(Pilots):
         pilot_count(value, shape.d_model, param, at_least_width=True, model=shape.name)
 
 
+class PaperPilots(FullBasis):
+    """`FullBasis`, a subset of the chapter's own pilots: at most its `n_s` when that is a number or a multiple
+    of the width (None, all of the corpus, is checked once the corpus is cut)."""
+
+    description = "a number of pseudo-sentences of at least D, at most n_s, or a multiple of the width ('2.8D')"
+
+    @staticmethod
+    def check(value, shape, param, values):
+        want = pilot_count(value, shape.d_model, param, True, shape.name)
+        have = pilot_count(values.get("n_s"), shape.d_model, "n_s", model=shape.name)
+        if have is not None and want > have:
+            raise ParameterError(
+                f"parameter {param} = {value!r} asks for {want} pilots (D = {shape.d_model}) but "
+                f"n_s = {values.get('n_s')!r} draws {have}: raise n_s to at least {want} (or None, all of "
+                f"the corpus), or lower {param}"
+            )
+
+
 class Tokens(Bounded):
     """Tokens per pseudo-sentence: at least 2, and with BOS (the chapter's `bos`) at most the context length."""
 
@@ -255,4 +273,6 @@ class Tokens(Bounded):
         check_context(value, shape.max_positions, values.get("bos"), param, shape.name)
 
 
-TYPES = {cls.__name__: cls for cls in (Layer, Block, Pilots, FullBasis, Tokens)}
+TYPES = {
+    cls.__name__: cls for cls in (Layer, Block, Pilots, FullBasis, PaperPilots, Tokens)
+}

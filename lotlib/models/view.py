@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .forward_clock import forward_pass
 from .sources import context_length
 
 FAMILIES = {
@@ -260,7 +261,8 @@ class ModelView:
             cache is not None
         ):  # transformers names it `cache` from 5.2x on, `past_key_values` before
             kwargs = {"use_cache": True, **kwargs, self._cache_keyword: cache}
-        return self.base(input_ids=ids, **{"use_cache": False, **kwargs})
+        with forward_pass():  # the book's profile: forward passes against analysis
+            return self.base(input_ids=ids, **{"use_cache": False, **kwargs})
 
     def prefix_cache(self, ids):
         """The key-value cache of a forward pass over token ids `(N, T)`, for `run(more_ids, cache=...)`."""

@@ -294,3 +294,37 @@ def test_a_finished_kernel_is_shut_down_without_an_interrupt():
         return sent
 
     assert asyncio.run(lifetime()) == [signal.SIGINT]  # one interrupt: the one asked for, none at shutdown
+
+
+FORWARDS = '''# %% tags=["parameters"]
+model: str = ""
+
+# %%
+import lotlib
+from lotlib.models.capture import capture
+
+lm = lotlib.load_model(model, device="cpu")
+X = capture(lm, [[1, 2, 3, 4]] * 8, batch_size=2, progress=False)
+'''
+
+
+def test_an_execution_keeps_its_seconds_in_all_and_in_forward_passes(tmp_path, tiny_gpt2_dir):
+    from lotlib.book.build import _forward_share
+    from lotlib.book.pipeline import executed_metadata
+    from lotlib.book.profile import book_profile, profile_totals
+    from lotlib.book.workers import Run, execute
+
+    source = tmp_path / "forwards.py"
+    source.write_text(FORWARDS)
+    output = tmp_path / "book" / "notebooks" / "forwards.ipynb"
+    status = execute(Run("forwards", str(source), str(output), {"model": str(tiny_gpt2_dir)}))
+    seconds = executed_metadata(output)["seconds"]
+    assert status["status"] == "ok" and status["profile"] == seconds
+    assert 0 < seconds["forward"] < seconds["total"]  # four batches through view.run, inside a kernel's run
+    assert not output.with_suffix(".forward.log").exists()  # read, then removed
+    table = book_profile({"tiny": tmp_path / "book"})
+    assert table[["chapter", "total", "forward"]].values.tolist() == [["forwards", seconds["total"], seconds["forward"]]]
+    assert profile_totals(table)["total_over_forward"] == pytest.approx(seconds["total"] / seconds["forward"])
+    assert _forward_share({"total": 100.0, "forward": 28.0}) == ", forward passes 28 s (28%)" and _forward_share({}) == ""
+    again = execute(Run("forwards", str(source), str(output), {"model": str(tiny_gpt2_dir)}))
+    assert again["reused"] and "profile" not in again

@@ -3,6 +3,7 @@ and a bootstrap that refits the bases."""
 
 import math
 from types import SimpleNamespace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +25,8 @@ from lotlib.lines_of_thought.authors_protocol import (
 )
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import residuals
+
+ROOT = Path(__file__).resolve().parents[2]
 from lotlib.lines_of_thought.null_tests import resampling_weights
 from lotlib.models.bounds import ParameterError
 
@@ -258,3 +261,19 @@ def test_paper_ensembles_share_resamples_and_read_x_l_after_the_norm():
     )
     model, cloud = runs["model"].mean_var, runs["structureless cloud"].mean_var
     assert not np.allclose(model[0, 1:, 1:], cloud[0, 1:, 1:], equal_nan=True)
+
+
+def test_the_papers_pilot_count_is_checked_against_n_s_before_any_model_work(tiny_gpt2_dir):
+    """`n_s_paper` ("PaperPilots") fits the model (at least D) and the chapter's own pilots (at most n_s) at
+    preflight, from the config alone."""
+    from lotlib.book.parameters import ParameterError, check_parameters
+    from lotlib.book.spec import read_spec
+
+    spec = read_spec(ROOT / "notebooks" / "b2_ensemble_svd.py")
+    model = str(tiny_gpt2_dir)  # D = 64: 2.8 D = 180 pilots (rounded up)
+    check_parameters(spec.parameters, {"model": model, "n_s": "3D", "n_s_paper": "2.8D"}, "b2")
+    check_parameters(spec.parameters, {"model": model, "n_s": None}, "b2")  # all of the corpus: checked on cutting
+    with pytest.raises(ParameterError, match=r"n_s_paper = '2.8D' asks for 180 pilots .* n_s = 'D' draws 64"):
+        check_parameters(spec.parameters, {"model": model, "n_s": "D"}, "b2")
+    with pytest.raises(ParameterError, match="n_s_paper = 10 is below D = 64"):
+        check_parameters(spec.parameters, {"model": model, "n_s_paper": 10}, "b2")

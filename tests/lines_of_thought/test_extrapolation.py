@@ -5,7 +5,7 @@ from scipy.linalg import expm
 from scipy.stats import norm
 
 from lotlib.lines_of_thought.extrapolation import (HeldOutBases, basis_angles, centered_percentile, extrapolate,
-                                                    paper_subset, prediction_errors, refit_bootstrap, repeated_svm,
+                                                    prediction_errors, refit_bootstrap, repeated_svm,
                                                     residuals, same_pilot_svm, subsamples, svm_accuracy,
                                                     svm_accuracy_interval, svm_split_accuracy, svm_by_tau,
                                                     svm_true_vs_true, weighted_svd)
@@ -209,14 +209,6 @@ def test_centered_percentile_keeps_the_spread_and_moves_it_to_the_value():
     assert np.isnan(centered_percentile([1.0, np.nan], 5, unit="pilots").lo)
     clipped = centered_percentile(np.r_[0.98, 0.9, 0.95, 1.0], 3, unit="pilots", bounds=(0.0, 1.0))
     assert clipped.hi == 1.0 and clipped.lo < 0.98
-
-
-def test_paper_subset_is_round_2_8_d_seeded_and_refuses_too_few_pilots():
-    picked = paper_subset(3000, 1024, seed=4)
-    assert len(picked) == 2867 == len(np.unique(picked)) and np.all(np.diff(picked) > 0)
-    assert np.array_equal(picked, paper_subset(3000, 1024, seed=4))
-    with pytest.raises(ValueError, match="set n_s to at least 2867"):
-        paper_subset(2000, 1024)
 
 
 def test_same_pilot_svm_is_the_paper_protocol():

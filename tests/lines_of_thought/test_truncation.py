@@ -148,14 +148,14 @@ def test_criteria_on_known_scores_and_weights_as_repeated_pilots():
 
 def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(tiny_gpt2_dir, monkeypatch):
     from lotlib.lines_of_thought import extrapolation
-    from lotlib.lines_of_thought.extrapolation import paper_subset
+    from lotlib.lines_of_thought.authors_protocol import paper_pilots
     from lotlib.lines_of_thought.truncation import criteria, resampled_truncation
 
     model = load_model(str(tiny_gpt2_dir))
     ids = gibberish(model.view.W_E.shape[0], n_s=180, n_k=6, seed=2).ids
     X = capture(model, ids, progress=False)
     D = X.shape[2]
-    P = paper_subset(len(X), D)  # round(2.8 x 64) = 179 pilots
+    P = paper_pilots(len(X), D, n_s=179)  # a seeded subset, as the paper's N_s = 2.8 D is
     fitted = []
     weighted_svd = extrapolation.weighted_svd
     monkeypatch.setattr(extrapolation, "weighted_svd", lambda Y, c: fitted.append((len(Y), c.sum())) or weighted_svd(Y, c))

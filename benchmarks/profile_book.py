@@ -1,0 +1,79 @@
+"""Forward passes against analysis, per chapter, for a built book (issue 21's profile).
+
+    python benchmarks/profile_book.py [--model smollm2-135m] [--quick] [--build build] [--no-null]
+    python benchmarks/profile_book.py --cold [--model ...] [--quick]     # build it cold first, then profile
+
+Reads each executed chapter's seconds (in all, and in forward passes timed by `ModelView.run`) from the book's
+notebooks and its untrained null's, prints one line per chapter, the totals (chapter-seconds: chapters run two
+at a time) and the ratio of the total to the forward passes: 1.0 would mean the book costs no more than its
+model. Only a cold build counts its forward passes: a chapter whose trajectories were cached shows none.
+`--cold` builds the book first with an empty trajectory cache in a temporary folder (the embedded model's
+de-quantized folder is reused from the usual cache, so de-quantizing is not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lotlib.book.build import book_folder, build_book, null_model
+from lotlib.book.pipeline import project_root
+from lotlib.book.profile import book_profile, profile_totals
+from lotlib.models.sources import DEFAULT_MODEL
+
+
+def _cold_build(
+    root: Path, model: str, quick: bool, null: bool, scratch: Path
+) -> float:
+    """Build the book into `scratch` with a trajectory cache that holds only the de-quantized models."""
+    cache = scratch / "cache"
+    usual = Path(os.environ.get("LOTLIB_CACHE_DIR", Path.home() / ".cache" / "lotlib"))
+    if (usual / "models").is_dir():
+        shutil.copytree(usual / "models", cache / "models", symlinks=True)
+    os.environ["LOTLIB_CACHE_DIR"] = str(cache)
+    start = time.perf_counter()
+    build_book(root, quick=quick, model=model, null=null, build=scratch / "build")
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--quick", action="store_true", help="the quick book")
+    parser.add_argument("--build", type=Path, default=None, help="default: build/")
+    parser.add_argument("--no-null", dest="null", action="store_false")
+    parser.add_argument("--cold", action="store_true", help="build it cold first")
+    args = parser.parse_args()
+    root = project_root()
+    with tempfile.TemporaryDirectory(prefix="lotlib-profile-") as scratch:
+        wall = None
+        if args.cold:
+            wall = _cold_build(root, args.model, args.quick, args.null, Path(scratch))
+            args.build = Path(scratch) / "build"
+        models = [args.model] + ([null_model(args.model)] if args.null else [])
+        books = {m: book_folder(root, m, args.quick, args.build) for m in models if m}
+        table = book_profile(books)
+    if table.empty:
+        print(
+            f"no profiled chapters in {', '.join(map(str, books.values()))}: build the book first"
+        )
+        return 1
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    totals = profile_totals(table)
+    print(
+        f"\nchapter-seconds {totals['total']:.0f}, forward passes {totals['forward']:.0f}: "
+        f"total / forward = {totals['total_over_forward']:.2f}"
+        + (f"; wall clock of the cold build {wall / 60:.1f} min" if wall else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
