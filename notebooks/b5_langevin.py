@@ -44,8 +44,8 @@
 #
 # **How sure we are.** Variance ratios and the Fokker-Planck moments carry 95% bootstrap intervals over the
 # held-out pilots (a pilot is resampled with its simulated samples; the split, the bases and the noise law are
-# held fixed). The energy-distance margins carry 95% intervals over `n_seeds` seeds of the method: each seed draws
-# new Langevin noise, a new subsample for the distance and a new split of the true ensemble into halves.
+# held fixed), and so do the energy-distance margins (a pilot is resampled with its predictions). The curves of
+# energy distance by layer show the method's spread over `n_seeds` seeds (new noise, subsample and halves).
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -75,7 +75,7 @@ noise_convention: "Literal['log_mean', 'mean_log']" = (
 n_distance: int = 1000  # points of each ensemble in the energy distance
 n_plot: int = 1500  # points of each ensemble drawn
 n_boot: int = 1000  # bootstrap resamples of the held-out pilots
-n_seeds: int = 10  # seeds of the energy-distance margins (noise, subsample, halves)
+n_seeds: int = 10  # seeds of the energy-distance curves (noise, subsample, halves)
 seed: int = 0  # the split, starting noise, subsamples, bootstrap
 
 # %% tags=["hide-input"]
@@ -263,11 +263,16 @@ shares.round(2)
 # between each prediction and the true held-out ensemble, `n_distance` points of each, for `n_seeds` seeds. The
 # **floor** is the distance between two random halves of the true held-out ensemble: what sampling alone gives.
 # A model beats another only by a margin larger than that floor: the claims use
-# (E_other − E_Langevin − |floor|) / E|x − x′|, in units of the ensemble's own scale, with an interval over seeds.
+# (E_other − E_Langevin − |floor|) / E|x − x′|, in units of the ensemble's own scale, at the last layer. Its 95%
+# interval is a bootstrap of the held-out pilots (`langevin.energy_margins`: one simulation, the distances
+# between pilots summed once, each resample reweighting them; every prediction keeps the points of the pilots
+# drawn). The model was fitted on the other pilots, so each resample is scored out of sample; the figure's bands
+# are the method's spread over seeds (noise, subsample, halves), not an interval of the data.
 
 # %%
 energy = langevin.energy_distances(sde, n_samples, n_distance, n_seeds, seed)
-margin = langevin.energy_margin(energy, lang_name, "noiseless linear map (Eq. 1)")
+margins = langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed)
+margin = margins.estimate("noiseless linear map (Eq. 1)")
 words = ("not closer to", "not measurably closer to", "closer to")
 glue("langevin_vs_map", side_word(margin, words))
 figures.energy_figure(
@@ -371,7 +376,7 @@ values = {
     "variance_ratio_all_langevin_last": ratios[lang_name]["all D"],
     "variance_ratio_all_other_noise_last": ratios[list(predicted)[1]]["all D"],
     "variance_ratio_all_linear_last": ratios[list(predicted)[3]]["all D"],
-    **langevin.energy_summary(energy, lang_name),
+    **langevin.energy_summary(energy, lang_name, margins),
     **fp.summary(lang_name),
     **{
         f"variance_ratio_{s}_{'log' if spline == 'ln sigma' else 'sigma'}": v

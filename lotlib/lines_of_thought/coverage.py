@@ -246,15 +246,16 @@ def b5_statistics(
     seed: int = 0,
 ) -> dict[str, Estimate]:
     """B5's intervals as the chapter computes them (`langevin.held_out_langevin` from t = L // 2, noise "eq2"):
-    the variance ratios and Fokker-Planck moments (bootstrap over held-out pilots) and the energy margins
-    (t-intervals over seeds), for trajectories X `(N, L+1, D)`, under the chapter's keys (`B5_KEYS`)."""
+    the variance ratios, Fokker-Planck moments and energy margins (bootstrap over held-out pilots), for trajectories X `(N, L+1, D)`, under the chapter's keys (`B5_KEYS`)."""
     sde = langevin.held_out_langevin(X, None, n_layers, seed=seed)
     name = f"Langevin (noise {sde.noise})"
     ratios = langevin.variance_ratios(
         sde, langevin.predictions(sde, n_samples, seed), n_boot, seed
     )[name]
     energy = langevin.energy_summary(
-        langevin.energy_distances(sde, n_samples, n_distance, n_seeds, seed), name
+        langevin.energy_distances(sde, n_samples, n_distance, n_seeds, seed),
+        name,
+        langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed),
     )
     found = {
         "ratios": ratios,

@@ -717,30 +717,119 @@ def energy_distances(
     return pd.DataFrame(rows)
 
 
-def energy_margin(energy: pd.DataFrame, langevin: str, other: str) -> Estimate:
-    """(E_other - E_langevin - `|floor|`) / the mean `|x - x'|` at the last layer of `energy_distances`, mean and t-interval
-    over seeds: positive when the Langevin model is closer to the truth by more than sampling alone."""
-    from ..intervals import over_seeds
+def pilot_distances(P: np.ndarray, Q: np.ndarray, block: int = 4096) -> np.ndarray:
+    """Sums of Euclidean distances between the points of pilots: P `(n, s, D)` and Q `(m, r, D)` (the points
+    each pilot carries) give `(n, m)`, entry [i, j] = sum over a, b of |P[i, a] - Q[j, b]|. Float64, computed in
+    blocks of about `block` points of P."""
+    n, s, D = P.shape
+    m, r, _ = Q.shape
+    Qf = Q.reshape(-1, D).astype(np.float64)
+    q2 = np.sum(Qf**2, 1)
+    out = np.empty((n, m))
+    rows = max(1, block // s)
+    for start in range(0, n, rows):
+        Pf = P[start : start + rows].reshape(-1, D).astype(np.float64)
+        squared = np.sum(Pf**2, 1)[:, None] + q2[None, :] - 2 * Pf @ Qf.T
+        d = np.sqrt(np.clip(squared, 0.0, None)).reshape(-1, s, m, r)
+        out[start : start + rows] = d.sum(axis=(1, 3))
+    return out
 
-    last = energy[energy["layer t"] == energy["layer t"].max()]
-    return over_seeds(
-        (last[other] - last[langevin] - last[ENERGY_COLUMNS["floor"]].abs())
-        / last["scale"]
-    )
+
+@dataclass
+class EnergyMargins:
+    """B5's energy margins at the last simulated layer, on the held-out sample (row 0) and on `n_boot` resamples
+    of the held-out pilots (rows 1..): `margins[name]` `(1 + n_boot,)` is (E_name - E_Langevin - |floor|) /
+    E|x - x'| for name in "constant-variance noise" and "noiseless linear map (Eq. 1)", over `n` pilots."""
+
+    margins: dict[str, np.ndarray]
+    n: int
+
+    def estimate(self, name: str) -> Estimate:
+        """The margin over `name` with its 95% bootstrap interval (`centered_percentile`)."""
+        from .extrapolation import centered_percentile
+
+        return centered_percentile(self.margins[name], self.n, unit="held-out pilots")
 
 
-def energy_summary(energy: pd.DataFrame, langevin: str) -> dict:
-    """The margins of the Langevin model (column `langevin`) over constant-variance noise and over the noiseless
-    map (`energy_margin`), and each mean energy distance at the last layer, under the chapter's summary keys."""
+def _weighted_energies(
+    cross: np.ndarray, within: np.ndarray, truth: np.ndarray, w: np.ndarray, s: int
+) -> float:
+    """The energy distance between a prediction carrying `s` points per pilot and the truth, with pilot j drawn
+    w[j] times, from the pilot-distance sums `cross` (prediction, truth), `within` (prediction, prediction)
+    and `truth` (truth, truth): within-sample means over pairs of distinct copies (a copy and itself
+    excluded, two copies of one point count as distance 0)."""
+    W = w.sum()
+    between = w @ cross @ w / (s * W * W)
+    own = w @ within @ w / (s * W * (s * W - 1))
+    true = w @ truth @ w / (W * (W - 1))
+    return float(2 * between - own - true)
+
+
+def energy_margins(
+    model: HeldOutLangevin,
+    n_samples: int,
+    n_points: int,
+    n_boot: int,
+    seed: int = 0,
+) -> EnergyMargins:
+    """The energy margins of the Langevin model at its last layer (`EnergyMargins`) from one simulation of
+    `n_samples` realisations per held-out pilot (at most `n_points` pilots, a seeded subset): the distances
+    between pilots' points are summed once (`pilot_distances`), and each bootstrap resample of the pilots
+    (`resampling_weights`, seeded; every prediction keeps the points of the pilots drawn) reweights them. The
+    floor is the energy distance between two seeded halves of the drawn pilots' truth. The model was fitted on
+    the other pilots, so every resample is scored out of sample."""
+    from .null_tests import resampling_weights
+
+    rng = np.random.default_rng(seed)
+    held = np.arange(len(model.held))
+    if len(held) > n_points:
+        held = np.sort(rng.choice(held, size=n_points, replace=False))
+    X0, tau = model.X[model.held][held, model.t0], model.n_layers
+    true = model.truth[held, tau][:, None]  # (h, 1, D)
+    predicted = {
+        "Langevin": simulate(X0, model.plan, model.rates[model.noise], n_samples, seed)[
+            :, :, tau
+        ],
+        ENERGY_COLUMNS["constant"]: simulate(
+            X0, model.plan, model.rates["constant"], n_samples, seed
+        )[:, :, tau],
+        ENERGY_COLUMNS["linear"]: noiseless_map(model)[held, tau][:, None],
+    }
+    truth = pilot_distances(true, true)
+    sums = {
+        name: (pilot_distances(P, true), pilot_distances(P, P), P.shape[1])
+        for name, P in predicted.items()
+    }
+    half = rng.permutation(len(held)) < len(held) // 2
+    weights = resampling_weights(len(held), n_boot, seed)
+    margins = {
+        name: [] for name in (ENERGY_COLUMNS["constant"], ENERGY_COLUMNS["linear"])
+    }
+    for w in weights.astype(np.float64):
+        energy = {
+            name: _weighted_energies(*c[:2], truth, w, c[2]) for name, c in sums.items()
+        }
+        a, b = w * half, w * ~half
+        floor = 2 * a @ truth @ b / (a.sum() * b.sum()) - sum(
+            v @ truth @ v / (v.sum() * (v.sum() - 1)) for v in (a, b)
+        )
+        scale = w @ truth @ w / (w.sum() * (w.sum() - 1))
+        for name in margins:
+            margins[name].append(
+                (energy[name] - energy["Langevin"] - abs(floor)) / scale
+            )
+    return EnergyMargins({k: np.array(v) for k, v in margins.items()}, len(held))
+
+
+def energy_summary(energy: pd.DataFrame, langevin: str, margins: EnergyMargins) -> dict:
+    """The margins of the Langevin model over constant-variance noise and over the noiseless map with their
+    bootstrap intervals (`energy_margins`), and each mean energy distance at the last layer of `energy`
+    (`energy_distances`, column `langevin` for the Langevin model), under the chapter's summary keys."""
     last = energy[energy["layer t"] == energy["layer t"].max()]
     columns = {"langevin": langevin, **ENERGY_COLUMNS}
     return {
-        "energy_margin_over_constant": energy_margin(
-            energy, langevin, ENERGY_COLUMNS["constant"]
-        ),
-        "energy_margin_over_linear": energy_margin(
-            energy, langevin, ENERGY_COLUMNS["linear"]
-        ),
+        "energy_margin_over_constant": margins.estimate(ENERGY_COLUMNS["constant"]),
+        "energy_margin_over_linear": margins.estimate(ENERGY_COLUMNS["linear"]),
         **{
             f"energy_{key}_last": float(last[name].mean())
             for key, name in columns.items()

@@ -11,7 +11,8 @@ from lotlib.lines_of_thought.extrapolation import extrapolate
 from lotlib.lines_of_thought.langevin import (covariance_distance, energy_distance, exponential_noise,
                                               langevin_flow, matched_noise, moments, propagators, proper_bases, rotation_log,
                                               simulate, steps)
-from lotlib.lines_of_thought.langevin import (ENERGY_COLUMNS, FP_STATS, energy_margin, fokker_planck, fp_stats,
+from lotlib.lines_of_thought.langevin import (ENERGY_COLUMNS, FP_STATS, _weighted_energies, energy_distance,
+                                              energy_margins, fokker_planck, fp_stats, pilot_distances,
                                               held_out_langevin, noiseless_map, residual_shares, scheme_variants,
                                               split_pilots, total_variance)
 
@@ -321,13 +322,34 @@ def test_fp_stats_score_a_perfect_prediction_as_perfect():
     assert stats[FP_STATS[1]][0] < 0.05
 
 
-def test_energy_margin_is_the_mean_normalized_gap_over_seeds():
-    energy = pd.DataFrame(
-        {"seed": [0, 0, 1, 1], "layer t": [4, 5, 4, 5], "L": [9, 1.0, 9, 2.0], "scale": [1, 2, 1, 2],
-         ENERGY_COLUMNS["constant"]: [0, 5.0, 0, 7.0], ENERGY_COLUMNS["floor"]: [0, -1.0, 0, 1.0]}
-    )
-    margin = energy_margin(energy, "L", ENERGY_COLUMNS["constant"])
-    assert margin.value == pytest.approx(np.mean([(5 - 1 - 1) / 2, (7 - 2 - 1) / 2])) and margin.n == 2
+def test_pilot_distances_sum_every_pair_of_points():
+    rng = np.random.default_rng(0)
+    P, Q = rng.normal(size=(5, 3, 4)), rng.normal(size=(6, 2, 4))
+    brute = np.linalg.norm(P[:, :, None, None] - Q[None, None], axis=-1).sum(axis=(1, 3))
+    np.testing.assert_allclose(pilot_distances(P, Q, block=4), brute)
+
+
+def test_weighted_energies_are_the_energy_distance_of_the_drawn_points():
+    """Pilot j drawn w[j] times, with its points: the energy distance of the explicitly repeated samples."""
+    rng = np.random.default_rng(1)
+    P, T = rng.normal(size=(7, 3, 4)), rng.normal(0.5, 1.0, size=(7, 1, 4))
+    sums = (pilot_distances(P, T), pilot_distances(P, P), pilot_distances(T, T))
+    for w in (np.ones(7), np.array([2.0, 0, 1, 3, 0, 1, 0])):
+        drawn = lambda Z: np.repeat(Z, w.astype(int), axis=0).reshape(-1, 4)
+        direct = energy_distance(drawn(P), drawn(T), n=10_000)
+        assert _weighted_energies(*sums, w, 3) == pytest.approx(direct)
+
+
+def test_energy_margins_on_the_sample_and_their_bootstrap_interval():
+    sde = held_out_langevin(_walks(), None, 2, seed=0)
+    margins = energy_margins(sde, n_samples=3, n_points=50, n_boot=40, seed=0)
+    assert margins.n == min(50, len(sde.held))
+    assert set(margins.margins) == {ENERGY_COLUMNS["constant"], ENERGY_COLUMNS["linear"]}
+    assert all(len(m) == 41 and np.isfinite(m).all() for m in margins.margins.values())
+    estimate = margins.estimate(ENERGY_COLUMNS["linear"])
+    assert estimate.value == margins.margins[ENERGY_COLUMNS["linear"]][0] and estimate.lo < estimate.hi
+    again = energy_margins(sde, n_samples=3, n_points=50, n_boot=40, seed=0)
+    np.testing.assert_array_equal(again.margins[ENERGY_COLUMNS["linear"]], margins.margins[ENERGY_COLUMNS["linear"]])
 
 
 def test_fokker_planck_and_variants_agree_with_an_independent_computation():
