@@ -227,3 +227,23 @@ def test_same_pilot_svm_is_the_paper_protocol():
     x = np.random.default_rng(9).normal(size=(300, 6))
     bent = np.stack([x, x**2 * np.sign(x) + 1.0], axis=1)
     assert same_pilot_svm(bent, 0, [0], 1, n_rep=2)["paper_svm_tau1"].value > 0.65
+
+
+def test_the_same_pilot_trap_pooled_moments_agree_and_a_split_then_scores_below_chance():
+    """Why the paper's protocol scores below 0.5 (B3, SmolLM2: about 0.40). (1) On the pilots that fit full-rank
+    bases, Eq. 1 reproduces the ensemble's second-moment matrix exactly: x~ stacks to V(t) S(t+tau) U(t+tau)^T.
+    (2) Two classes whose pooled statistics agree by construction lean opposite ways in any train/test split
+    of the pool, so a linear classifier scores below chance (here: two independent Gaussian samples, then the
+    same with their pooled means made equal)."""
+    X = np.random.default_rng(3).normal(size=(200, 3, 8)) + np.array([0.0, 1.0, 2.0])[None, :, None]
+    U, S = align_bases(*ensemble_svd(X), reference=0)
+    moved, true = extrapolate(X, U, S, 0, 2), X[:, 2]
+    np.testing.assert_allclose(moved.T @ moved, true.T @ true, rtol=1e-8, atol=1e-8)
+    assert not np.allclose(moved, true)  # the pilots themselves are not reproduced
+    rng = np.random.default_rng(0)
+    free, tied = [], []
+    for r in range(20):
+        A, B = rng.normal(size=(600, 40)), rng.normal(size=(600, 40))
+        free.append(svm_split_accuracy(A, B, np.arange(600), np.random.default_rng(r)))
+        tied.append(svm_split_accuracy(A, B - B.mean(0) + A.mean(0), np.arange(600), np.random.default_rng(r)))
+    assert abs(np.mean(free) - 0.5) < 0.02 and np.mean(tied) < 0.46
