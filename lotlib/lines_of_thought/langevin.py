@@ -719,7 +719,7 @@ def energy_distances(
 
 def pilot_distances(P: np.ndarray, Q: np.ndarray, block: int = 4096) -> np.ndarray:
     """Sums of Euclidean distances between the points of pilots: P `(n, s, D)` and Q `(m, r, D)` (the points
-    each pilot carries) give `(n, m)`, entry [i, j] = sum over a, b of |P[i, a] - Q[j, b]|. Float64, computed in
+    each pilot carries) give `(n, m)`, entry [i, j] = sum over a, b of `|P[i, a] - Q[j, b]|`. Float64, computed in
     blocks of about `block` points of P."""
     n, s, D = P.shape
     m, r, _ = Q.shape
@@ -738,8 +738,8 @@ def pilot_distances(P: np.ndarray, Q: np.ndarray, block: int = 4096) -> np.ndarr
 @dataclass
 class EnergyMargins:
     """B5's energy margins at the last simulated layer, on the held-out sample (row 0) and on `n_boot` resamples
-    of the held-out pilots (rows 1..): `margins[name]` `(1 + n_boot,)` is (E_name - E_Langevin - |floor|) /
-    E|x - x'| for name in "constant-variance noise" and "noiseless linear map (Eq. 1)", over `n` pilots."""
+    of the held-out pilots (rows 1..): `margins[name]` `(1 + n_boot,)` is `(E_name - E_Langevin - |floor|) /
+    E|x - x'|` for name in "constant-variance noise" and "noiseless linear map (Eq. 1)", over `n` pilots."""
 
     margins: dict[str, np.ndarray]
     n: int
