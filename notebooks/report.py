@@ -93,7 +93,7 @@ record(
     {
         "claims": len(table),
         "model": model,
-        "model_revision": revision_words(table, digits=64),
+        "weights_revision": revision_words(table, digits=64),
         "null_model": bool(null_summaries_dir),
         **{
             f"paper_{v.replace(' ', '_')}": int((table["against paper"] == v).sum())

@@ -328,3 +328,22 @@ def test_an_execution_keeps_its_seconds_in_all_and_in_forward_passes(tmp_path, t
     assert _forward_share({"total": 100.0, "forward": 28.0}) == ", forward passes 28 s (28%)" and _forward_share({}) == ""
     again = execute(Run("forwards", str(source), str(output), {"model": str(tiny_gpt2_dir)}))
     assert again["reused"] and "profile" not in again
+
+
+def test_no_chapter_glues_a_key_that_it_also_records():
+    """`record` glues every value it records, so a literal key both passed to `glue(...)` and recorded would be
+    glued twice and fail the run (as the report's `model_revision` once did, caught only by the slow book
+    build). Checked statically on every notebook: literal `glue("key", ...)` against literal `record({...})` keys."""
+    import ast
+
+    for source in sorted((ROOT / "notebooks").glob("*.py")):
+        glued, recorded = set(), set()
+        for node in ast.walk(ast.parse(source.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args):
+                continue
+            first = node.args[0]
+            if node.func.id == "glue" and isinstance(first, ast.Constant):
+                glued.add(first.value)
+            elif node.func.id == "record" and isinstance(first, ast.Dict):
+                recorded |= {k.value for k in first.keys if isinstance(k, ast.Constant)}
+        assert not glued & recorded, f"{source.name}: glued and recorded: {sorted(glued & recorded)}"
