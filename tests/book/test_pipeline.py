@@ -149,8 +149,10 @@ def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkey
     run_notebook(source, "runs/chapter.ipynb", {"n": 1}, progress=False)
     summary = json.loads((tmp_path / "runs" / "chapter.summary.json").read_text())
     key = nbformat.read(tmp_path / "runs" / "chapter.ipynb", 4).metadata["lotlib"]["key"]
+    seconds = summary.pop("seconds")
     assert summary == {"notebook": "chapter", "parameters": {"n": 1, "label": "x"}, "values": {"result": 21},
-                       "key": key}
+                       "key": key, "model_revision": None}  # no `model` parameter: no model revision
+    assert seconds["total"] > 0 and seconds["forward"] == 0.0
 
 
 RECORDING = '''# %% tags=["parameters"]
@@ -308,6 +310,7 @@ X = capture(lm, [[1, 2, 3, 4]] * 8, batch_size=2, progress=False)
 '''
 
 
+@pytest.mark.slow
 def test_an_execution_keeps_its_seconds_in_all_and_in_forward_passes(tmp_path, tiny_gpt2_dir):
     from lotlib.book.build import _forward_share
     from lotlib.book.pipeline import executed_metadata
