@@ -90,10 +90,12 @@ def model_revision_of(spec: NotebookSpec, parameters: dict) -> str | None:
     return model_revision(str({**spec.defaults, **parameters}["model"]))
 
 
-def execution_key(spec: NotebookSpec, parameters: dict, depends_on=()) -> str:
-    """Hash of what an execution's result depends on: the notebook, its parameters, the resolved revision of its
-    model (a hub model's new commit re-executes it), the lotlib modules it imports (transitively) and any
-    declared input files (one that does not exist yet hashes as missing)."""
+def execution_key(
+    spec: NotebookSpec, parameters: dict, revision: str | None, depends_on=()
+) -> str:
+    """Hash of what an execution's result depends on: the notebook, its parameters, the resolved `revision` of
+    its model (`model_revision_of`: a hub model's new commit re-executes it), the lotlib modules it imports
+    (transitively) and any declared input files (one that does not exist yet hashes as missing)."""
 
     def digest(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
@@ -102,7 +104,7 @@ def execution_key(spec: NotebookSpec, parameters: dict, depends_on=()) -> str:
     payload = json.dumps(
         {
             "parameters": parameters,
-            "model_revision": model_revision_of(spec, parameters),
+            "model_revision": revision,
             "inputs": {str(p): digest(p) for p in files},
         },
         sort_keys=True,
@@ -159,7 +161,8 @@ def run_notebook(
     check_parameters(
         spec.parameters, parameters, spec.source.name
     )  # before heavy imports
-    key = execution_key(spec, parameters, depends_on)
+    revision = model_revision_of(spec, parameters)  # once: a hub id asks the hub
+    key = execution_key(spec, parameters, revision, depends_on)
     if reuse and is_current(output, key, spec.records):
         return output
     import jupytext
@@ -210,7 +213,6 @@ def run_notebook(
         "forward": round(forward, 2),
     }
     ran_with = {**spec.defaults, **parameters}
-    revision = model_revision_of(spec, parameters)
     executed.metadata["lotlib"] = {
         "key": key,
         "parameters": ran_with,

@@ -27,7 +27,7 @@ from ..intervals import is_estimate
 from ..models.bounds import ParameterError
 from ..storage.atomic import write_text_atomic
 from .parameters import check_parameters
-from .pipeline import execution_key, is_current, recorded_values
+from .pipeline import execution_key, is_current, model_revision_of, recorded_values
 from .spec import NotebookSpec, read_spec
 from .workers import DONE, Run, run_pool
 
@@ -136,7 +136,9 @@ def _finished(folder: Path, spec: NotebookSpec, parameters: dict) -> bool:
     summary written from it, when the notebook records one)."""
     status = _read_status(folder) or {}
     return status.get("status") == "ok" and is_current(
-        folder / f"{spec.name}.ipynb", execution_key(spec, parameters), spec.records
+        folder / f"{spec.name}.ipynb",
+        execution_key(spec, parameters, model_revision_of(spec, parameters)),
+        spec.records,
     )
 
 

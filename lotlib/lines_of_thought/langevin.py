@@ -353,18 +353,9 @@ def energy_distance(
         for Z in (A, B)
     )
 
-    def mean_distance(P, Q, same):
-        d = np.sqrt(
-            np.clip(
-                np.sum(P**2, 1)[:, None] + np.sum(Q**2, 1)[None, :] - 2 * P @ Q.T,
-                0,
-                None,
-            )
-        )
-        if not same:
-            return d.mean()
-        np.fill_diagonal(d, 0.0)
-        return d.sum() / (d.size - len(P))
+    def mean_distance(P, Q, same):  # a point and itself add 0: leave the pair out
+        total = pilot_distances(P[:, None], Q[:, None]).sum()
+        return total / (len(P) * len(Q) - same * len(P))
 
     return float(
         2 * mean_distance(A, B, False)
@@ -751,7 +742,7 @@ class EnergyMargins:
         return centered_percentile(self.margins[name], self.n, unit="held-out pilots")
 
 
-def _weighted_energies(
+def _weighted_energy(
     cross: np.ndarray, within: np.ndarray, truth: np.ndarray, w: np.ndarray, s: int
 ) -> float:
     """The energy distance between a prediction carrying `s` points per pilot and the truth, with pilot j drawn
@@ -805,9 +796,9 @@ def energy_margins(
     margins = {
         name: [] for name in (ENERGY_COLUMNS["constant"], ENERGY_COLUMNS["linear"])
     }
-    for w in weights.astype(np.float64):
+    for w in weights:
         energy = {
-            name: _weighted_energies(*c[:2], truth, w, c[2]) for name, c in sums.items()
+            name: _weighted_energy(*c[:2], truth, w, c[2]) for name, c in sums.items()
         }
         a, b = w * half, w * ~half
         floor = 2 * a @ truth @ b / (a.sum() * b.sum()) - sum(

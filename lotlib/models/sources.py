@@ -139,13 +139,16 @@ def gpt2_tokenizer():
 
 @dataclass(frozen=True)
 class Source:
-    """Where transformers reads a model (`path`: a folder or a hub id), the `revision` that pins its weights (a
-    hub commit hash; the sha256 of an embedded model's GGUF or of a folder's config and weights) and the hub
-    `revision` argument for transformers (None for a folder)."""
+    """Where transformers reads a model (`path`: a folder, or a hub id as a str) and the `revision` that pins its
+    weights (a hub commit hash; the sha256 of an embedded model's GGUF or of a folder's config and weights)."""
 
     path: str | Path
     revision: str
-    hub_revision: str | None = None
+
+    @property
+    def hub_revision(self) -> str | None:
+        """The `revision` argument for transformers: the commit of a hub id, None for a folder."""
+        return self.revision if isinstance(self.path, str) else None
 
     @property
     def identity(self) -> str:
@@ -166,7 +169,7 @@ def model_source(name: str) -> Source:
         return Source(folder, folder_sha256(folder))
     repo, pinned = split_revision(name)
     commit = hub_commit(repo, pinned)
-    return Source(repo, commit, commit)
+    return Source(repo, commit)
 
 
 def model_revision(name: str) -> str:

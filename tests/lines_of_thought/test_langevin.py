@@ -11,7 +11,7 @@ from lotlib.lines_of_thought.extrapolation import extrapolate
 from lotlib.lines_of_thought.langevin import (covariance_distance, energy_distance, exponential_noise,
                                               langevin_flow, matched_noise, moments, propagators, proper_bases, rotation_log,
                                               simulate, steps)
-from lotlib.lines_of_thought.langevin import (ENERGY_COLUMNS, FP_STATS, _weighted_energies, energy_distance,
+from lotlib.lines_of_thought.langevin import (ENERGY_COLUMNS, FP_STATS, _weighted_energy, energy_distance,
                                               energy_margins, fokker_planck, fp_stats, pilot_distances,
                                               held_out_langevin, noiseless_map, residual_shares, scheme_variants,
                                               split_pilots, total_variance)
@@ -329,7 +329,7 @@ def test_pilot_distances_sum_every_pair_of_points():
     np.testing.assert_allclose(pilot_distances(P, Q, block=4), brute)
 
 
-def test_weighted_energies_are_the_energy_distance_of_the_drawn_points():
+def test_weighted_energy_is_the_energy_distance_of_the_drawn_points():
     """Pilot j drawn w[j] times, with its points: the energy distance of the explicitly repeated samples."""
     rng = np.random.default_rng(1)
     P, T = rng.normal(size=(7, 3, 4)), rng.normal(0.5, 1.0, size=(7, 1, 4))
@@ -337,7 +337,7 @@ def test_weighted_energies_are_the_energy_distance_of_the_drawn_points():
     for w in (np.ones(7), np.array([2.0, 0, 1, 3, 0, 1, 0])):
         drawn = lambda Z: np.repeat(Z, w.astype(int), axis=0).reshape(-1, 4)
         direct = energy_distance(drawn(P), drawn(T), n=10_000)
-        assert _weighted_energies(*sums, w, 3) == pytest.approx(direct)
+        assert _weighted_energy(*sums, w, 3) == pytest.approx(direct)
 
 
 def test_energy_margins_on_the_sample_and_their_bootstrap_interval():
