@@ -1,20 +1,20 @@
-"""Cached trajectory extraction: sharded, checksummed, resumable, readable without write access.
+"""Cached trajectory extraction: sharded, content-addressed, checksummed, resumable, readable without write access.
 
-A cache entry lives in `<cache>/trajectories/<key>/` where `key` hashes everything that changes
-the result (model identity and dtype, corpus ids, capture options, CAPTURE_VERSION); not the device,
-where results agree.
+The cache of a model lives in `<cache>/trajectories/<model>-<key>/`, where `key` hashes everything besides the
+token ids that changes a shard's content (model identity and dtype, capture options, shard size,
+CAPTURE_VERSION); not the device, where results agree. A corpus is cut into shards of `shard_size`
+pseudo-sentences, and a shard is found by the sha256 of its own token ids, so corpora that share rows share
+shards: the first 576 pseudo-sentences of Walden are captured once for every chapter that reads a prefix of
+Walden, whatever its N_s (only a last, partial shard is particular to its corpus).
 
-How a shard is verified: each shard is written to a temporary file and renamed to
-`shard-<index>-<sha256>.npy`, so its name carries the sha256 of its bytes and it verifies on its own. On
-load every shard's bytes are hashed and compared with its name; a missing or corrupt shard is recomputed,
-never silently used. `manifest.json` lists the finished shards and their sha256 for people browsing the
-cache: it is rebuilt from the shards that verify when it is missing, and nothing is recomputed for it.
-(Entries written before shards carried their sha256 are named `shard-<index>.npy` and verified against
-their `manifest.json`.)
+How a shard is verified: it is written to a temporary file and renamed to `shard-<ids>-<sha256>.npy`, so its
+name carries the sha256 of its bytes and it verifies on its own. On load every shard's bytes are hashed and
+compared with its name; a missing or corrupt shard is recomputed, never silently used.
 
-Reading a finished entry takes no lock and writes nothing, so a cache on a read-only file system serves
-every entry it holds. Filling an entry takes a lock beside it (parallel runs wait, then reuse the shards);
-a cache that cannot be written fails with one line naming the entry and LOTLIB_CACHE_DIR.
+Reading shards that exist takes no lock and writes nothing, so a cache on a read-only file system serves
+every corpus it holds. A missing shard is filled under its own lock (`shard-<ids>.lock`): runs that need the
+same shards share the work (each takes the shards nobody is computing, then waits for the rest); a cache
+that cannot be written fails with one line naming the shard and LOTLIB_CACHE_DIR.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import io
 import json
 import re
 import warnings
-from contextlib import suppress
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,38 +32,29 @@ from tqdm.auto import tqdm
 
 from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.locks import file_lock
-from ..storage.paths import NotWritableError, cache_dir
+from ..storage.paths import cache_dir
 from .bounds import check_context, pilot_count
 from .capture import capture
 from .corpus import Corpus
 from .loading import Model
 
 CAPTURE_VERSION = 1  # bump when capture() changes what it returns
-SHARD = re.compile(
-    r"^shard-(\d{5})(?:-([0-9a-f]{64}))?\.npy$"
-)  # index, and the sha256 of the file's bytes
 
 
 class Shard(NamedTuple):
-    """One verified shard of a cache entry: its file, the sha256 of its bytes, its trajectories."""
+    """One verified shard: its file, the sha256 of its bytes, its trajectories."""
 
     path: Path
     sha256: str
     array: np.ndarray
 
 
-def cache_key(
-    model: Model, corpus: Corpus, all_positions: bool, dtype: str, shard_size: int
-) -> dict:
-    """Everything an entry's content depends on."""
+def cache_key(model: Model, all_positions: bool, dtype: str, shard_size: int) -> dict:
+    """Everything besides its token ids that a shard's content depends on."""
     return {
         "model": model.name,
         "model_identity": model.identity,
         "model_dtype": model.dtype,
-        "corpus": corpus.name,
-        "corpus_identity": corpus.identity,
-        "n_s": corpus.n_s,
-        "n_k": corpus.n_k,
         "all_positions": all_positions,
         "dtype": dtype,
         "shard_size": shard_size,
@@ -73,14 +63,16 @@ def cache_key(
 
 
 def cache_folder(key: dict) -> Path:
-    """The entry's folder: a readable model and corpus name, and a hash of `key`."""
+    """The folder of the shards of `key`: a readable model name, and a hash of `key`."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    readable = re.sub(
-        r"[^A-Za-z0-9_.-]+",
-        "_",
-        f"{Path(key['model']).name}-{key['corpus'].split('(')[0]}",
-    )
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(key["model"]).name)
     return cache_dir() / "trajectories" / f"{readable}-{digest}"
+
+
+def ids_digest(ids: np.ndarray) -> str:
+    """The name of the token ids `(n, N_k)` of one shard: the sha256 of their shape and int64 bytes."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    return hashlib.sha256(repr(ids.shape).encode() + ids.tobytes()).hexdigest()[:24]
 
 
 def trajectories(
@@ -89,7 +81,7 @@ def trajectories(
     *,
     all_positions: bool = False,
     dtype: str = "float32",
-    shard_size: int = 256,
+    shard_size: int = 64,
     batch_size: int = 32,
     progress: bool = True,
 ) -> np.ndarray:
@@ -107,29 +99,44 @@ def trajectories(
     check_context(
         corpus.n_k, model.view.max_positions, param="the corpus's n_k", model=model.name
     )
-    key = cache_key(model, corpus, all_positions, dtype, shard_size)
+    key = cache_key(model, all_positions, dtype, shard_size)
     folder = cache_folder(key)
-    n_shards = -(-corpus.n_s // shard_size)
-    shards, _ = _scan(folder, n_shards)
-    if (
-        len(shards) == n_shards
-    ):  # a finished entry: no lock, and nothing written unless the manifest is gone
-        with suppress(NotWritableError):
-            _write_manifest(folder, shards)
-    else:
-        with file_lock(folder.with_name(folder.name + ".lock")):
-            shards = _fill(
+    blocks = [
+        corpus.ids[start : start + shard_size]
+        for start in range(0, corpus.n_s, shard_size)
+    ]
+    names = [ids_digest(ids) for ids in blocks]
+    shards = {i: _find(folder, name)[0] for i, name in enumerate(names)}
+    missing = [i for i, shard in shards.items() if shard is None]
+    if missing:
+        write_text_atomic(
+            folder / "key.json", json.dumps(key, indent=1, sort_keys=True)
+        )
+        bar = tqdm(
+            total=len(missing),
+            desc=f"trajectories {model.name} / {corpus.name}",
+            unit="shard",
+            disable=not progress,
+        )
+
+        def compute(i: int) -> np.ndarray:
+            return capture(
                 model,
-                corpus,
-                folder,
-                key,
-                all_positions,
-                dtype,
-                shard_size,
-                batch_size,
-                progress,
+                blocks[i],
+                all_positions=all_positions,
+                batch_size=batch_size,
+                dtype=dtype,
+                progress=False,
             )
-    return np.concatenate([shards[i].array for i in range(n_shards)])
+
+        with bar:
+            while missing:
+                i, shards[i] = _fill_one(
+                    folder, {j: names[j] for j in missing}, compute
+                )
+                missing.remove(i)
+                bar.update()
+    return np.concatenate([shards[i].array for i in range(len(blocks))])
 
 
 def walden_trajectories(
@@ -161,109 +168,51 @@ def walden_trajectories(
     return lm, corpus, trajectories(lm, corpus, **options)
 
 
-def _scan(
-    folder: Path, n_shards: int
-) -> tuple[dict[int, Shard], list[tuple[Path, str]]]:
-    """The entry's shards that verify, by index, and the files that do not (with the reason). Writes nothing."""
-    recorded = _read_manifest(
-        folder
-    )  # only entries from before shards named their sha256 need it
-    good, bad = {}, []
-    for path in sorted(folder.glob("shard-*.npy")):
-        match = SHARD.match(path.name)
-        if not match or int(match[1]) >= n_shards:
-            continue
-        expected = match[2] or recorded.get(path.name)
-        if expected is None:
-            bad.append(
-                (
-                    path,
-                    "has no recorded sha256 (an entry from before shards named their sha256, "
-                    "whose manifest.json is gone)",
-                )
-            )
-            continue
+def _find(folder: Path, name: str) -> tuple[Shard | None, list[tuple[Path, str]]]:
+    """The shard of the ids named `name` that verifies (or None), and the files of that name that do not
+    (with the reason). Writes nothing."""
+    bad = []
+    for path in sorted(folder.glob(f"shard-{name}-*.npy")):
+        expected = path.stem.rsplit("-", 1)[1]
         try:
             payload = path.read_bytes()
         except FileNotFoundError:  # replaced by a writer meanwhile
             continue
-        if hashlib.sha256(payload).hexdigest() != expected:
-            bad.append((path, "does not match its recorded sha256"))
-            continue
-        good[int(match[1])] = Shard(path, expected, np.load(io.BytesIO(payload)))
-    return good, bad
+        if hashlib.sha256(payload).hexdigest() == expected:
+            return Shard(path, expected, np.load(io.BytesIO(payload))), bad
+        bad.append((path, "does not match its recorded sha256"))
+    return None, bad
 
 
-def _fill(
-    model: Model,
-    corpus: Corpus,
-    folder: Path,
-    key: dict,
-    all_positions: bool,
-    dtype: str,
-    shard_size: int,
-    batch_size: int,
-    progress: bool,
-) -> dict[int, Shard]:
-    """Compute the entry's missing shards (called under the entry's lock)."""
-    n_shards = -(-corpus.n_s // shard_size)
-    shards, bad = _scan(
-        folder, n_shards
-    )  # another process may have filled it while we waited
+def _fill_one(folder: Path, pending: dict[int, str], compute) -> tuple[int, Shard]:
+    """One of the missing shards `pending` (corpus index -> ids name), filled by `compute(index)` unless a run
+    filled it meanwhile: the first whose lock is free, else the first once its lock is free."""
+    for i, name in pending.items():
+        with file_lock(folder / f"shard-{name}.lock", wait=False) as held:
+            if held:
+                return i, _fill_held(folder, name, compute, i)
+    i, name = next(iter(pending.items()))
+    with file_lock(folder / f"shard-{name}.lock"):
+        return i, _fill_held(folder, name, compute, i)
+
+
+def _fill_held(folder: Path, name: str, compute, i: int) -> Shard:
+    """The shard `name` at corpus index `i`, computed unless a run filled it meanwhile (under its lock)."""
+    shard, bad = _find(folder, name)
     for path, reason in bad:
         warnings.warn(
-            f"trajectory cache shard {path} {reason}; recomputing it", stacklevel=3
+            f"trajectory cache shard {path} {reason}; recomputing it", stacklevel=5
         )
         path.unlink(missing_ok=True)
-    if not (
-        folder / "key.json"
-    ).exists():  # what the entry holds, for people browsing the cache
-        write_text_atomic(
-            folder / "key.json", json.dumps(key, indent=1, sort_keys=True)
-        )
-    missing = [i for i in range(n_shards) if i not in shards]
-    for index in tqdm(
-        missing,
-        desc=f"trajectories {model.name} / {corpus.name}",
-        unit="shard",
-        disable=not progress,
-    ):
-        array = capture(
-            model,
-            corpus.ids[index * shard_size : (index + 1) * shard_size],
-            all_positions=all_positions,
-            batch_size=batch_size,
-            dtype=dtype,
-            progress=False,
-        )
-        payload = _npy_bytes(array)
-        sha = hashlib.sha256(payload).hexdigest()
-        path = write_atomic(
-            folder / f"shard-{index:05d}-{sha}.npy",
-            lambda tmp: tmp.write_bytes(payload),
-        )
-        shards[index] = Shard(path, sha, array)
-        _write_manifest(
-            folder, shards
-        )  # after each shard: an interrupted extraction lists what it finished
-    _write_manifest(folder, shards)
-    return shards
-
-
-def _read_manifest(folder: Path) -> dict:
-    try:
-        return json.loads((folder / "manifest.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-
-
-def _write_manifest(folder: Path, shards: dict[int, Shard]) -> None:
-    """`manifest.json`: shard file name -> sha256 of the shards in `shards`, written when it differs."""
-    manifest = {s.path.name: s.sha256 for s in shards.values()}
-    if _read_manifest(folder) != manifest:
-        write_text_atomic(
-            folder / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True)
-        )
+    if shard is not None:
+        return shard
+    array = compute(i)
+    payload = _npy_bytes(array)
+    sha = hashlib.sha256(payload).hexdigest()
+    path = write_atomic(
+        folder / f"shard-{name}-{sha}.npy", lambda tmp: tmp.write_bytes(payload)
+    )
+    return Shard(path, sha, array)
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

@@ -14,8 +14,9 @@ from .paths import not_writable
 
 
 @contextmanager
-def file_lock(path: str | Path):
-    """Hold an exclusive lock on `path` (created if missing) for the duration of the block."""
+def file_lock(path: str | Path, wait: bool = True):
+    """Hold an exclusive lock on `path` (created if missing) for the duration of the block; yields True.
+    With `wait=False` a lock held elsewhere is not waited for: the block runs at once and gets False."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -23,8 +24,14 @@ def file_lock(path: str | Path):
     except OSError as err:
         raise not_writable(path, err) from None
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(
+                handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+            )
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

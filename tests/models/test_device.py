@@ -30,7 +30,7 @@ def test_the_cache_key_holds_the_dtype_not_the_device(tiny_llama_dir):
     f32 = load_model(str(tiny_llama_dir), device="cpu")
     bf16 = load_model(str(tiny_llama_dir), device="cpu", dtype="bfloat16")
     assert (f32.dtype, bf16.dtype) == ("float32", "bfloat16")
-    keys = [cache_key(m, corpus, False, "float32", 256) for m in (f32, bf16)]
+    keys = [cache_key(m, False, "float32", 256) for m in (f32, bf16)]
     assert cache_folder(keys[0]) != cache_folder(keys[1]) and "device" not in keys[0]
     X = capture(bf16, corpus.ids, progress=False)
     assert X.dtype == np.float32 and np.isfinite(X).all()  # bf16 states come back as float32 numpy

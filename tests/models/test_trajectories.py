@@ -1,8 +1,6 @@
-"""The trajectory cache: hits, keys, resume after interruption, corrupt shards rebuilt, a lost manifest rebuilt
-without recomputing, reading without write access, clear errors for inputs with nothing to extract."""
-import json
-import warnings
-
+"""The trajectory cache: hits, keys, shards shared by corpora with the same rows, resume after interruption,
+corrupt shards rebuilt, runs that fill the same shards at once, reading without write access, clear errors for
+inputs with nothing to extract."""
 import numpy as np
 import pytest
 
@@ -31,9 +29,13 @@ def counting(monkeypatch):
     return calls
 
 
-def _folder(model, corpus, **options):
-    key = traj.cache_key(model, corpus, options.get("all_positions", False), "float32", options["shard_size"])
-    return traj.cache_folder(key)
+def _folder(model, **options):
+    return traj.cache_folder(traj.cache_key(model, options.get("all_positions", False), "float32",
+                                            options["shard_size"]))
+
+
+def _shard_files(model, ids, shard_size=4):
+    return sorted(_folder(model, shard_size=shard_size).glob(f"shard-{traj.ids_digest(ids)}-*.npy"))
 
 
 def test_second_call_is_a_cache_hit(model, counting):
@@ -46,14 +48,27 @@ def test_second_call_is_a_cache_hit(model, counting):
     assert first.shape == (10, 4, 64)
 
 
-def test_key_changes_with_corpus_model_and_options(model, tiny_gpt2_dir):
-    a = gibberish(50257, n_s=4, n_k=6, seed=0)
-    b = gibberish(50257, n_s=4, n_k=6, seed=1)
+def test_corpora_that_share_rows_share_their_shards(model, counting):
+    from lotlib import Corpus
+
+    corpus = gibberish(50257, n_s=10, n_k=6, seed=12)
+    whole = trajectories(model, corpus, shard_size=4, progress=False)
+    prefix = Corpus("prefix", corpus.ids[:9])  # two full shards shared, a last partial one of its own
+    np.testing.assert_array_equal(trajectories(model, prefix, shard_size=4, progress=False), whole[:9])
+    assert counting["n"] == 3 + 1
+    np.testing.assert_array_equal(trajectories(model, Corpus("eight", corpus.ids[:8]), shard_size=4,
+                                               progress=False), whole[:8])
+    assert counting["n"] == 4
+
+
+def test_key_changes_with_model_and_options_and_the_shard_name_with_the_ids(model, tiny_gpt2_dir):
     other = load_model(str(tiny_gpt2_dir))
     untrained = load_model(str(tiny_gpt2_dir), untrained=True, seed=5)
-    folders = {_folder(model, a, shard_size=4), _folder(model, b, shard_size=4), _folder(other, a, shard_size=4),
-               _folder(untrained, a, shard_size=4), _folder(model, a, shard_size=4, all_positions=True)}
+    folders = {_folder(model, shard_size=4), _folder(other, shard_size=4), _folder(untrained, shard_size=4),
+               _folder(model, shard_size=4, all_positions=True), _folder(model, shard_size=8)}
     assert len(folders) == 5
+    a, b = (gibberish(50257, n_s=4, n_k=6, seed=seed).ids for seed in (0, 1))
+    assert len({traj.ids_digest(a), traj.ids_digest(b), traj.ids_digest(a[:2]), traj.ids_digest(a[:, :4])}) == 4
 
 
 def test_resume_after_interruption_gives_identical_result(model, counting):
@@ -61,9 +76,7 @@ def test_resume_after_interruption_gives_identical_result(model, counting):
     counting["fail_after"] = 2
     with pytest.raises(KeyboardInterrupt):
         trajectories(model, corpus, shard_size=4, progress=False)
-    folder = _folder(model, corpus, shard_size=4)
-    listed = sorted(json.loads((folder / "manifest.json").read_text()))
-    assert [name[:11] for name in listed] == ["shard-00000", "shard-00001"]
+    assert [len(_shard_files(model, corpus.ids[i:i + 4])) for i in (0, 4, 8)] == [1, 1, 0]
     counting["fail_after"] = None
     resumed = trajectories(model, corpus, shard_size=4, progress=False)
     assert counting["n"] == 3  # only the missing shard was computed
@@ -73,7 +86,7 @@ def test_resume_after_interruption_gives_identical_result(model, counting):
 def test_corrupt_shard_is_detected_and_rebuilt(model, counting):
     corpus = gibberish(50257, n_s=8, n_k=6, seed=5)
     clean = trajectories(model, corpus, shard_size=4, progress=False)
-    shard, = _folder(model, corpus, shard_size=4).glob("shard-00001-*.npy")
+    shard, = _shard_files(model, corpus.ids[4:8])
     raw = bytearray(shard.read_bytes())
     raw[-5] ^= 0xFF  # flip bits inside the float data: still a loadable .npy, but wrong
     shard.write_bytes(bytes(raw))
@@ -81,47 +94,28 @@ def test_corrupt_shard_is_detected_and_rebuilt(model, counting):
         again = trajectories(model, corpus, shard_size=4, progress=False)
     assert counting["n"] == 3
     np.testing.assert_array_equal(again, clean)
+    assert len(_shard_files(model, corpus.ids[4:8])) == 1
 
 
 def test_cache_folder_stays_inside_the_cache_for_paths_and_hub_ids(model):
     from lotlib.storage.paths import cache_dir
 
-    corpus = gibberish(50257, n_s=2, n_k=4)
     for name in ("/some/local/folder", "meta-llama/Llama-3.2-1B"):
-        key = {**traj.cache_key(model, corpus, False, "float32", 4), "model": name}
+        key = {**traj.cache_key(model, False, "float32", 4), "model": name}
         assert traj.cache_folder(key).parent == cache_dir() / "trajectories"
 
 
-def test_a_lost_manifest_is_rebuilt_without_recomputing(model, counting):
-    corpus = gibberish(50257, n_s=8, n_k=6, seed=6)
-    clean = trajectories(model, corpus, shard_size=4, progress=False)
-    manifest = _folder(model, corpus, shard_size=4) / "manifest.json"
-    listed = json.loads(manifest.read_text())
-    manifest.unlink()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no "does not match" warning: each shard's name carries its sha256
-        again = trajectories(model, corpus, shard_size=4, progress=False)
-    assert counting["n"] == 2  # nothing recomputed
-    np.testing.assert_array_equal(again, clean)
-    assert json.loads(manifest.read_text()) == listed
+def test_runs_filling_the_same_shards_at_once_share_the_work(model, tiny_llama_dir, counting):
+    from concurrent.futures import ThreadPoolExecutor
 
-
-def test_entries_from_before_shards_named_their_sha256_are_still_read(model, counting):
-    corpus = gibberish(50257, n_s=8, n_k=6, seed=7)
-    clean = trajectories(model, corpus, shard_size=4, progress=False)
-    folder = _folder(model, corpus, shard_size=4)
-    old = {}
-    for shard in sorted(folder.glob("shard-*.npy")):  # the old layout: shard-00000.npy, sha256 in the manifest
-        old[shard.name[:11] + ".npy"] = shard.name[12:-4]
-        shard.rename(folder / (shard.name[:11] + ".npy"))
-    (folder / "manifest.json").write_text(json.dumps(old))
-    np.testing.assert_array_equal(trajectories(model, corpus, shard_size=4, progress=False), clean)
-    assert counting["n"] == 2
-    (folder / "manifest.json").unlink()  # an old entry without its manifest cannot verify: recomputed, and said so
-    with pytest.warns(UserWarning, match="has no recorded sha256"):
-        np.testing.assert_array_equal(trajectories(model, corpus, shard_size=4, progress=False), clean)
-    assert counting["n"] == 4 and sorted(p.name[:12] for p in folder.glob("shard-*")) == ["shard-00000-",
-                                                                                             "shard-00001-"]
+    corpus = gibberish(50257, n_s=24, n_k=6, seed=13)
+    runs = [model, load_model(str(tiny_llama_dir))]  # a model each: capture hooks its own modules
+    assert runs[0] is not runs[1]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda lm: trajectories(lm, corpus, shard_size=4, progress=False), runs))
+    assert counting["n"] == 6  # each shard computed once, by one of the two
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], traj.capture(model, corpus.ids, progress=False))
 
 
 def test_a_cache_that_cannot_be_locked_serves_what_it_holds(model, counting, monkeypatch):
@@ -130,7 +124,7 @@ def test_a_cache_that_cannot_be_locked_serves_what_it_holds(model, counting, mon
     corpus = gibberish(50257, n_s=8, n_k=6, seed=8)
     clean = trajectories(model, corpus, shard_size=4, progress=False)
 
-    def no_lock(path):
+    def no_lock(path, wait=True):
         raise not_writable(path, OSError(30, "Read-only file system"))
 
     monkeypatch.setattr(traj, "file_lock", no_lock)
@@ -138,7 +132,7 @@ def test_a_cache_that_cannot_be_locked_serves_what_it_holds(model, counting, mon
     missing = gibberish(50257, n_s=8, n_k=6, seed=9)
     with pytest.raises(NotWritableError, match="Read-only file system.*lacks this entry.*LOTLIB_CACHE_DIR"):
         trajectories(model, missing, shard_size=4, progress=False)
-    assert not _folder(model, missing, shard_size=4).exists()
+    assert _shard_files(model, missing.ids[:4]) == []
 
 
 def test_inputs_with_nothing_to_extract_are_clear_errors_and_leave_no_folder(model):
@@ -150,8 +144,7 @@ def test_inputs_with_nothing_to_extract_are_clear_errors_and_leave_no_folder(mod
     corpus = gibberish(50257, n_s=4, n_k=6, seed=10)
     with pytest.raises(ValueError, match="batch_size and shard_size must be at least 1.*batch_size = 0"):
         trajectories(model, corpus, batch_size=0, progress=False)
-    for folder in (_folder(model, empty, shard_size=256), _folder(model, corpus, shard_size=256)):
-        assert not folder.exists() and not folder.with_name(folder.name + ".lock").exists()
+    assert _shard_files(model, corpus.ids, shard_size=64) == []
 
 
 def test_cache_files_take_the_umask_permissions(model):
@@ -163,6 +156,6 @@ def test_cache_files_take_the_umask_permissions(model):
         trajectories(model, corpus, shard_size=4, progress=False)
     finally:
         os.umask(before)
-    folder = _folder(model, corpus, shard_size=4)
-    modes = {p.name[:8]: p.stat().st_mode & 0o777 for p in folder.iterdir()}
-    assert modes == {"key.json": 0o644, "manifest": 0o644, "shard-00": 0o644}
+    files = {p.name.split("-")[0].split(".")[0] + p.suffix: p.stat().st_mode & 0o777
+             for p in _folder(model, shard_size=4).iterdir()}
+    assert files == {"key.json": 0o644, "shard.npy": 0o644, "shard.lock": 0o644}
