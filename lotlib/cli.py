@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import typing
 from pathlib import Path
 
 import yaml
+
+from .book.parameters import Dtype
 
 EPILOG = """examples:
   lotlib extract --model smollm2-135m --n-k 50          # all of Walden into the trajectory cache
@@ -19,7 +22,7 @@ environment: LOTLIB_DATA_DIR (walden.txt, common_nouns.txt), LOTLIB_CACHE_DIR (m
 errors end in one line; --debug shows the traceback"""
 
 
-DTYPES = ["float32", "bfloat16", "float16"]
+DTYPES = list(typing.get_args(Dtype))
 
 
 def _model_options(command: argparse.ArgumentParser, default_model: str) -> None:

@@ -181,6 +181,7 @@ def proportion(successes: int, n: int, *, unit: str, level: float = LEVEL) -> Es
 
 BELOW_ACROSS_ABOVE = ("below", "across", "above")
 LIES = ("lies below", "overlaps", "lies above")  # one interval against another
+STRADDLES = ("lies below", "straddles", "lies above")  # an interval against a number
 
 
 def side_word(

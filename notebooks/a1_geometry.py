@@ -56,16 +56,12 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 block: "Block" = 0  # the block whose input norm and attention head are drawn
 head: "int | None" = None  # None: the head whose best pair holds most of its form
 coords: "list[int] | None" = None  # three coordinates (None: from the head's form)
 min_gamma_ratio: float = 2.0  # the drawn pair's |γ| differ at least this much
-n_s: int = (
-    8  # pseudo-sentences drawn at random from Walden (every position is used)
-)
+n_s: int = 8  # pseudo-sentences drawn at random from Walden (all positions used)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 seed: int = 0  # which pseudo-sentences are drawn
 

@@ -49,18 +49,12 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
-n_s: int = (
-    64  # pseudo-sentences drawn at random from Walden (every position is used)
-)
+dtype: "Dtype" = "float32"  # the model's weights
+n_s: int = 64  # pseudo-sentences drawn at random from Walden (all positions used)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 seed: int = 0  # which pseudo-sentences are drawn, and the bootstrap's resamples
 n_boot: int = 1000  # bootstrap resamples of pseudo-sentences
-blocks: "list[Layer] | None" = (
-    None  # layers t of the cos(x, 1) histograms (None: 0, L/2, L)
-)
+blocks: "list[Layer] | None" = None  # cos(x, 1) plot layers (None: 0, L/2, L)
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
@@ -78,11 +72,7 @@ lm = lotlib.load_model(model, device=device, dtype=dtype)
 L, d = lm.view.n_layers, lm.view.d_model
 corpus = lotlib.walden(lm.tokenizer, n_k=n_k)
 ids = norms.drawn_sentences(corpus, n_s, seed)
-blocks = (
-    [0, L // 2, L]
-    if blocks is None
-    else layer_indices(blocks, L, "blocks", lm.name)
-)
+blocks = layer_indices(blocks or ["first", "middle", "last"], L, "blocks", lm.name)
 
 # %% [markdown]
 # ## The sample

@@ -48,13 +48,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 k: int = 5  # tokens listed at each end of each ranking
-n_tokens: int = (
-    300  # tokens drawn from each tenth (least, most reachable) for the win test
-)
+n_tokens: int = 300  # tokens from the least and the most reachable tenth (win test)
 tail: float = 0.1  # share of the vocabulary at each end of the max-logit ranking
 seed: int = 0  # which tokens are drawn, and the bootstrap's resamples
 n_boot: int = 2000  # bootstrap resamples of the drawn tokens

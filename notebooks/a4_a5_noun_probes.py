@@ -65,18 +65,12 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
-blocks: "list[Block] | None" = (
-    None  # blocks probed (None: first, (L - 1) // 2, last)
-)
+dtype: "Dtype" = "float32"  # the model's weights
+blocks: "list[Block] | None" = None  # blocks probed (None: first, (L-1) // 2, last)
 k: int = 5  # tokens per probe
 leading_space: bool = False  # query form: the bare word or " word"
 show: list[str] = ["time", "water", "car"]  # nouns shown in full in the tables
-n_random: "int | None" = (
-    None  # random words of the null (None: as many as the nouns)
-)
+n_random: "int | None" = None  # random words of the null (None: as many as nouns)
 seed: int = 0  # which random words; the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the queries for every interval
 
@@ -108,14 +102,8 @@ glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("n_heads", H)
 glue("embed_scale", f"{view.embed_scale:g}")
 glue("readout", "W_E (tied embeddings)" if view.tied else "W_U (untied, not W_E)")
-glue(
-    "query_form",
-    "' word' (leading space)" if leading_space else "'word' (no space)",
-)
-glue("n_words", len(queries.words))
-glue("dropped_list", ", ".join(queries.nouns.dropped) or "none")
-glue("dropped_other_list", ", ".join(queries.other.dropped) or "none")
-glue("random_examples", ", ".join(queries.randoms.words[:8]))
+for name, text in queries.describe().items():
+    glue(name, text)
 counts = queries.mean_variant_tokens()
 for name, group in zip(("nouns", "matched", "unmatched"), counts.index):
     glue(f"variants_{name}", counts[group])

@@ -52,9 +52,7 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 blocks: "list[Block] | None" = None  # blocks (None: first, (L - 1) // 2, last)
 n_dirs: int = 20  # singular directions per head in the tables
 k: int = 3  # tokens per side of each direction

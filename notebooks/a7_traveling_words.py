@@ -58,18 +58,14 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 sentence: str = "To kill two birds with one stone"
 token_index: int = -2  # which token to follow (< 0: from the end); it needs a next
 umap_rows: int = 10000  # the first rows of W_E the UMAP is fitted on
 umap_normalized: bool = False  # fit on final_norm(W_E) instead of the raw W_E
 n_neighbors: int = 15
 min_dist: float = 0.1
-seed: int = (
-    0  # UMAP random_state of the drawn map; other fits: seed + 1, seed + 2, ...
-)
+seed: int = 0  # UMAP random_state of the drawn map; other fits: seed + 1, + 2, ...
 n_seeds: int = 5  # UMAP fits (one per seed): the spread of the map measurements
 top_k: int = 5  # tokens per layer in the logit-lens table
 

@@ -26,12 +26,8 @@
 # this page gains a column the next time it is built.
 
 # %% tags=["parameters", "remove-cell"]
-books_dir: str = (
-    ".."  # one folder per model's book (build/book or build/book-quick)
-)
-claims_dir: "str | None" = (
-    None  # folder of the claims (*.yml); None: this project's
-)
+books_dir: str = ".."  # a folder per model's book (build/book or build/book-quick)
+claims_dir: "str | None" = None  # folder of the claims (*.yml); None: the project's
 
 # %% tags=["remove-input"]
 from pathlib import Path

@@ -35,16 +35,12 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
 n_pilots: int = 500  # trajectories drawn
 bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does)
-seed: int = (
-    0  # the pilots drawn, the fit / held-out split, the cloud, the bootstrap
-)
+seed: int = 0  # pilots drawn, the fit / held-out split, the cloud, the bootstrap
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the intervals
 
 # %% tags=["hide-input"]
@@ -55,7 +51,7 @@ from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures
-from lotlib.intervals import side_word
+from lotlib.intervals import STRADDLES, side_word
 from lotlib.lines_of_thought.ensemble import open_ensemble
 
 plots.apply_theme()
@@ -134,9 +130,8 @@ per_layer = ensemble.held_out_shares(X, fit, held, K, n_boot=n_boot, seed=seed)
 figures.held_out_share_figure(
     per_layer, K, f"Held-out variance, D/4 directions, {model}"
 )
-words = ("lies below", "straddles", "lies above")
 for name, key in (("side", "ensemble"), ("cloud_side", "structureless cloud")):
-    glue(name, side_word(per_layer[key][L], words, 0.9))
+    glue(name, side_word(per_layer[key][L], STRADDLES, 0.9))
 
 # %% [markdown]
 # **What to notice.** Read the last layer against the dotted 90% line: a bundle that lives in D/4
@@ -192,9 +187,7 @@ glue("widest_over_median", float(spread.max() / np.median(spread)))
 
 # %% tags=["remove-input"]
 values = {
-    "n_s": ens.n_s,
-    "n_layers": L,
-    "d_model": D,
+    **ens.sizes,
     "n_fit": len(fit),
     "n_held_out": len(held),
     "k_quarter_d": K,

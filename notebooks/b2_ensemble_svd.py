@@ -48,9 +48,7 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
 bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does)
@@ -272,9 +270,7 @@ glue("kl_k1_last_layer", kl_k1)
 
 # %% tags=["remove-input"]
 values = {
-    "n_s": ens.n_s,
-    "n_layers": L,
-    "d_model": D,
+    **ens.sizes,
     "n_s_paper": paper.n_s,
     "n_rep": n_rep,
     "n_truncated": book.scored("last layer"),

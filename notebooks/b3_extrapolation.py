@@ -73,9 +73,7 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # pseudo-sentences (None: all of Walden; at least 3D)
 bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does)
@@ -302,9 +300,7 @@ for key, word in versus_paper(paper, verdicts).items():
 
 # %% tags=["remove-input"]
 values = {
-    "n_s": ens.n_s,
-    "n_layers": L,
-    "d_model": ens.D,
+    **ens.sizes,
     "first_layer": first,
     "rank": study.columns,
     "n_fit": len(study.fit),
@@ -324,12 +320,8 @@ values = {
     "svm_true_vs_true": true_vs_true.mean(),
     **found,
 }
-conclude(
-    "b3_extrapolation",
-    values,
-    model,
-    why_not_diagnostic=(
-        "a pilot-blind prediction with the arrival ensemble's mean (and "
-        "covariance) scores as well, whatever it knows of the pilots"
-    ),
+why = (
+    "a pilot-blind prediction with the arrival ensemble's mean (and "
+    "covariance) scores as well, whatever it knows of the pilots"
 )
+conclude("b3_extrapolation", values, model, why_not_diagnostic=why)

@@ -54,29 +54,19 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis | None" = None  # pseudo-sentences (None: all of Walden; at least D)
 raw_coordinates: bool = True  # also the heatmaps in raw residual-stream coordinates
 fit_first: "Layer" = 1  # the variance law is fitted on pairs with t >= fit_first
 fit_last: "Layer | None" = None  # and arrival t + tau <= fit_last (None: L)
-early_layers: "Layer | None" = (
-    None  # departures t < early_layers are "early" (None: L // 4)
-)
-t_pdf: "Layer | None" = (
-    None  # departure of the noise PDFs and correlations (None: L // 2)
-)
+early_layers: "Layer | None" = None  # departures t < this are "early" (None: L//4)
+t_pdf: "Layer | None" = None  # departure t of noise PDFs, correlations (None: L//2)
 pdf_taus: list[int] = [1, 2, 4, 8]  # tau of the noise PDFs
 n_corr: int = 40  # coordinates in the correlation matrix (largest sigma at arrival)
-n_boot: int = (
-    200  # bootstrap resamples of the pilots (each re-evaluates every pair)
-)
+n_boot: int = 200  # bootstrap resamples of the pilots (each re-evaluates all pairs)
 seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian reference
-n_s_paper: "PaperPilots" = (
-    "2.8D"  # pilots of the authors' protocol (the paper's ratio)
-)
+n_s_paper: "PaperPilots" = "2.8D"  # pilots of the authors' protocol (paper's ratio)
 n_boot_paper: int = 100  # its bootstrap resamples (each refits every layer's basis)
 
 # %% tags=["hide-input"]
@@ -459,9 +449,7 @@ figures.correlation_heatmap(w, S[pairs.t_pdf + 1], n_corr, title)
 
 # %% tags=["remove-input"]
 values = {
-    "n_s": ens.n_s,
-    "n_layers": ens.L,
-    "d_model": ens.D,
+    **ens.sizes,
     "n_pairs": int(pairs.all.sum()),
     "n_boot": n_boot,
     "early_layers": pairs.early_layers,

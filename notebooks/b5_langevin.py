@@ -50,28 +50,18 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis | None" = None  # None: all of Walden; the fitted share must be >= D
-held_out: float = (
-    0.25  # share of the pilots held out: fitted on the rest, scored on these
-)
+held_out: float = 0.25  # share of pilots held out: fitted on the rest, scored here
 t_start: "Layer | None" = None  # layer where the simulation starts (None: L // 2)
 n_layers: int = 4  # layers simulated
 dt: float = 0.1  # Euler-Maruyama step (must divide one layer)
 n_samples: int = 10  # noise realisations per starting point
-scheme: "Literal['euler', 'exact']" = (
-    "euler"  # the authors' code, or the drift solved
-)
+scheme: "Literal['euler', 'exact']" = "euler"  # the authors' code, or drift solved
 log_spline: bool = True  # spline ln(sigma) instead of sigma (see below why)
-noise: "Literal['eq2', 'paper']" = (
-    "eq2"  # Eq. 2's variance, or alpha lambda e^(lambda t)
-)
-noise_convention: "Literal['log_mean', 'mean_log']" = (
-    "log_mean"  # B4 fit for alpha, lambda
-)
+noise: "Literal['eq2', 'paper']" = "eq2"  # Eq. 2's variance, or α λ exp(λ t)
+noise_convention: "Literal['log_mean', 'mean_log']" = "log_mean"  # B4 fit: α, λ
 n_distance: int = 1000  # points of each ensemble in the energy distance
 n_plot: int = 1500  # points of each ensemble drawn
 n_boot: int = 1000  # bootstrap resamples of the held-out pilots
@@ -200,9 +190,7 @@ sde.turn_table()
 # and the Langevin drift with **constant-variance noise**; the Langevin model with the other noise rate comes along.
 
 # %%
-predicted = langevin.predictions(
-    sde, n_samples, seed
-)  # each (n_h, samples, n_layers + 1, D)
+predicted = langevin.predictions(sde, n_samples, seed)  # each (n_h, m, n + 1, D)
 lang_name = f"Langevin (noise {noise})"
 drift_error = langevin.scheme_error(sde)
 figures.langevin_scatter(

@@ -71,15 +71,11 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 blocks: "list[Block] | None" = None  # blocks probed (None: every block)
 k: int = 5  # top-k tokens per probe
 leading_space: bool = False  # query form: the bare word or " word"
-n_baseline: "int | None" = (
-    None  # random words in the baseline (None: as many as nouns)
-)
+n_baseline: "int | None" = None  # random words of the baseline (None: # of nouns)
 seed: int = 0  # which random words; the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the queries for every band and interval
 
@@ -107,18 +103,10 @@ glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("embed_scale", f"{view.embed_scale:g}")
 glue("tied_text", "tied" if view.tied else "untied")
 group = H // view.heads(0).n_kv_heads
-glue(
-    "gqa_text",
-    f"groups of {group} consecutive query heads" if group > 1 else "none",
-)
-glue(
-    "query_form",
-    "' word' (leading space)" if leading_space else "'word' (no space)",
-)
-glue("n_words", len(queries.words))
-glue("dropped_list", ", ".join(queries.nouns.dropped) or "none")
-glue("dropped_other_list", ", ".join(queries.other.dropped) or "none")
-glue("baseline_examples", ", ".join(queries.randoms.words[:8]))
+gqa = f"groups of {group} consecutive query heads" if group > 1 else "none"
+glue("gqa_text", gqa)
+for name, text in queries.describe().items():
+    glue(name, text)
 mean_counts = queries.mean_variant_tokens()
 
 # %% [markdown]
@@ -128,7 +116,7 @@ mean_counts = queries.mean_variant_tokens()
 # {glue:text}`n_words` nouns are single tokens (dropped: {glue:text}`dropped_list`); in the other
 # form {glue:text}`n_nouns_other_form` are (dropped: {glue:text}`dropped_other_list`). The baseline
 # is {glue:text}`n_baseline` random words (seed {glue:text}`seed`), for example
-# {glue:text}`baseline_examples`.
+# {glue:text}`random_examples`.
 
 # %%
 queries.count_table().T

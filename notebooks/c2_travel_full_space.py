@@ -60,13 +60,9 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
-n_sentences: int = (
-    256  # pseudo-sentences from Walden (all their positions are used)
-)
+n_sentences: int = 256  # pseudo-sentences from Walden (all their positions used)
 seed: int = 0  # which sentences, the shuffles of next tokens and the bootstrap
 n_boot: int = 2000  # bootstrap resamples of sentences
 batch_size: int = 16  # sentences per forward pass

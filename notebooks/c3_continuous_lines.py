@@ -45,18 +45,14 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis | None" = None  # pseudo-sentences (None: all of Walden; at least D)
 first_layer: "Layer" = 1  # first layer of the continuous lines
 last_layer: "Layer | None" = None  # last layer of the continuous lines (None: L)
 per_layer: int = 20  # points per layer on the drawn curves
 n_show: int = 5  # pilots drawn
-n_summary: int = (
-    300  # pilots for the path lengths (all pilots for the landing gaps)
-)
+n_summary: int = 300  # pilots of the path lengths (all pilots: landing gaps)
 t_free: "Layer | None" = None  # start of the never-restarted flow (None: L // 2)
 n_boot: int = 1000  # bootstrap resamples of the pilots
 seed: int = 0  # which pilots are drawn, and the bootstrap's resamples
@@ -69,18 +65,17 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import continuous, ensemble, figures
 from lotlib.lines_of_thought.langevin import langevin_flow
-from lotlib.intervals import side_word
+from lotlib.intervals import STRADDLES, side_word
 
 plots.apply_theme()
 ens = ensemble.open_ensemble(
     model, n_k=n_k, n_s=n_s, device=device, dtype=dtype, at_least_width=True
 )
-X, L, D = ens.X, ens.L, ens.D  # X: (N_s, L+1, D)
+X, L, (U, S) = ens.X, ens.L, ens.aligned  # X: (N_s, L+1, D), aligned bases
 first, last, t_free = continuous.continuous_layers(
     L, first_layer, last_layer, t_free, ens.lm.name
 )
 layers = np.arange(first, last + 1)
-U, S = ens.aligned
 flow = langevin_flow(U, S, np.arange(1, L + 1), intervals=layers[:-1], log=True)
 ens
 
@@ -119,8 +114,7 @@ figures.continuous_lines(X, shown, paths, bridged, basis, layers, title)
 anchoring = continuous.anchoring(X, flow, U, S, layers, n_boot=n_boot, seed=seed)
 title = f"How far the flow from x(t) lands from x(t+1) (median, quartiles), {model}"
 figures.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
-words = ("lies below", "straddles", "lies above")
-glue("landing_word", side_word(anchoring.landing_gap, words, 1.0))
+glue("landing_word", side_word(anchoring.landing_gap, STRADDLES, 1.0))
 glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 
 # %% [markdown]
@@ -180,10 +174,8 @@ curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
 
 # %%
 free_err, eq1_gap = continuous.free_flow_errors(X, flow, U, S, t_free, last)
-glue(
-    "free_errors",
-    ", ".join(f"τ {t}: {e:.2f}" for t, e in enumerate(free_err) if t),
-)
+errors = ", ".join(f"τ {t}: {e:.2f}" for t, e in enumerate(free_err) if t)
+glue("free_errors", errors)
 glue("flipped_free", f"{flow.flipped[t_free]} and {flow.flipped[last]}")
 
 # %% [markdown]
@@ -205,9 +197,7 @@ glue("flipped_free", f"{flow.flipped[t_free]} and {flow.flipped[last]}")
 
 # %% tags=["remove-input"]
 values = {
-    "n_s": ens.n_s,
-    "n_layers": L,
-    "d_model": D,
+    **ens.sizes,
     "first_layer": first,
     "last_layer": last,
     "flipped_layers": sum(c is not None for c in flow.flipped.values()),
@@ -217,8 +207,5 @@ values = {
     "free_flow_error_by_tau": free_err[1:].tolist(),
     "free_flow_vs_eq1": eq1_gap,
 }
-why = (
-    "where the untrained model passes too, a state that barely moves along "
-    "directions keeping their identity suffices"
-)
+why = "the untrained model passes too: barely moving on stable directions suffices"
 conclude("c3_continuous_lines", values, model, why_not_diagnostic=why)

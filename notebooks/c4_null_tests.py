@@ -73,23 +73,15 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 n_k_gibberish: "Tokens" = 10  # tokens per pseudo-sentence vs gibberish (paper: 10)
 n_s_gibberish: "Pilots | None" = 2000  # pseudo-sentences per class (None: all)
-classifier: "Literal['perceptron', 'logistic']" = (
-    "perceptron"  # the paper's, or logistic
-)
+classifier: "Literal['perceptron', 'logistic']" = "perceptron"  # the paper's
 train_fraction: float = 0.7  # share of the pilots the classifier is trained on
 n_splits: int = 5  # classifier splits (seeds seed, seed + 1, ...)
 n_boot_splits: int = 100  # bootstrap repetitions: resample, split, refit
-n_k: "Tokens" = (
-    50  # tokens per pseudo-sentence, untrained and re-initialised models
-)
-n_s: "Pilots | None" = (
-    1000  # pseudo-sentences run through them (None: all of Walden)
-)
+n_k: "Tokens" = 50  # tokens per pseudo-sentence, untrained and re-initialised
+n_s: "Pilots | None" = 1000  # pseudo-sentences run through them (None: all Walden)
 reinit_from: "Block | None" = None  # first re-initialised block (None: L // 2)
 n_reinit: int = 3  # re-initialisation seeds (seed, seed + 1, ...)
 n_pilots: int = 300  # trajectories drawn
@@ -196,13 +188,9 @@ compared = {
     "untrained": lotlib.trajectories(untrained, walden),
 }  # (N, L+1, D) each
 N, layers = walden.n_s, np.arange(1, L + 1)
-same_weights = np.array_equal(
-    *compared.values()
-)  # the book's model is its random draw
+same_weights = np.array_equal(*compared.values())  # a model with random weights
 pilots = nt.drawn_pilots(N, n_pilots, seed)
-weights = nt.resampling_weights(
-    N, n_boot, seed
-)  # (1 + n_boot, N): row 0 the sample
+weights = nt.resampling_weights(N, n_boot, seed)  # (1 + n_boot, N), row 0: sample
 P_untrained = nt.last_layer_view(compared["untrained"], pilots)  # (n_pilots, L, 3)
 title = (
     f"{len(pilots)} lines of thought, untrained {model} (seed {seed}), t = 1..{L}"
@@ -412,8 +400,7 @@ plots.show(
 
 # %% tags=["remove-input"]
 untrained_itself = (
-    f"{model} gives the same trajectories as its untrained variant (seed {seed}): "
-    "it "
+    f"{model} gives the same trajectories as its untrained variant (seed {seed}): it "
     "has random weights itself, so there is no trained model to compare or to "
     "re-initialise"
 )
@@ -449,12 +436,8 @@ values = {
         }.items()
     },
 }
-conclude(
-    "c4_null_tests",
-    values,
-    model,
-    why_not_diagnostic="the untrained model or two halves of Walden pass it too",
-)
+why = "the untrained model or two halves of Walden pass it too"
+conclude("c4_null_tests", values, model, why_not_diagnostic=why)
 
 # %% [markdown]
 # Read the table row by row. The separability passes when its whole bootstrap interval is above the paper's

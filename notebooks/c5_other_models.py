@@ -69,25 +69,17 @@
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the book's model, whose claims are judged
-others: "list[str] | None" = (
-    None  # shown beside it (None: the other embedded models)
-)
+others: "list[str] | None" = None  # shown beside it (None: other embedded models)
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the models' weights
-)
+dtype: "Dtype" = "float32"  # the models' weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "Pilots | None" = None  # None: all of Walden; "D": the width of each model
 n_kl: int = 300  # pilots for the truncated KL (the first n_kl)
-ks: "list[int] | None" = (
-    None  # K grid (None: powers of two below D); 1, D/4, D added
-)
+ks: "list[int] | None" = None  # K grid (None: powers of 2 below D); 1, D/4, D added
 top: int = 5  # next tokens compared, truncated vs full (the authors: 5)
 n_k_gibberish: "Tokens" = 10  # tokens per pseudo-sentence in the separability test
 n_s_gibberish: "Pilots | None" = 2000  # pseudo-sentences per class, separability
-classifier: "Literal['perceptron', 'logistic']" = (
-    "perceptron"  # the paper's, or logistic
-)
+classifier: "Literal['perceptron', 'logistic']" = "perceptron"  # the paper's
 train_fraction: float = 0.7  # share of the pilots the classifier is trained on
 n_bos: int = 200  # pseudo-sentences for the BOS check (0 skips it)
 seed: int = 0  # gibberish, the classifier's split, the cloud, the bootstrap

@@ -35,17 +35,13 @@
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the model every run uses (the book's model)
 device: str = "auto"  # where the model runs: auto, cpu, cuda, mps
-dtype: "Literal['float32', 'bfloat16', 'float16']" = (
-    "float32"  # the model's weights
-)
+dtype: "Dtype" = "float32"  # the model's weights
 chapter: str = "c2_travel_full_space"  # the chapter to sweep (a name in notebooks/)
 grid: dict = {"n_k": [10, 25, 50], "seed": [0, 1, 2]}  # swept parameters
 base: dict = {"n_sentences": 32, "n_boot": 500}  # fixed parameters of every run
 y: str = "trip_difference"  # the summary value to plot
 x: str = "n_k"  # the swept parameter on the x axis
-hue: "str | None" = (
-    None  # a swept parameter drawn as lines (None: a band over the rest)
-)
+hue: "str | None" = None  # a swept parameter drawn as lines (None: a band over all)
 workers: int = 2  # parallel worker processes
 out: str = "sweep-demo"  # sweep folder, beside this executed notebook
 

@@ -40,12 +40,8 @@
 
 # %% tags=["parameters", "remove-cell"]
 summaries_dir: str = "."  # folder of the chapters' *.summary.json
-null_summaries_dir: "str | None" = (
-    None  # the untrained model's (None: no model null)
-)
-claims_dir: "str | None" = (
-    None  # folder of the claims (*.yml); None: this project's
-)
+null_summaries_dir: "str | None" = None  # the untrained model's (None: none)
+claims_dir: "str | None" = None  # folder of the claims (*.yml); None: the project's
 
 # %% tags=["remove-input"]
 from pathlib import Path

@@ -7,7 +7,8 @@ The `parameters` cell of a chapter declares each parameter with a type annotatio
     blocks: "list[Block] | None" = None  # blocks probed (None: first, middle, last)
 
 An annotation may be a string (then the cell needs no import). Types: int, float (an int is accepted), str,
-bool, None, list[T], tuple, dict, unions (``int | None``), Literal[...], Any, and the model-relative types of
+bool, None, list[T], tuple, dict, unions (``int | None``), Literal[...], Any, Dtype (the weights' dtype), and the
+model-relative types of
 `lotlib.models.bounds` (Layer, Block, Pilots, FullBasis, PaperPilots, Tokens). `check_parameters` refuses a value of the
 wrong type, naming the parameter, the expected type and the value given, and, when the chapter has a
 `model` parameter, checks the model-relative ones against the model's configuration: all before a kernel
@@ -24,7 +25,10 @@ from typing import Any, Literal
 
 from ..models.bounds import TYPES, Bounded, ParameterError, model_shape
 
-NAMESPACE = {"Literal": Literal, "Any": Any, **TYPES}
+Dtype = Literal[
+    "float32", "bfloat16", "float16"
+]  # the weights' dtypes `load_model` takes
+NAMESPACE = {"Literal": Literal, "Any": Any, "Dtype": Dtype, **TYPES}
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,11 @@ class Ensemble:
     def D(self) -> int:
         return self.X.shape[2]
 
+    @property
+    def sizes(self) -> dict[str, int]:
+        """The sizes a chapter records: pilots `n_s`, layers `n_layers` (L) and width `d_model` (D)."""
+        return {"n_s": self.n_s, "n_layers": self.L, "d_model": self.D}
+
     @cached_property
     def aligned(self) -> tuple[np.ndarray, np.ndarray]:
         """`align_bases(*ensemble_svd(X))` over every pilot: U `(L+1, D, k)`, S `(L+1, k)`."""

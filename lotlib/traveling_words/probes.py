@@ -213,6 +213,7 @@ class NounQueries:
     other: Queries
     randoms: Queries
     unmatched: Queries
+    leading_space: bool = False
 
     @property
     def n(self) -> int:
@@ -250,6 +251,19 @@ class NounQueries:
             },
         )
 
+    def describe(self) -> dict[str, str | int]:
+        """What the chapters say of the query set, by glue name: the query form, the number of candidate words,
+        the nouns dropped in each form (not one token), and the first random words."""
+        return {
+            "query_form": "' word' (leading space)"
+            if self.leading_space
+            else "'word' (no space)",
+            "n_words": len(self.words),
+            "dropped_list": ", ".join(self.nouns.dropped) or "none",
+            "dropped_other_list": ", ".join(self.other.dropped) or "none",
+            "random_examples": ", ".join(self.randoms.words[:8]),
+        }
+
     def mean_variant_tokens(self) -> pd.Series:
         """The mean number of variant tokens per word of each group of `count_table`."""
         counts = self.count_table()
@@ -282,6 +296,7 @@ def noun_queries(
         single_tokens(tokenizer, words, not leading_space),
         randoms,
         random_words(vocab, len(randoms.words), leading_space, words, seed),
+        leading_space,
     )
 
 

@@ -91,3 +91,14 @@ def test_every_chapter_declares_its_parameter_types():
     magics = set(InteractiveShell.instance().magics_manager.magics["line"])
     clashes = {name: sorted(set(d) & magics) for name, d in declared.items() if set(d) & magics}
     assert not clashes, f"parameters named like IPython magics: {clashes}"
+
+
+def test_the_dtype_type_is_the_loaders_dtypes():
+    from typing import get_args
+
+    from lotlib.book.parameters import Dtype
+    from lotlib.models.loading import DTYPES
+
+    assert list(get_args(Dtype)) == list(DTYPES)
+    declared = declared_parameters('dtype: "Dtype" = "float32"  # the weights\n')
+    assert conforms("bfloat16", declared["dtype"].annotation) and not conforms("float64", declared["dtype"].annotation)
