@@ -37,9 +37,9 @@
 #   assignment between neighbouring layers (Hungarian algorithm on |U(t)ᵀU(t±1)|, `lotlib.lines_of_thought.ensemble.align_bases`).
 #   The chain starts at the **middle layer** L/2, so u_1..u_4 are its four leading directions followed
 #   forward and backward through the layers. (Starting from the last layer instead names the columns by
-#   U(L), and on SmolLM2 the third direction of U(L) is a new one that the last few blocks create: before
-#   them it sits deep in the bulk of the spectrum, and its column is noise. The ranks in the table below
-#   check that the four tracked directions stay among the leading ones at every layer.)
+#   U(L), some of which may be new directions that the last few blocks create: before them such a direction
+#   sits deep in the bulk of the spectrum, and its column is noise. The ranks in the table below check,
+#   on each run, that the four tracked directions stay among the leading ones at every layer.)
 # - **The truncation protocol of panel (c)** is described in its section; both readings are computed.
 # - **How many pilots.** The paper used about 2,900 pseudo-sentences for GPT-2 medium's D = 1024, N_s ≈ 2.8 D,
 #   and its truncation basis is fit on the very pilots it truncates, so its numbers depend on N_s. Panel (c)
