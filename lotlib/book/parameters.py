@@ -7,10 +7,9 @@ The `parameters` cell of a chapter declares each parameter with a type annotatio
     blocks: "list[Block] | None" = None  # blocks probed (None: first, middle, last)
 
 An annotation may be a string (then the cell needs no import). Types: int, float (an int is accepted), str,
-bool, None, list[T], tuple, dict, unions (``int | None``), Literal[...], Any, Dtype (the weights' dtype), and the
-model-relative types of
-`lotlib.models.bounds` (Layer, Block, Pilots, FullBasis, PaperPilots, Tokens). `check_parameters` refuses a value of the
-wrong type, naming the parameter, the expected type and the value given, and, when the chapter has a
+bool, None, list[T], tuple, dict, unions (``int | None``), Literal[...], Any, Dtype (the weights' dtype), and
+the model-relative types of `lotlib.models.bounds` (Layer, Block, Pilots, FullBasis, PaperPilots, Tokens).
+`check_parameters` refuses a value of the wrong type, naming the parameter, the expected type and the value given, and, when the chapter has a
 `model` parameter, checks the model-relative ones against the model's configuration: all before a kernel
 starts or a weight is read.
 """
@@ -25,9 +24,8 @@ from typing import Any, Literal
 
 from ..models.bounds import TYPES, Bounded, ParameterError, model_shape
 
-Dtype = Literal[
-    "float32", "bfloat16", "float16"
-]  # the weights' dtypes `load_model` takes
+# the weights' dtypes `load_model` takes (`loading.DTYPES`, not imported here: it imports torch)
+Dtype = Literal["float32", "bfloat16", "float16"]
 NAMESPACE = {"Literal": Literal, "Any": Any, "Dtype": Dtype, **TYPES}
 
 

@@ -235,9 +235,8 @@ def resampled_pairs(
         W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
         center = W.mean(0)
         Wc = (W - center).reshape(N, -1)
-        W2 = (
-            Wc * Wc
-        )  # products, not `**`: numpy's pow for powers 3 and 4 is several times slower
+        # products, not `**`: numpy's pow for powers 3 and 4 is several times slower
+        W2 = Wc * Wc
         s1, s2, s3, s4 = (
             (rows @ P).astype(np.float64) / n[:, None]
             for P in (Wc, W2, W2 * Wc, W2 * W2)

@@ -24,6 +24,7 @@ import io
 import json
 import re
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -109,9 +110,12 @@ def trajectories(
     shards = {i: _find(folder, name)[0] for i, name in enumerate(names)}
     missing = [i for i, shard in shards.items() if shard is None]
     if missing:
-        write_text_atomic(
-            folder / "key.json", json.dumps(key, indent=1, sort_keys=True)
-        )
+        if not (
+            folder / "key.json"
+        ).exists():  # what the folder holds, for people browsing it
+            write_text_atomic(
+                folder / "key.json", json.dumps(key, indent=1, sort_keys=True)
+            )
         bar = tqdm(
             total=len(missing),
             desc=f"trajectories {model.name} / {corpus.name}",
@@ -190,14 +194,14 @@ def _fill_one(folder: Path, pending: dict[int, str], compute) -> tuple[int, Shar
     for i, name in pending.items():
         with file_lock(folder / f"shard-{name}.lock", wait=False) as held:
             if held:
-                return i, _fill_held(folder, name, compute, i)
+                return i, _fill_held(folder, name, partial(compute, i))
     i, name = next(iter(pending.items()))
     with file_lock(folder / f"shard-{name}.lock"):
-        return i, _fill_held(folder, name, compute, i)
+        return i, _fill_held(folder, name, partial(compute, i))
 
 
-def _fill_held(folder: Path, name: str, compute, i: int) -> Shard:
-    """The shard `name` at corpus index `i`, computed unless a run filled it meanwhile (under its lock)."""
+def _fill_held(folder: Path, name: str, compute) -> Shard:
+    """The shard `name`, computed by `compute()` unless a run filled it meanwhile (under its lock)."""
     shard, bad = _find(folder, name)
     for path, reason in bad:
         warnings.warn(
@@ -206,7 +210,7 @@ def _fill_held(folder: Path, name: str, compute, i: int) -> Shard:
         path.unlink(missing_ok=True)
     if shard is not None:
         return shard
-    array = compute(i)
+    array = compute()
     payload = _npy_bytes(array)
     sha = hashlib.sha256(payload).hexdigest()
     path = write_atomic(

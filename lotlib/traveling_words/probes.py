@@ -213,7 +213,7 @@ class NounQueries:
     other: Queries
     randoms: Queries
     unmatched: Queries
-    leading_space: bool = False
+    leading_space: bool
 
     @property
     def n(self) -> int:

@@ -4,9 +4,8 @@ science chapter's non-blank lines in code cells. Checked statically on the Jupyt
 import re
 
 import pytest
-import yaml
 
-from lotlib.book.build import book_notebooks
+from lotlib.book.build import _parameters_table, book_notebooks
 from lotlib.book.pipeline import project_root
 
 from ..conftest import ROOT
@@ -16,7 +15,7 @@ CODE_SHARE = 0.40  # the issue's bound, not chosen from our chapters
 
 def _science_chapters() -> list[str]:
     root = project_root(ROOT)
-    last = yaml.safe_load((root / "book" / "parameters.yml").read_text())["run_last"]
+    last = _parameters_table(root).get("run_last") or []
     return [name for name in book_notebooks(root) if name not in last]
 
 
