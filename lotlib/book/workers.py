@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Iterator
 
 STARTED, DONE, WAITING = "started", "done", "waiting"
+# Seconds the pool's loop waits at most between looks at pending signals. Python runs signal handlers in the
+# main thread only; a SIGINT the kernel hands to a worker-driving thread would otherwise wait for the
+# heartbeat (60 s in the book) before it stops the build.
+SIGNAL_LATENCY = 0.5
 
 
 @dataclass(frozen=True)
@@ -118,13 +122,19 @@ def _locally(runs: list[Run], workers: int, heartbeat: float | None):
             target=_drive, args=(tasks, events, processes, stop), daemon=True
         ).start()
     try:
-        finished = 0
+        finished, quiet_since = 0, time.monotonic()
         while finished < len(runs):
-            try:
-                event = events.get(timeout=heartbeat)
+            try:  # a short wait: a signal that another thread received is handled within it
+                event = events.get(timeout=SIGNAL_LATENCY)
             except queue.Empty:
-                yield WAITING, None, None
+                if (
+                    heartbeat is not None
+                    and time.monotonic() - quiet_since >= heartbeat
+                ):
+                    quiet_since = time.monotonic()
+                    yield WAITING, None, None
                 continue
+            quiet_since = time.monotonic()
             finished += event[0] == DONE
             yield event
     finally:

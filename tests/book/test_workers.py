@@ -58,6 +58,27 @@ def test_stopping_the_pool_leaves_no_worker_or_kernel_behind(tmp_path):
     assert not [p.pid for p in processes if _alive(p.pid)]
 
 
+@pytest.mark.slow
+def test_a_sigint_that_another_thread_receives_stops_the_pool_before_its_run_ends(tmp_path):
+    """Python runs signal handlers in the main thread only. A SIGINT the kernel hands to another thread (here a
+    timer's, as it may hand one to a worker-driving thread) must still interrupt the pool's loop, which waits
+    for events with no heartbeat: the interrupt comes while the 60 s run is under way, not after it."""
+    import signal
+    import threading
+
+    source = tmp_path / "sleeper.py"
+    source.write_text(SLEEPER)
+    pool = run_pool([Run("sleeper", str(source), str(tmp_path / "sleeper.ipynb"), {})], workers=1)
+    events = []
+    with pytest.raises(KeyboardInterrupt):
+        for event, _, _ in pool:
+            events.append(event)
+            if event == STARTED:
+                threading.Timer(3.0, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT)).start()
+    assert events == [STARTED]  # interrupted before the run was done
+    assert not (tmp_path / "sleeper.ipynb").exists()
+
+
 def _descendants(psutil) -> list:
     return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
 
