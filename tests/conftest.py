@@ -40,10 +40,10 @@ def gpt2_tokenizer():
 
 
 def _save_tiny(folder: Path, config, tokenizer) -> Path:
-    from transformers import AutoModelForCausalLM
+    from lotlib.models.loading import model_class
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config)
+    model = model_class(config).from_config(config)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -109,6 +109,16 @@ def tiny_qwen3_dir(tmp_path_factory) -> Path:
     from transformers import Qwen3Config
 
     return _save_tiny(tmp_path_factory.mktemp("qwen3"), _tiny(Qwen3Config), gpt2_tokenizer())
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-block BERT (post-LN encoder, no LM head) with GPT-2's tokenizer for ids."""
+    from transformers import BertConfig
+
+    config = BertConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                        vocab_size=50257, max_position_embeddings=128)
+    return _save_tiny(tmp_path_factory.mktemp("bert"), config, gpt2_tokenizer())
 
 
 FAMILY_FIXTURES = ["tiny_gpt2_dir", "tiny_llama_dir", "tiny_gemma3_dir", "tiny_gemma2_dir", "tiny_qwen2_dir",

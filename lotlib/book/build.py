@@ -57,14 +57,22 @@ def _parameters_table(root: Path) -> dict:
     return yaml.safe_load((root / "book" / "parameters.yml").read_text()) or {}
 
 
-def book_parameters(root: Path, name: str, quick: bool) -> dict:
+def parameter_section(root: Path, section: str) -> dict[str, dict]:
+    """One section of `book/parameters.yml` (`quick`, `tests`): chapter name -> its parameters."""
+    return {
+        name: dict(params or {})
+        for name, params in (_parameters_table(root).get(section) or {}).items()
+    }
+
+
+def book_parameters(
+    root: Path, name: str, quick: bool, overrides: dict[str, dict] | None = None
+) -> dict:
     """Parameters of notebook `name` in the book: its own defaults in the full build, `book/parameters.yml`'s
-    `quick:` entry with `quick`."""
-    return (
-        dict((_parameters_table(root).get("quick") or {}).get(name) or {})
-        if quick
-        else {}
-    )
+    `quick:` entry with `quick`, then its entry of `overrides` (chapter name -> parameters, e.g. the
+    `tests:` section the test suite's books use)."""
+    params = parameter_section(root, "quick").get(name, {}) if quick else {}
+    return params | (overrides or {}).get(name, {})
 
 
 def execution_order(root: Path) -> list[str]:
@@ -157,11 +165,17 @@ class Chapter:
 
 
 def chapter_parameters(
-    spec: NotebookSpec, root: Path, quick: bool, model: str, device: str, dtype: str
+    spec: NotebookSpec,
+    root: Path,
+    quick: bool,
+    model: str,
+    device: str,
+    dtype: str,
+    overrides: dict[str, dict] | None = None,
 ) -> dict:
-    """The book's parameters of chapter `spec` (`book/parameters.yml`) with the book's model, device and
-    dtype for every chapter that declares them."""
-    params = book_parameters(root, spec.name, quick)
+    """The book's parameters of chapter `spec` (`book_parameters`) with the book's model, device and dtype
+    for every chapter that declares them."""
+    params = book_parameters(root, spec.name, quick, overrides)
     for key, value in (("model", model), ("device", device), ("dtype", dtype)):
         if key in spec.parameters and value != spec.parameters[key].default:
             params[key] = value
@@ -177,10 +191,12 @@ def plan_book(
     dtype: str = "float32",
     null: bool = True,
     build: Path | None = None,
+    overrides: dict[str, dict] | None = None,
 ) -> tuple[list[Chapter], list[Chapter]]:
     """The executions of one book, planned once: its chapters and, with `null`, the chapters with findings on
     the null model (first wave), then the `run_last` chapters (the report and the atlas), which read the
-    first wave's summaries (they join their keys when those are written). Each notebook is read once."""
+    first wave's summaries (they join their keys when those are written). Each notebook is read once.
+    `overrides`: parameters per chapter on top of the book's (`book_parameters`)."""
     last = _parameters_table(root).get("run_last") or []
     order = execution_order(root)
     specs = {name: read_spec(chapter_source(root, name)) for name in order}
@@ -194,7 +210,9 @@ def plan_book(
         folder = book_folder(root, book, quick, build) / "notebooks"
         for name in names:
             spec = specs[name]
-            params = chapter_parameters(spec, root, quick, book, device, dtype)
+            params = chapter_parameters(
+                spec, root, quick, book, device, dtype, overrides
+            )
             inputs = [
                 *swept_dependencies(root, spec, params),
                 *claims_files(root, name, last),
@@ -350,12 +368,14 @@ def build_book(
     say=say_now,
     build: Path | None = None,
     scheduler: str | None = None,
+    overrides: dict[str, dict] | None = None,
 ) -> Path:
     """Execute every chapter on `model` (default: the embedded default model) and, with `null`, the chapters
     with findings on its untrained variant (cached, `jobs` in parallel), then build that model's HTML book
     strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`; `build` replaces the project's
-    `build/`). Chapters run on `jobs` local workers, or on the Dask cluster at `scheduler`. Returns the HTML
-    folder. Parameters that do not fit the model and data files that cannot be found fail before any chapter
+    `build/`). Chapters run on `jobs` local workers, or on the Dask cluster at `scheduler`. `overrides`:
+    parameters per chapter on top of the book's (the test suite passes `parameter_section(root, "tests")`).
+    Returns the HTML folder. Parameters that do not fit the model and data files that cannot be found fail before any chapter
     runs."""
     model = model or DEFAULT_MODEL
     first, later = plan_book(
@@ -366,6 +386,7 @@ def build_book(
         dtype=dtype,
         null=null,
         build=build,
+        overrides=overrides,
     )
     for chapter in (
         first + later

@@ -1,4 +1,5 @@
-"""Load a causal LM by name: an embedded GGUF package, a local folder, or a Hugging Face hub id.
+"""Load a causal LM by name: an embedded GGUF package, a local folder, or a Hugging Face hub id (or a
+packaged LayerNorm encoder, loaded without LM head).
 
 A name may start with `untrained:` (`untrained:smollm2-135m`): the same architecture with fresh seeded
 weights, the book's default null model. The untrained form of a published architecture
@@ -14,7 +15,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+)
 
 from .sources import (
     DEFAULT_MODEL,
@@ -28,7 +35,7 @@ from .sources import (
     split_name,
     weights_hash,
 )
-from .view import ModelView
+from .view import ENCODERS, ModelView
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {
@@ -153,7 +160,8 @@ def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
     placement = {} if device.type == "cpu" else {"device_map": str(device)}
     pinned = {"revision": source.hub_revision}  # a hub id loads the commit resolved
     try:
-        hf = AutoModelForCausalLM.from_pretrained(
+        config = AutoConfig.from_pretrained(source.path, **pinned)
+        hf = model_class(config).from_pretrained(
             source.path, dtype=dtype, **placement, **pinned
         )
         tokenizer = AutoTokenizer.from_pretrained(source.path, **pinned)
@@ -162,9 +170,15 @@ def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
     return hf.to(device), tokenizer, source
 
 
+def model_class(config):
+    """The transformers auto class a model of `config` loads with: the causal LM (its head is the readout),
+    or, for an encoder (`view.ENCODERS`: no LM head ships with it), the bare model."""
+    return AutoModel if config.model_type in ENCODERS else AutoModelForCausalLM
+
+
 def _fresh_model(config, seed: int, dtype: torch.dtype) -> PreTrainedModel:
     torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model_class(config).from_config(config, dtype=dtype)
 
 
 def _copy_blocks_from(

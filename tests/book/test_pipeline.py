@@ -13,7 +13,7 @@ import pytest
 
 from lotlib.cli import main
 from lotlib.models.bounds import ParameterError
-from lotlib.book.build import book_notebooks, book_parameters
+from lotlib.book.build import book_notebooks, book_parameters, parameter_section
 from lotlib.book.pipeline import NotebookFailed, project_root, run_notebook
 from lotlib.book.spec import read_spec
 
@@ -124,6 +124,7 @@ def test_book_lists_real_notebooks_with_valid_parameters():
         known = read_spec(source).defaults
         for quick in (False, True):
             assert set(book_parameters(root, name, quick)) <= set(known)
+        assert set(parameter_section(root, "tests").get(name, {})) <= set(known), name
 
 
 def test_execution_key_follows_only_imported_lotlib_modules():

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lotlib.book.build import (Chapter, book_folder, chapters_with_findings, execute_chapters, model_slug,
-                               null_model, plan_book, sphinx_problems)
+                               null_model, parameter_section, plan_book, sphinx_problems)
 from lotlib.book.pipeline import project_root
 from lotlib.book.spec import read_spec
 
@@ -48,6 +48,19 @@ def test_a_chapter_re_executes_when_its_claims_change():
     first = {c.name: c for c in plan_book(project_root(ROOT), quick=True, model="smollm2-135m", null=False)[0]}
     assert [p.name for p in first["b4_residuals"].depends_on] == ["b4_residuals.yml"]  # its closing table's tests
     assert not any(p.suffix == ".yml" for p in first["c6_sweeps"].depends_on)  # no claims of its own
+
+
+def test_the_test_suites_books_take_their_smaller_parameters_and_pass_preflight():
+    from lotlib.book.parameters import check_parameters
+
+    root = project_root(ROOT)
+    smaller = parameter_section(root, "tests")
+    first, later = plan_book(root, quick=True, model="smollm2-135m", overrides=smaller)
+    for chapter in first + later:
+        check_parameters(chapter.spec.parameters, chapter.parameters, chapter.label)
+    b4 = {c.name: c for c in first if c.model == "smollm2-135m"}["b4_residuals"]
+    assert b4.parameters["n_boot_paper"] == smaller["b4_residuals"]["n_boot_paper"]
+    assert b4.parameters["n_s"] == parameter_section(root, "quick")["b4_residuals"]["n_s"]  # quick's, kept
 
 
 SWEEPER = '''# %% [markdown]

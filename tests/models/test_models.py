@@ -14,6 +14,27 @@ def test_unknown_name_lists_embedded_models():
         assert name in str(err.value)
 
 
+def test_a_packaged_model_is_checked_and_a_missing_one_names_its_install_command(monkeypatch, tiny_bert_dir):
+    """A packaged encoder (`PACKAGED`): its weights' sha256 is its revision and must match the expected one;
+    without its package, one line names the command that installs it."""
+    from lotlib.models import sources
+    from lotlib.storage.checksum import sha256_files
+
+    monkeypatch.setitem(sources.PACKAGED, "absent-encoder", sources.PackagedFolder(
+        "absent-encoder-pypi==1.0", "absent_encoder_pypi", "model", "0" * 64))
+    with pytest.raises(ModelNotFoundError, match="needs the package absent-encoder-pypi==1.0: make encoders"):
+        load_model("absent-encoder")
+    monkeypatch.setattr(sources, "package_file", lambda module, relative: tiny_bert_dir)
+    with pytest.raises(ModelNotFoundError, match="expected 0000"):
+        load_model("absent-encoder")
+    sha = sha256_files([tiny_bert_dir / "model.safetensors"])
+    monkeypatch.setitem(sources.PACKAGED, "absent-encoder", sources.PackagedFolder(
+        "absent-encoder-pypi==1.0", "absent_encoder_pypi", "model", sha))
+    model = load_model("absent-encoder", device="cpu")
+    assert (model.revision, model.view.family) == (sha, "bert")
+    assert load_model("absent-encoder", device="cpu").identity == model.identity
+
+
 def _logits(model, ids):
     with torch.no_grad():
         return model.hf(ids).logits

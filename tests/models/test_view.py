@@ -25,7 +25,7 @@ def _head_outputs(view, layer, x, position_embeddings=None):
     scores = q @ k.transpose(-1, -2) * w.scaling
     T = x.shape[1]
     i, j = torch.arange(T, device=x.device)[:, None], torch.arange(T, device=x.device)[None, :]
-    allowed = j <= i
+    allowed = j <= i if w.causal else torch.ones_like(j <= i)
     if w.sliding_window is not None:
         allowed &= i - j < w.sliding_window
     pattern = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
@@ -168,3 +168,90 @@ def test_more_families_rebuild_attention(fixture, request):
     ids = _ids(T=9, seed=6)
     for layer in range(model.view.n_layers):
         _check_rebuild(model, layer, ids, atol=1e-5)
+
+
+def _encoder_io(view, layer, ids):
+    """Block `layer`'s attention input and the output of its W_O (before the residual add and the norm)."""
+    seen = {}
+
+    def pre(module, args, kwargs):
+        seen["x"] = args[0] if args else kwargs["hidden_states"]
+
+    def post(module, args, output):
+        seen["out"] = output
+
+    hooks = [view.attention(layer).register_forward_pre_hook(pre, with_kwargs=True),
+             view.blocks[layer].attention.output.dense.register_forward_hook(post)]
+    view.run(ids)
+    for h in hooks:
+        h.remove()
+    return seen
+
+
+def _check_encoder(view, ids, atol):
+    """A post-LN encoder seen as the book sees any model: x(0) is `embed`, every traced state is the model's
+    own hidden state and the output of the norm `block_norm` names (the last block's: `final_norm`), the heads
+    rebuild each attention's W_O output with no causal mask, and there are no logits."""
+    from lotlib.models.view import NoReadout
+
+    states, normed = _traced(view, ids), {}
+    hooks = [view.block_norm_module(t).register_forward_hook(lambda m, a, o, t=t: normed.__setitem__(t, o))
+             for t in range(view.n_layers)]
+    hooks.append(view._final_norm_module.register_forward_hook(lambda m, a, o: normed.__setitem__(view.n_layers, o)))
+    with torch.no_grad():
+        out = view.hf(input_ids=ids, output_hidden_states=True)
+    for h in hooks:
+        h.remove()
+    positions = torch.arange(ids.shape[1]).expand_as(ids)
+    torch.testing.assert_close(view.embed(ids, positions), states[0].float(), rtol=1e-5, atol=1e-5)
+    for t in range(view.n_layers + 1):
+        torch.testing.assert_close(states[t], out.hidden_states[t], rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(normed[t], states[t], rtol=1e-6, atol=1e-6)
+    for layer in range(view.n_layers):
+        io, heads = _encoder_io(view, layer, ids), view.heads(layer)
+        assert not heads.causal
+        rebuilt = _head_outputs(view, layer, io["x"]).sum(1) + heads.b_O
+        torch.testing.assert_close(rebuilt, io["out"].float(), atol=atol, rtol=1e-4)
+    with pytest.raises(NoReadout, match="no LM head"):
+        view.logits(states[view.n_layers])
+
+
+def test_a_post_ln_encoder_is_seen_like_every_other_model(tiny_bert_dir):
+    model = load_model(str(tiny_bert_dir), device="cpu")
+    view = model.view
+    assert (view.family, view.post_norm, view.final_norm.kind, view.W_U) == ("bert", True, "layer", None)
+    assert view.facts()["tied_text"].startswith("absent")
+    _check_encoder(view, _ids(T=7), atol=1e-5)
+    untrained = load_model(f"untrained:{tiny_bert_dir}", device="cpu")
+    assert untrained.identity != model.identity and untrained.view.post_norm
+
+
+def test_trace_replaces_an_encoders_block_outputs(tiny_bert_dir):
+    view = load_model(str(tiny_bert_dir), device="cpu").view
+    ids = _ids(T=5)
+    before = _traced(view, ids)
+    with view.trace(lambda t, x: torch.zeros_like(x) if t == 1 else None):
+        replaced = _traced(view, ids)  # the outer replacement acts, the inner trace records
+    assert not torch.allclose(replaced[view.n_layers], before[view.n_layers])
+    torch.testing.assert_close(_traced(view, ids)[view.n_layers], before[view.n_layers])
+
+
+def _minilm():
+    from lotlib.models.sources import INSTALL_ENCODERS, ModelNotFoundError
+
+    try:
+        return load_model("all-minilm-l6-v2", device="cpu")
+    except ModelNotFoundError as err:
+        pytest.skip(f"all-MiniLM-L6-v2 is not installed ({INSTALL_ENCODERS}): {err}")
+
+
+def test_all_minilm_l6_v2_loads_by_name_checked_and_is_seen_exactly():
+    """The trained LayerNorm encoder of issue 20, from its package, weights checked by sha256."""
+    from lotlib.models.sources import PACKAGED
+
+    model = _minilm()
+    assert model.revision == PACKAGED["all-minilm-l6-v2"].sha256
+    view = model.view
+    assert (view.n_layers, view.d_model, view.n_heads) == (6, 384, 12)
+    ids = torch.tensor(model.tokenizer("To kill two birds with one stone, said Thoreau.")["input_ids"])[None]
+    _check_encoder(view, ids, atol=2e-5)
