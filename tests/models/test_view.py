@@ -23,6 +23,8 @@ def _head_outputs(view, layer, x, position_embeddings=None):
         q, k = w.q_norm(q), w.k_norm(k)
     q, k = view.rotate(q, k, position_embeddings)
     scores = q @ k.transpose(-1, -2) * w.scaling
+    if (bias := view.score_bias(x.shape[1])) is not None:  # MPNet's relative positions
+        scores = scores + bias
     T = x.shape[1]
     i, j = torch.arange(T, device=x.device)[:, None], torch.arange(T, device=x.device)[None, :]
     allowed = j <= i if w.causal else torch.ones_like(j <= i)
@@ -33,19 +35,19 @@ def _head_outputs(view, layer, x, position_embeddings=None):
 
 
 def _attention_io(model, layer, ids):
-    """Input (kwargs) and output of block `layer`'s attention module in a real forward pass."""
+    """Input (kwargs) of block `layer`'s attention module and its heads' summed write (`head_write`) in a real
+    forward pass."""
     seen = {}
-    attn = model.view.attention(layer)
 
     def pre(module, args, kwargs):
         seen["x"] = args[0] if args else kwargs["hidden_states"]
         seen["pos"] = kwargs.get("position_embeddings")
 
-    def post(module, args, kwargs, output):
-        seen["out"] = output[0]
+    def post(module, args, output):
+        seen["out"] = output[0] if isinstance(output, tuple) else output
 
-    hooks = [attn.register_forward_pre_hook(pre, with_kwargs=True),
-             attn.register_forward_hook(post, with_kwargs=True)]
+    hooks = [model.view.attention(layer).register_forward_pre_hook(pre, with_kwargs=True),
+             model.view.head_write(layer).register_forward_hook(post)]
     with torch.no_grad():
         model.view.base(input_ids=ids, use_cache=False)
     for h in hooks:
@@ -170,30 +172,13 @@ def test_more_families_rebuild_attention(fixture, request):
         _check_rebuild(model, layer, ids, atol=1e-5)
 
 
-def _encoder_io(view, layer, ids):
-    """Block `layer`'s attention input and the output of its W_O (before the residual add and the norm)."""
-    seen = {}
-
-    def pre(module, args, kwargs):
-        seen["x"] = args[0] if args else kwargs["hidden_states"]
-
-    def post(module, args, output):
-        seen["out"] = output
-
-    hooks = [view.attention(layer).register_forward_pre_hook(pre, with_kwargs=True),
-             view.blocks[layer].attention.output.dense.register_forward_hook(post)]
-    view.run(ids)
-    for h in hooks:
-        h.remove()
-    return seen
-
-
-def _check_encoder(view, ids, atol):
+def _check_encoder(model, ids, atol):
     """A post-LN encoder seen as the book sees any model: x(0) is `embed`, every traced state is the model's
     own hidden state and the output of the norm `block_norm` names (the last block's: `final_norm`), the heads
     rebuild each attention's W_O output with no causal mask, and there are no logits."""
     from lotlib.models.view import NoReadout
 
+    view = model.view
     states, normed = _traced(view, ids), {}
     hooks = [view.block_norm_module(t).register_forward_hook(lambda m, a, o, t=t: normed.__setitem__(t, o))
              for t in range(view.n_layers)]
@@ -208,26 +193,28 @@ def _check_encoder(view, ids, atol):
         torch.testing.assert_close(states[t], out.hidden_states[t], rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(normed[t], states[t], rtol=1e-6, atol=1e-6)
     for layer in range(view.n_layers):
-        io, heads = _encoder_io(view, layer, ids), view.heads(layer)
-        assert not heads.causal
-        rebuilt = _head_outputs(view, layer, io["x"]).sum(1) + heads.b_O
-        torch.testing.assert_close(rebuilt, io["out"].float(), atol=atol, rtol=1e-4)
+        assert not view.heads(layer).causal
+        _check_rebuild(model, layer, ids, atol)
     with pytest.raises(NoReadout, match="no LM head"):
         view.logits(states[view.n_layers])
 
 
-def test_a_post_ln_encoder_is_seen_like_every_other_model(tiny_bert_dir):
-    model = load_model(str(tiny_bert_dir), device="cpu")
+@pytest.mark.parametrize("fixture, family", [("tiny_bert_dir", "bert"), ("tiny_mpnet_dir", "mpnet")])
+def test_a_post_ln_encoder_is_seen_like_every_other_model(fixture, family, request):
+    folder = request.getfixturevalue(fixture)
+    model = load_model(str(folder), device="cpu")
     view = model.view
-    assert (view.family, view.post_norm, view.final_norm.kind, view.W_U) == ("bert", True, "layer", None)
+    assert (view.family, view.post_norm, view.final_norm.kind, view.W_U) == (family, True, "layer", None)
     assert view.facts()["tied_text"].startswith("absent")
-    _check_encoder(view, _ids(T=7), atol=1e-5)
-    untrained = load_model(f"untrained:{tiny_bert_dir}", device="cpu")
+    assert (view.score_bias(7) is None) == (family == "bert")
+    _check_encoder(model, _ids(T=7), atol=1e-5)
+    untrained = load_model(f"untrained:{folder}", device="cpu")
     assert untrained.identity != model.identity and untrained.view.post_norm
 
 
-def test_trace_replaces_an_encoders_block_outputs(tiny_bert_dir):
-    view = load_model(str(tiny_bert_dir), device="cpu").view
+@pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_mpnet_dir"])
+def test_trace_replaces_an_encoders_block_outputs(fixture, request):
+    view = load_model(str(request.getfixturevalue(fixture)), device="cpu").view
     ids = _ids(T=5)
     before = _traced(view, ids)
     with view.trace(lambda t, x: torch.zeros_like(x) if t == 1 else None):
@@ -236,22 +223,26 @@ def test_trace_replaces_an_encoders_block_outputs(tiny_bert_dir):
     torch.testing.assert_close(_traced(view, ids)[view.n_layers], before[view.n_layers])
 
 
-def _minilm():
+def _packaged(name: str):
     from lotlib.models.sources import INSTALL_ENCODERS, ModelNotFoundError
 
     try:
-        return load_model("all-minilm-l6-v2", device="cpu")
+        return load_model(name, device="cpu")
     except ModelNotFoundError as err:
-        pytest.skip(f"all-MiniLM-L6-v2 is not installed ({INSTALL_ENCODERS}): {err}")
+        pytest.skip(f"{name} is not installed ({INSTALL_ENCODERS}): {err}")
 
 
-def test_all_minilm_l6_v2_loads_by_name_checked_and_is_seen_exactly():
-    """The trained LayerNorm encoder of issue 20, from its package, weights checked by sha256."""
+@pytest.mark.parametrize("name, shape", [
+    ("all-minilm-l6-v2", (6, 384, 12)),
+    pytest.param("all-mpnet-base-v2", (12, 768, 12), marks=pytest.mark.slow),  # 438 MB, extracted once
+])
+def test_the_packaged_encoders_load_by_name_checked_and_are_seen_exactly(name, shape):
+    """The trained LayerNorm encoders of issue 20, from their packages, weights checked by sha256."""
     from lotlib.models.sources import PACKAGED
 
-    model = _minilm()
-    assert model.revision == PACKAGED["all-minilm-l6-v2"].sha256
+    model = _packaged(name)
+    assert model.revision == PACKAGED[name].sha256
     view = model.view
-    assert (view.n_layers, view.d_model, view.n_heads) == (6, 384, 12)
+    assert (view.n_layers, view.d_model, view.n_heads) == shape
     ids = torch.tensor(model.tokenizer("To kill two birds with one stone, said Thoreau.")["input_ids"])[None]
-    _check_encoder(view, ids, atol=2e-5)
+    _check_encoder(model, ids, atol=5e-5)
