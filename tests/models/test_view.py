@@ -224,12 +224,12 @@ def test_trace_replaces_an_encoders_block_outputs(fixture, request):
 
 
 def _packaged(name: str):
-    from lotlib.models.sources import INSTALL_ENCODERS, ModelNotFoundError
+    from lotlib.models.sources import INSTALL_EXTRA, ModelNotFoundError
 
     try:
         return load_model(name, device="cpu")
     except ModelNotFoundError as err:
-        pytest.skip(f"{name} is not installed ({INSTALL_ENCODERS}): {err}")
+        pytest.skip(f"{name} is not installed ({INSTALL_EXTRA}): {err}")
 
 
 @pytest.mark.parametrize("name, shape", [
