@@ -125,6 +125,31 @@ def bootstrap(
     return Estimate(value, float(lo), float(hi), n, unit, "bootstrap", level)
 
 
+def resampling_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
+    """`(1 + n_boot, n)`: row 0 all ones (the sample itself), then how many times each of the `n` units is
+    drawn in each bootstrap resample (the same resamples as `bootstrap` for `seed`). A
+    statistic written with weighted means over units is evaluated on every row at once."""
+    rng = np.random.default_rng(seed)
+    draws = [
+        np.bincount(rng.integers(0, n, size=n), minlength=n) for _ in range(n_boot)
+    ]
+    return np.vstack([np.ones(n), *draws]).astype(np.float64)
+
+
+def percentile_estimate(
+    values: np.ndarray, n: int, *, unit: str, level: float = LEVEL
+) -> Estimate:
+    """The `Estimate` of a statistic evaluated on the whole sample (`values[0]`) and on bootstrap resamples
+    (`values[1:]`, e.g. statistics of the rows of `resampling_weights` after the first): percentile interval of the
+    resamples, as `bootstrap` gives (non-finite resamples dropped), over `n` units of `unit`."""
+    values = np.asarray(values, dtype=np.float64)
+    draws = values[1:][np.isfinite(values[1:])]
+    if len(draws) == 0:
+        return Estimate(float(values[0]), np.nan, np.nan, n, unit, "bootstrap", level)
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return Estimate(float(values[0]), float(lo), float(hi), n, unit, "bootstrap", level)
+
+
 def bootstrap_mean(
     samples: np.ndarray,
     *,

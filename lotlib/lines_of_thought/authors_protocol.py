@@ -29,10 +29,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate
+from ..intervals import Estimate, percentile_estimate, resampling_weights
 from .ensemble import align_bases
-from .null_tests import resampling_weights, structureless_cloud
-from .residuals import fit_laws, pair_mask, percentile_estimate
+from .null_tests import structureless_cloud
+from .residuals import fit_laws, pair_mask
 
 ENSEMBLES = {
     "model": "",

@@ -38,10 +38,9 @@ from scipy.linalg import expm
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate
+from ..intervals import Estimate, resampling_weights
 from . import langevin
 from .ensemble import align_bases, ensemble_svd
-from .null_tests import resampling_weights
 from .residuals import PairLayers, ResidualNulls, resampled_pairs, singular_coordinates
 
 TRUTH_SEED = (

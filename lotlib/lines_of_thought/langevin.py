@@ -622,8 +622,7 @@ def variance_ratios(
 ) -> dict[str, dict[str, Estimate]]:
     """Total variance of each prediction `(n_h, samples, n_layers + 1, D)` at t0 + n_layers over the true held-out
     ensemble's, along u1..u4 of that layer and in all D, with percentile intervals over the held-out pilots."""
-    from .null_tests import resampling_weights
-    from .residuals import percentile_estimate
+    from ..intervals import percentile_estimate, resampling_weights
 
     boot = resampling_weights(len(model.held), n_boot, seed)
     true, basis = model.truth[:, -1], model.top_directions(model.t0 + model.n_layers)
@@ -769,7 +768,7 @@ def energy_margins(
     (`resampling_weights`, seeded; every prediction keeps the points of the pilots drawn) reweights them. The
     floor is the energy distance between two seeded halves of the drawn pilots' truth. The model was fitted on
     the other pilots, so every resample is scored out of sample."""
-    from .null_tests import resampling_weights
+    from ..intervals import resampling_weights
 
     rng = np.random.default_rng(seed)
     held = np.arange(len(model.held))
@@ -901,8 +900,7 @@ class FokkerPlanck:
 def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerPlanck:
     """Mean and covariance carried by the scheme from the held-out pilots at t0 (`propagators`, `moments`) with
     the chosen noise, constant-variance noise and no noise, against the held-out truth at every layer."""
-    from .null_tests import resampling_weights
-    from .residuals import percentile_estimate
+    from ..intervals import percentile_estimate, resampling_weights
 
     P, truth = propagators(model.plan), model.truth
     starts = truth[:, 0]

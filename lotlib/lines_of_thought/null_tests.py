@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..intervals import LEVEL, Estimate, side_word
+from ..intervals import LEVEL, Estimate, resampling_weights, side_word
 from ..models.view import ModelView
 from .ensemble import align_bases, ensemble_svd, gaussian_cloud
 from .residuals import (
@@ -221,17 +221,6 @@ def stalling(X: np.ndarray, split: int, first: int = 1) -> dict:
 
 # ----------------------------------------------------------------------------------------------
 # bootstrap over pilots, all resamples at once
-
-
-def resampling_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
-    """`(1 + n_boot, n)`: row 0 all ones (the sample itself), then how many times each of the `n` units is
-    drawn in each bootstrap resample (the same resamples as `lotlib.intervals.bootstrap` for `seed`). A
-    statistic written with weighted means over units is evaluated on every row at once."""
-    rng = np.random.default_rng(seed)
-    draws = [
-        np.bincount(rng.integers(0, n, size=n), minlength=n) for _ in range(n_boot)
-    ]
-    return np.vstack([np.ones(n), *draws]).astype(np.float64)
 
 
 def resampled_estimate(

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..intervals import LEVEL, Estimate
+from ..intervals import Estimate, percentile_estimate, resampling_weights
 from .ensemble import align_bases, ensemble_svd
 from .extrapolation import residuals
 
@@ -262,20 +262,6 @@ def resampled_pairs(
     ]
     s2 = (rows @ np.einsum("ntk,ntk->nt", Yc, Yc)).astype(np.float64) / n[:, None]
     return ResampledPairs(**out, spread=s2 - np.sum(s1**2, -1), k=k)
-
-
-def percentile_estimate(
-    values: np.ndarray, n: int, *, unit: str, level: float = LEVEL
-) -> Estimate:
-    """The `Estimate` of a statistic evaluated on the whole sample (`values[0]`) and on bootstrap resamples
-    (`values[1:]`, e.g. the rows after the first of `ResampledPairs`): percentile interval of the resamples, as
-    `lotlib.intervals.bootstrap` gives (non-finite resamples dropped), over `n` units of `unit`."""
-    values = np.asarray(values, dtype=np.float64)
-    draws = values[1:][np.isfinite(values[1:])]
-    if len(draws) == 0:
-        return Estimate(float(values[0]), np.nan, np.nan, n, unit, "bootstrap", level)
-    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    return Estimate(float(values[0]), float(lo), float(hi), n, unit, "bootstrap", level)
 
 
 def shuffled_pilots(X: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -646,10 +632,7 @@ def residual_nulls(
     """`ResidualNulls` of trajectories X `(N, T, D)` with aligned bases U, S: the nulls
     (`structureless_cloud`, `shuffled_pilots`, seeded) get their own bases; every ensemble's
     `resampled_pairs` uses the same `n_boot` resamples of the pilots (`resampling_weights`)."""
-    from .null_tests import (
-        resampling_weights,
-        structureless_cloud,
-    )  # it imports this module
+    from .null_tests import structureless_cloud  # it imports this module
 
     weights = resampling_weights(len(X), n_boot, seed)
     ensembles = {

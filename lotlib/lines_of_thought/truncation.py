@@ -24,10 +24,12 @@ import copy
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..intervals import Estimate
 from ..models.loading import Model
 from ..models.view import ModelView
 
@@ -41,6 +43,12 @@ class Truncation:
     kl: np.ndarray
     overlap: np.ndarray
     top: int
+    # with the pilots' true next tokens: -log p_K(next) and whether it is p_K's top token, `(len(ks), n)`,
+    # and the same for p itself, `(n,)`
+    loss: np.ndarray | None = None
+    top1: np.ndarray | None = None
+    full_loss: np.ndarray | None = None
+    full_top1: np.ndarray | None = None
 
 
 @torch.inference_mode()
@@ -140,9 +148,11 @@ def propagated_truncation(
     top: int = 5,
     batch_size: int = 32,
     progress: bool = True,
+    targets: np.ndarray | None = None,
 ) -> Truncation:
     """KL(p_K || p) and top-`top` overlap, `(len(ks), n)`, when the pilot is truncated after every block
-    and propagated.
+    and propagated; with `targets` `(n,)`, each pilot's true next token, also the next-token loss and top-1
+    hit of p_K and of p (`Truncation.loss`, `top1`, `full_loss`, `full_top1`).
 
     ids: pseudo-sentences `(n, T)`, the pilot last; bases: `(L+1, D, k)` per-layer singular vectors,
     each sorted by decreasing singular value (`ensemble_svd`, not aligned). The prefix (all tokens but
@@ -154,30 +164,49 @@ def propagated_truncation(
     view = model.view
     bases = torch.as_tensor(bases, dtype=torch.float32, device=view.device)
     ids = np.asarray(ids, dtype=np.int64)
-    divergence, overlap = np.empty((len(ks), len(ids))), np.empty((len(ks), len(ids)))
+    shape = (len(ks), len(ids))
+    divergence, overlap, loss, top1 = (np.empty(shape) for _ in range(4))
+    full_loss, full_top1 = np.empty(len(ids)), np.empty(len(ids))
     for start in tqdm(
         range(0, len(ids), batch_size),
         desc="propagated truncation",
         disable=not progress,
     ):
         batch = ids[start : start + batch_size]
+        rows = slice(start, start + len(batch))
         prefix = view.prefix_cache(batch[:, :-1])
         pilot = batch[:, -1:]
         logp = next_token_logprobs(
             view, _pilot_last_state(view, pilot, copy.deepcopy(prefix), None)
         )
+        if targets is not None:
+            full_loss[rows], full_top1[rows] = _next_token_scores(logp, targets[rows])
         for j, K in enumerate(ks):
             truncated = next_token_logprobs(
                 view,
                 _pilot_last_state(view, pilot, copy.deepcopy(prefix), bases[:, :, :K]),
             )
-            divergence[j, start : start + len(batch)] = (
-                kl(truncated, logp).cpu().numpy()
-            )
-            overlap[j, start : start + len(batch)] = (
-                top_overlap(truncated, logp, top).cpu().numpy()
-            )
-    return Truncation(list(ks), divergence, overlap, top)
+            divergence[j, rows] = kl(truncated, logp).cpu().numpy()
+            overlap[j, rows] = top_overlap(truncated, logp, top).cpu().numpy()
+            if targets is not None:
+                loss[j, rows], top1[j, rows] = _next_token_scores(
+                    truncated, targets[rows]
+                )
+    if targets is None:
+        return Truncation(list(ks), divergence, overlap, top)
+    return Truncation(
+        list(ks), divergence, overlap, top, loss, top1, full_loss, full_top1
+    )
+
+
+def _next_token_scores(
+    logp: Tensor, targets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """-log p(target) and whether the target is p's most likely token, from log-probabilities `(n, V)`
+    and target ids `(n,)`: two `(n,)` arrays."""
+    target = torch.as_tensor(targets, dtype=torch.long, device=logp.device)
+    loss = -logp.gather(1, target[:, None])[:, 0]
+    return loss.cpu().numpy(), (logp.argmax(-1) == target).cpu().numpy()
 
 
 def propagated_truncated_kl(
@@ -437,3 +466,122 @@ def truncation_at_sizes(
             top=top,
         )
     return out
+
+
+# --- C7: what the truncation costs downstream ----------------------------------------------------------------
+
+
+@dataclass
+class TruncationCost:
+    """Held-out pilots truncated after every block to the top-K directions of bases fit on other pilots
+    (`truncation_cost`): `scores` (a `Truncation` with next-token loss and top-1 hits), the pilots the bases
+    were fit on (`n_fit`) and, per K, the mean KL(p_K || p), the rise of the next-token loss over p's and p_K's
+    top-1 accuracy, each with a bootstrap interval over the scored pilots (`table`, `at`)."""
+
+    scores: Truncation
+    n_fit: int
+    n_boot: int
+    seed: int = 0
+
+    def at(self, K: int) -> dict[str, Estimate]:
+        """KL, loss rise (nats) and top-1 accuracy of p_K at K (a value of the grid), with intervals."""
+        from ..intervals import bootstrap_mean
+
+        j = self.scores.ks.index(K)
+        per_pilot = {
+            "kl": self.scores.kl[j],
+            "loss_rise": self.scores.loss[j] - self.scores.full_loss,
+            "top1": self.scores.top1[j],
+        }
+        return {
+            name: bootstrap_mean(
+                v, unit="held-out pilots", n_boot=self.n_boot, seed=self.seed
+            )
+            for name, v in per_pilot.items()
+        }
+
+    def full(self) -> dict[str, Estimate]:
+        """The untruncated model's next-token loss (nats) and top-1 accuracy on the scored pilots."""
+        from ..intervals import bootstrap_mean
+
+        return {
+            name: bootstrap_mean(
+                v, unit="held-out pilots", n_boot=self.n_boot, seed=self.seed
+            )
+            for name, v in (
+                ("loss", self.scores.full_loss),
+                ("top1", self.scores.full_top1),
+            )
+        }
+
+    def summary(self, d: int) -> dict:
+        """The chapter's values: pilots fit and scored, and at K = d/4 (`d` the width) the KL, the loss rise
+        and the top-1 accuracy, with the untruncated model's loss and top-1 accuracy."""
+        quarter, full = self.at(d // 4), self.full()
+        return {
+            "n_fit": self.n_fit,
+            "n_scored": self.scores.kl.shape[1],
+            "kl_quarter_d_held_out": quarter["kl"],
+            "loss_rise_quarter_d": quarter["loss_rise"],
+            "top1_quarter_d": quarter["top1"],
+            "loss_full": full["loss"],
+            "top1_full": full["top1"],
+        }
+
+    def table(self) -> pd.DataFrame:
+        """One row per K: the estimates of `at`, as numbers (`value`, `lo`, `hi` per column)."""
+        rows = []
+        for K in self.scores.ks:
+            for name, e in self.at(K).items():
+                rows.append(
+                    {"K": K, "score": name, "value": e.value, "lo": e.lo, "hi": e.hi}
+                )
+        return pd.DataFrame(rows)
+
+
+def next_tokens(ids: np.ndarray, rows: np.ndarray, prefix: int = 0) -> np.ndarray:
+    """The true next token of each pseudo-sentence `rows` of a corpus cut into consecutive non-overlapping
+    chunks `ids` `(N, T)` (the first `prefix` columns a BOS): the first text token of the chunk after it,
+    `(len(rows),)`. Every row must have a successor (row < N - 1)."""
+    rows = np.asarray(rows)
+    if len(rows) and rows.max() >= len(ids) - 1:
+        raise ValueError(
+            f"pseudo-sentence {rows.max()} has no successor among {len(ids)}: its next token is unknown"
+        )
+    return ids[rows + 1, prefix]
+
+
+def truncation_cost(
+    ens,
+    n_scored: int | str,
+    *,
+    ks: list[int] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    progress: bool = True,
+) -> TruncationCost:
+    """What truncating every block's output to its top-K ensemble directions costs the next token, on an
+    `ensemble.Ensemble` of N pseudo-sentences: bases (`ensemble_svd`, uncentered, sorted) fit on the first
+    N - `n_scored` - 1 (a count or a multiple of the width, "0.25D"), the next `n_scored` (held out; each with
+    its successor's first token as target, `next_tokens`; the last has none) truncated after every block
+    (`propagated_truncation`) for each K of `ks` (None: `truncation_grid`)."""
+    from ..models.bounds import pilot_count
+    from .ensemble import ensemble_svd
+
+    scored = pilot_count(n_scored, ens.D, "n_scored", model=ens.lm.name)
+    n_fit = ens.n_s - scored - 1
+    if n_fit < 1:
+        raise ValueError(
+            f"parameter n_scored = {n_scored!r} ({scored}) leaves no pseudo-sentence of {ens.n_s} to fit the "
+            "bases on (the last one has no known next token): lower it or raise n_s"
+        )
+    rows = np.arange(n_fit, n_fit + scored)
+    scores = propagated_truncation(
+        ens.lm,
+        ens.corpus.ids[rows],
+        ensemble_svd(ens.X[:n_fit])[0],
+        ks or truncation_grid(ens.D),
+        progress=progress,
+        targets=next_tokens(ens.corpus.ids, rows, ens.corpus.prefix),
+    )
+    return TruncationCost(scores, n_fit, n_boot, seed)

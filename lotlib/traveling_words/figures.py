@@ -784,3 +784,26 @@ def block_travel_figure(study: FullSpaceTravel, *, n_boot: int, seed: int):
     ax_diff.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def read_share_figure(found, model: str) -> None:
+    """C7: each head's read share (`read_shares.ReadShares`, the sample) by block, one dot per head, with the
+    share d_head / d of evenly spread directions as a dashed line."""
+    rows = [
+        {"block": b, "read share": share}
+        for i, b in enumerate(found.blocks)
+        for share in found.shares[0, i]
+    ]
+    _, ax = plt.subplots(figsize=(11, 4))
+    sns.stripplot(
+        pd.DataFrame(rows), x="block", y="read share", ax=ax, size=4, jitter=0.2
+    )
+    ax.axhline(
+        found.isotropic, color="k", ls="--", lw=1, label="d_head / d (evenly spread)"
+    )
+    ax.set(
+        ylim=(0, None),
+        title=f"{model}: the share of the normalized states' variance each head's queries read",
+    )
+    ax.legend(fontsize=8)
+    plt.show()

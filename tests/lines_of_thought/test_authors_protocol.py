@@ -27,7 +27,7 @@ from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import residuals
 
 ROOT = Path(__file__).resolve().parents[2]
-from lotlib.lines_of_thought.null_tests import resampling_weights
+from lotlib.intervals import resampling_weights
 from lotlib.models.bounds import ParameterError
 
 
