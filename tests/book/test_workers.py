@@ -70,11 +70,17 @@ def test_a_sigint_that_another_thread_receives_stops_the_pool_before_its_run_end
     source.write_text(SLEEPER)
     pool = run_pool([Run("sleeper", str(source), str(tmp_path / "sleeper.ipynb"), {})], workers=1)
     events = []
-    with pytest.raises(KeyboardInterrupt):
-        for event, _, _ in pool:
-            events.append(event)
-            if event == STARTED:
-                threading.Timer(3.0, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT)).start()
+    # Python's own Ctrl-C handler, whatever this process inherited (a job started in the background by a
+    # non-interactive shell starts with SIGINT ignored)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for event, _, _ in pool:
+                events.append(event)
+                if event == STARTED:
+                    threading.Timer(3.0, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT)).start()
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert events == [STARTED]  # interrupted before the run was done
     assert not (tmp_path / "sleeper.ipynb").exists()
 
@@ -100,7 +106,9 @@ def test_a_signalled_book_stops_its_workers_and_says_so(tmp_path, signum):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "sleeper.py").write_text(SLEEPER)
     book = subprocess.Popen([sys.executable, "-m", "lotlib.cli", "book", "--no-null"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            # as a terminal starts it: a background job of a script inherits SIGINT ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in book.stdout:  # progress reaches a pipe as it happens
         lines.append(line)
