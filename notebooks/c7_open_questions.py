@@ -99,7 +99,7 @@ reads.table()
 # ## What truncation costs the next token
 #
 # The {glue:text}`n_scored` held-out pseudo-sentences, truncated after every block to the top K directions of
-# bases fit on the {glue:text}`n_fit` before them. Left, the KL divergence of Lines of Thought's Figure 2;
+# bases fit on the {glue:text}`n_fit` before them. Left, the KL divergence of B2 (c), here out of sample;
 # middle, what it costs the true next token; right, how often p_K's most likely token is the true one.
 
 # %%
