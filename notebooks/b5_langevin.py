@@ -44,8 +44,11 @@
 #
 # **How sure we are.** Variance ratios and the Fokker-Planck moments carry 95% bootstrap intervals over the
 # held-out pilots (a pilot is resampled with its simulated samples; the split, the bases and the noise law are
-# held fixed), and so do the energy-distance margins (a pilot is resampled with its predictions). The curves of
-# energy distance by layer show the method's spread over `n_seeds` seeds (new noise, subsample and halves).
+# held fixed), and so do the energy-distance margins (a pilot is resampled with its predictions). The fit never
+# saw these pilots, so each interval is about the model fitted here, scored on the model's population of
+# pseudo-sentences: it does not include how the fit would move with other fitted pilots. Variances come from
+# pairs of distinct pilots, so a pilot drawn twice does not shrink them. The curves of energy distance by
+# layer show the method's spread over `n_seeds` seeds (new noise, subsample and halves).
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -19,7 +19,9 @@ classes). Otherwise it is the statistic's value on the generator's population, a
 statistic of the population, not the injected noise (Eq. 1's residual is not the Langevin noise). For the SVM on
 separated classes the estimand is the accuracy of a classifier trained on the replication's training size (the
 learning curve is not at its end), estimated by `svm_accuracy_at_size`; the large-sample accuracy is reported
-beside it.
+beside it. B5's scores are out of sample with the fit held fixed (issue 19's second route: "scored on data the
+fit never saw"), so their estimand is the replication's own fitted model scored on the population
+(`b5_fitted_truth`); the share of their intervals that hold the model fitted on the population is reported too.
 
 `replicate` runs a `Case` (a generator, an estimator returning named `Estimate`s, a truth) over seeded
 replications and returns a `Coverage` per statistic: the share of replications whose interval holds the truth.
@@ -223,15 +225,46 @@ def authors_b4(
     )
 
 
-B5_KEYS = {
-    "variance_ratio_top4_langevin_last": ("ratios", "u1..u4"),
-    "variance_ratio_all_langevin_last": ("ratios", "all D"),
-    "energy_margin_over_constant": ("energy", None),
-    "energy_margin_over_linear": ("energy", None),
-    "fp_mean_error_last": ("fp", None),
-    "fp_cov_distance_last": ("fp", None),
-    "fp_variance_ratio_last": ("fp", None),
-}
+B5_KEYS = (
+    "variance_ratio_top4_langevin_last",
+    "variance_ratio_all_langevin_last",
+    "energy_margin_over_constant",
+    "energy_margin_over_linear",
+    "fp_mean_error_last",
+    "fp_cov_distance_last",
+    "fp_variance_ratio_last",
+)
+"""B5's verdict-bearing statistics, under the chapter's summary keys."""
+
+
+def b5_scores(
+    sde: langevin.HeldOutLangevin,
+    *,
+    n_samples: int = 4,
+    n_distance: int = 300,
+    n_boot: int = 200,
+    seed: int = 0,
+) -> dict[str, Estimate]:
+    """B5's out-of-sample scores of a fitted model `sde` on its held-out pilots, as the chapter computes them:
+    the variance ratios, the Fokker-Planck moments and the energy margins, each with its bootstrap over the
+    held-out pilots (the fit held fixed: it never saw them), under `B5_KEYS`."""
+    name = f"Langevin (noise {sde.noise})"
+    ratios = langevin.variance_ratios(
+        sde, langevin.predictions(sde, n_samples, seed), n_boot, seed
+    )[name]
+    margins = langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed)
+    found = {
+        "variance_ratio_top4_langevin_last": ratios["u1..u4"],
+        "variance_ratio_all_langevin_last": ratios["all D"],
+        "energy_margin_over_constant": margins.estimate(
+            langevin.ENERGY_COLUMNS["constant"]
+        ),
+        "energy_margin_over_linear": margins.estimate(
+            langevin.ENERGY_COLUMNS["linear"]
+        ),
+        **langevin.fokker_planck(sde, n_boot, seed).summary(name),
+    }
+    return {key: found[key] for key in B5_KEYS}
 
 
 def b5_statistics(
@@ -240,28 +273,49 @@ def b5_statistics(
     n_layers: int = 2,
     n_samples: int = 4,
     n_distance: int = 300,
-    n_seeds: int = 5,
     n_boot: int = 200,
     seed: int = 0,
 ) -> dict[str, Estimate]:
-    """B5's intervals as the chapter computes them (`langevin.held_out_langevin` from t = L // 2, noise "eq2"):
-    the variance ratios, Fokker-Planck moments and energy margins (bootstrap over held-out pilots), for trajectories X `(N, L+1, D)`, under the chapter's keys (`B5_KEYS`)."""
+    """B5's intervals as the chapter computes them for trajectories X `(N, L+1, D)`: the model fitted on a
+    seeded share of the pilots (`langevin.held_out_langevin` from t = L // 2, noise "eq2", split by `seed`) and
+    scored on the others (`b5_scores`)."""
     sde = langevin.held_out_langevin(X, None, n_layers, seed=seed)
-    name = f"Langevin (noise {sde.noise})"
-    ratios = langevin.variance_ratios(
-        sde, langevin.predictions(sde, n_samples, seed), n_boot, seed
-    )[name]
-    energy = langevin.energy_summary(
-        langevin.energy_distances(sde, n_samples, n_distance, n_seeds, seed),
-        name,
-        langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed),
+    return b5_scores(
+        sde, n_samples=n_samples, n_distance=n_distance, n_boot=n_boot, seed=seed
     )
-    found = {
-        "ratios": ratios,
-        "energy": energy,
-        "fp": langevin.fokker_planck(sde, n_boot, seed).summary(name),
-    }
-    return {key: found[group][item or key] for key, (group, item) in B5_KEYS.items()}
+
+
+def b5_fitted_truth(
+    generator: Callable[[int, int], np.ndarray],
+    X: np.ndarray,
+    *,
+    seed: int,
+    n_layers: int = 2,
+    n_samples: int = 4,
+    scale: int = 50,
+) -> dict[str, float]:
+    """What B5's out-of-sample intervals estimate on the replication X `(N, L+1, D)`: the model fitted on X's
+    fitted pilots (the same seeded split as `b5_statistics`), scored on `scale` times as many fresh held-out
+    pilots drawn from `generator` (`sample(n, seed)`, seeded apart from every replication). An interval over
+    the held-out pilots holds the fit fixed, so its estimand is this fitted model's score on the population,
+    not the score of the model fitted on the population (`Case.truths`)."""
+    from dataclasses import replace
+
+    sde = langevin.held_out_langevin(X, None, n_layers, seed=seed)
+    fresh = generator(scale * len(sde.held), TRUTH_SEED + 1 + seed)
+    population = replace(
+        sde,
+        X=np.concatenate([X, fresh]),
+        held=np.arange(len(X), len(X) + len(fresh)),
+    )
+    found = b5_scores(
+        population,
+        n_samples=n_samples,
+        n_distance=len(fresh),
+        n_boot=1,
+        seed=seed,
+    )
+    return {key: e.value for key, e in found.items()}
 
 
 def svm_b3(
@@ -308,7 +362,9 @@ class Case:
     """One coverage experiment: `sample(n, seed)` draws a data set of `n` pilots from a generator, `estimate(data,
     seed=seed)` returns the intervals by name, `point(data)` the same statistics cheaply (few resamples: only their
     values are used, on the large sample) and `exact()` the true values known otherwise (closed forms, or an
-    estimand that is not the large-sample value), which replace the large-sample ones."""
+    estimand that is not the large-sample value), which replace the large-sample ones. `fitted_truth(data,
+    seed=seed)`, for statistics scored out of sample with the fit held fixed, gives each replication's own
+    truth: its fitted model's score on the population (`b5_fitted_truth`)."""
 
     name: str
     n: int
@@ -316,6 +372,7 @@ class Case:
     estimate: Callable[..., dict[str, Estimate]]
     point: Callable[[Any], dict[str, Estimate]]
     exact: Callable[[], dict[str, float]] = dict
+    fitted_truth: Callable[..., dict[str, float]] | None = None
 
     def truths(self, scale: int = 50) -> tuple[dict[str, float], dict[str, float]]:
         """The truth of every statistic and its large-sample value: `point` on one sample of `scale` x `n`
@@ -332,7 +389,10 @@ class Case:
 class Coverage:
     """Replications of one statistic: its `truth`, whether each interval held it (`covered`, `(R,)`) and each
     interval's width (`widths`, `(R,)`; NaN for an interval that could not be computed, which counts as a
-    miss), the statistic's value on the large sample and the case's seconds."""
+    miss), the statistic's value on the large sample and the case's seconds. For a statistic scored out of
+    sample (`Case.fitted_truth`), each replication has its own truth: `truth` is their mean, `covered` is
+    against each, and `covered_large` against the large-sample value (the model fitted on the population),
+    which such an interval does not claim to cover."""
 
     case: str
     statistic: str
@@ -341,10 +401,23 @@ class Coverage:
     covered: np.ndarray
     widths: np.ndarray
     seconds: float = field(default=float("nan"))
+    covered_large: np.ndarray | None = None
 
     @property
     def coverage(self) -> float:
         return float(np.mean(self.covered))
+
+    @property
+    def estimand(self) -> str:
+        """ "fitted model" when each replication's truth is its own fit's score, else "population"."""
+        return "population" if self.covered_large is None else "fitted model"
+
+    @property
+    def coverage_of_large(self) -> float:
+        """The share of intervals holding the large-sample value (NaN unless scored per fit)."""
+        if self.covered_large is None:
+            return float("nan")
+        return float(np.mean(self.covered_large))
 
     @property
     def mean_width(self) -> float:
@@ -362,7 +435,7 @@ def replicate(
     import torch
 
     start, threads = time.perf_counter(), torch.get_num_threads()
-    covered, widths = {}, {}
+    covered, widths, truths, covered_large = {}, {}, {}, {}
     torch.set_num_threads(1)  # many small problems: threads only contend on busy cores
     try:
         with threadpool_limits(limits=1):
@@ -371,9 +444,17 @@ def replicate(
                 range(replications), desc=f"coverage: {case.name}", disable=not progress
             ):
                 data = case.sample(case.n, seed + 1 + r)
+                own = (
+                    case.fitted_truth(data, seed=seed + r) if case.fitted_truth else {}
+                )
                 for key, e in case.estimate(data, seed=seed + r).items():
-                    covered.setdefault(key, []).append(bool(e.lo <= truth[key] <= e.hi))
+                    t = own.get(key, truth[key])
+                    covered.setdefault(key, []).append(bool(e.lo <= t <= e.hi))
                     widths.setdefault(key, []).append(e.hi - e.lo)
+                    truths.setdefault(key, []).append(t)
+                    if key in own:
+                        held = bool(e.lo <= large[key] <= e.hi)
+                        covered_large.setdefault(key, []).append(held)
     finally:
         torch.set_num_threads(threads)
     seconds = time.perf_counter() - start
@@ -381,11 +462,12 @@ def replicate(
         Coverage(
             case.name,
             key,
-            truth[key],
+            float(np.mean(truths[key])),
             large[key],
             np.array(c),
             np.array(widths[key]),
             seconds,
+            np.array(covered_large[key]) if key in covered_large else None,
         )
         for key, c in covered.items()
     ]
@@ -448,7 +530,8 @@ def book_cases(
             n_b5,
             generator.sample,
             partial(b5_statistics, n_boot=n_boot),
-            partial(b5_statistics, n_boot=2, n_seeds=2, n_distance=2000),
+            partial(b5_statistics, n_boot=2, n_distance=2000),
+            fitted_truth=partial(b5_fitted_truth, generator.sample),
         )
     )
     for sep in (0.0, separation):

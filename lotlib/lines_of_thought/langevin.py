@@ -610,11 +610,21 @@ def scheme_error(model: HeldOutLangevin) -> float:
 
 
 def total_variance(Z: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Total variance of the pooled samples of the pilots Z `(n, samples, f)` for each row of `weights` `(B, n)`
-    (how many times each pilot is drawn, with all its samples): `(B,)`."""
-    count = weights.sum(1) * Z.shape[1]
-    mean = weights @ Z.sum(1) / count[:, None]
-    return weights @ np.sum(Z**2, axis=(1, 2)) / count - np.sum(mean**2, 1)
+    """Total variance of the distribution the pilots Z `(n, samples, f)` sample (a pilot's samples pooled), for
+    each row of `weights` `(B, n)` (how many times each pilot is drawn, with all its samples): `(B,)`, half the
+    mean squared distance between points of two distinct pilots. On the sample it is unbiased (the variance
+    with ddof 1 for one sample per pilot); in a resample, copies of one pilot make no pair, so the spread
+    between pilots is not shrunk by the repeats as a plug-in variance is while the spread within a pilot is
+    not (which moved the percentile intervals of a ratio off its truth)."""
+    w = np.asarray(weights, dtype=np.float64)
+    mu, m2 = (
+        Z.mean(1, dtype=np.float64),
+        np.mean(np.sum(np.square(Z, dtype=np.float64), -1), 1),
+    )
+    own = m2 - np.sum(mu**2, 1)  # each pilot's spread within its samples, (n,)
+    W = w.sum(1)
+    between = W * (w @ m2) - np.sum((w @ mu) ** 2, 1) - (w**2) @ own
+    return between / (W**2 - np.sum(w**2, 1))
 
 
 def variance_ratios(
@@ -844,15 +854,15 @@ def fp_stats(
     """The Fokker-Planck moments against the truth at one layer: the starts `(n, D)` carried by `maps` `(D, D)`
     plus the accumulated noise `added` `(D, D)`, against the true states `(n, D)`. For each row of `weights`
     `(B, n)`: the error of the mean over the truth's spread (from pairs of distinct pilots), the covariance
-    distance (`covariance_distance`) and the ratio of total variances, each `(B,)`."""
+    distance (`covariance_distance`) and the ratio of total variances (`total_variance`), each `(B,)`."""
     Z = starts @ maps.T
-    n, distinct = weights.sum(1), weights.sum(1) ** 2 - np.sum(weights**2, 1)
+    distinct = weights.sum(1) ** 2 - np.sum(weights**2, 1)
     errors = Z - true  # each pilot's share of the error of the predicted mean
     mean_sq = (
         np.sum((weights @ errors) ** 2, 1) - (weights**2) @ np.sum(errors**2, 1)
     ) / distinct
-    var_true = weights @ np.sum((true - true.mean(0)) ** 2, 1) / n
-    var_pred = weights @ np.sum((Z - Z.mean(0)) ** 2, 1) / n + np.trace(added)
+    var_true = total_variance(true[:, None], weights)
+    var_pred = total_variance(Z[:, None], weights) + np.trace(added)
     return dict(
         zip(
             FP_STATS,

@@ -1,20 +1,50 @@
 """The Langevin model (Eq. 3-4): interpolated rotations, step matrices, simulation, moments, distances,
 and the continuous lines of thought built on its deterministic part."""
+
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.interpolate import CubicSpline
 from scipy.linalg import expm, logm
 
-from lotlib.lines_of_thought.continuous import bridged_paths, flow_segment, free_path, landing_gaps, path_summary, restarted_paths
+from lotlib.lines_of_thought.continuous import (
+    bridged_paths,
+    flow_segment,
+    free_path,
+    landing_gaps,
+    path_summary,
+    restarted_paths,
+)
 from lotlib.lines_of_thought.extrapolation import extrapolate
-from lotlib.lines_of_thought.langevin import (covariance_distance, energy_distance, exponential_noise,
-                                              langevin_flow, matched_noise, moments, propagators, proper_bases, rotation_log,
-                                              simulate, steps)
-from lotlib.lines_of_thought.langevin import (ENERGY_COLUMNS, FP_STATS, _weighted_energy, energy_distance,
-                                              energy_margins, fokker_planck, fp_stats, pilot_distances,
-                                              held_out_langevin, noiseless_map, residual_shares, scheme_variants,
-                                              split_pilots, total_variance)
+from lotlib.lines_of_thought.langevin import (
+    covariance_distance,
+    energy_distance,
+    exponential_noise,
+    langevin_flow,
+    matched_noise,
+    moments,
+    propagators,
+    proper_bases,
+    rotation_log,
+    simulate,
+    steps,
+)
+from lotlib.lines_of_thought.langevin import (
+    ENERGY_COLUMNS,
+    FP_STATS,
+    _weighted_energy,
+    energy_distance,
+    energy_margins,
+    fokker_planck,
+    fp_stats,
+    pilot_distances,
+    held_out_langevin,
+    noiseless_map,
+    residual_shares,
+    scheme_variants,
+    split_pilots,
+    total_variance,
+)
 
 
 def _orthogonal(D, seed, det=1.0):
@@ -46,8 +76,12 @@ def test_interpolated_rotation_goes_from_U1_to_U2_and_stays_orthogonal():
     K = rotation.generator
     np.testing.assert_allclose(K, -K.T, atol=1e-12)
     np.testing.assert_allclose(expm(K), U1.T @ U2, atol=1e-10)
-    np.testing.assert_allclose(np.real(logm(U1.T @ U2)), K, atol=1e-8)  # the principal logarithm
-    np.testing.assert_allclose(rotation.power(0.5) @ rotation.power(0.5), U1.T @ U2, atol=1e-10)
+    np.testing.assert_allclose(
+        np.real(logm(U1.T @ U2)), K, atol=1e-8
+    )  # the principal logarithm
+    np.testing.assert_allclose(
+        rotation.power(0.5) @ rotation.power(0.5), U1.T @ U2, atol=1e-10
+    )
 
 
 def test_reflections_flip_the_least_significant_column_and_a_turn_by_pi_is_handled():
@@ -59,11 +93,17 @@ def test_reflections_flip_the_least_significant_column_and_a_turn_by_pi_is_handl
     expected[:, 2] *= -1
     np.testing.assert_allclose(proper[1], expected)
     flow = langevin_flow(U, S, [0, 1])
-    np.testing.assert_allclose(flow.U[0] @ flow.rotations[0].power(1.0), expected, atol=1e-10)
+    np.testing.assert_allclose(
+        flow.U[0] @ flow.rotations[0].power(1.0), expected, atol=1e-10
+    )
     with pytest.raises(ValueError, match="reflection"):
         rotation_log(U[0].T @ U[1])
-    half_turn = np.diag([-1.0, -1.0, 1.0, 1.0])  # a rotation by pi in the plane of the first two axes
-    np.testing.assert_allclose(rotation_log(half_turn).power(1.0), half_turn, atol=1e-12)
+    half_turn = np.diag(
+        [-1.0, -1.0, 1.0, 1.0]
+    )  # a rotation by pi in the plane of the first two axes
+    np.testing.assert_allclose(
+        rotation_log(half_turn).power(1.0), half_turn, atol=1e-12
+    )
     np.testing.assert_allclose(np.sort(np.abs(rotation_log(half_turn).theta)), [np.pi])
     with pytest.raises(ValueError, match="full D x D"):
         proper_bases(U[:, :, :3], S[:, :3], [0, 1])
@@ -71,7 +111,13 @@ def test_reflections_flip_the_least_significant_column_and_a_turn_by_pi_is_handl
 
 def test_flow_over_several_layers_composes_across_flipped_layers():
     rng = np.random.default_rng(15)
-    dets = [1.0, -1.0, 1.0, -1.0, 1.0]  # reflections between every pair of consecutive layers
+    dets = [
+        1.0,
+        -1.0,
+        1.0,
+        -1.0,
+        1.0,
+    ]  # reflections between every pair of consecutive layers
     U = np.stack([_orthogonal(4, 20 + t, det=d) for t, d in enumerate(dets)])
     S = np.exp(rng.normal(0, 0.3, size=(5, 4))) * 5
     X = np.stack([rng.normal(size=(9, 4))] * 5, axis=1)
@@ -98,8 +144,12 @@ def test_noiseless_simulation_of_a_pure_rotation_reproduces_the_rotation():
     flow = langevin_flow(U, S, np.arange(5))
     X0 = np.random.default_rng(6).normal(size=(10, 4))
     expected = [X0 @ expm(n * W).T for n in range(4)]
-    exact = simulate(X0, steps(flow, 1, 3, dt=0.1, scheme="exact"), (lambda t: 0.0))[:, 0]
-    euler = simulate(X0, steps(flow, 1, 3, dt=0.01, scheme="euler"), (lambda t: 0.0))[:, 0]
+    exact = simulate(X0, steps(flow, 1, 3, dt=0.1, scheme="exact"), (lambda t: 0.0))[
+        :, 0
+    ]
+    euler = simulate(X0, steps(flow, 1, 3, dt=0.01, scheme="euler"), (lambda t: 0.0))[
+        :, 0
+    ]
     for n in range(4):
         np.testing.assert_allclose(exact[:, n], expected[n], atol=1e-5)
         np.testing.assert_allclose(euler[:, n], expected[n], atol=0.02 * n + 1e-6)
@@ -109,11 +159,17 @@ def test_exact_scheme_lands_on_the_linear_extrapolation_and_euler_drift_matches_
     rng = np.random.default_rng(7)
     sigma = np.exp(np.cumsum(rng.normal(0, 0.3, size=(5, 4)), axis=0)) * 10
     U, S, _ = _rotating_chain(sigma=sigma)
-    X = np.stack([rng.normal(size=(20, 4))] * 5, axis=1)  # only X[:, 1] (the start) matters
+    X = np.stack(
+        [rng.normal(size=(20, 4))] * 5, axis=1
+    )  # only X[:, 1] (the start) matters
     flow = langevin_flow(U, S, np.arange(5))
-    out = simulate(X[:, 1], steps(flow, 1, 3, dt=0.25, scheme="exact"), (lambda t: 0.0))[:, 0]
+    out = simulate(
+        X[:, 1], steps(flow, 1, 3, dt=0.25, scheme="exact"), (lambda t: 0.0)
+    )[:, 0]
     for tau in range(4):
-        np.testing.assert_allclose(out[:, tau], extrapolate(X, U, S, 1, tau), rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(
+            out[:, tau], extrapolate(X, U, S, 1, tau), rtol=1e-5, atol=1e-4
+        )
     # one Euler step matrix against the definition: A = R' R^T + R S' R^T, R = U1 expm(a logm(U1^T U2))
     euler = steps(flow, 2, 1, dt=0.25, scheme="euler")
     a, h = 0.5, 1e-6
@@ -130,7 +186,9 @@ def test_sigma_spline_and_log_spline_agree_on_the_layers():
     U, S, _ = _rotating_chain(sigma=sigma)
     for log in (True, False):
         flow = langevin_flow(U, S, np.arange(5), log=log)
-        np.testing.assert_allclose(flow.sigma.ratio(1, np.array([2.0, 4.0])), S[[2, 4]] / S[1], rtol=1e-10)
+        np.testing.assert_allclose(
+            flow.sigma.ratio(1, np.array([2.0, 4.0])), S[[2, 4]] / S[1], rtol=1e-10
+        )
         assert flow.sigma.zero_crossings(0, 4) == 0
 
 
@@ -142,14 +200,18 @@ def test_vectorized_simulation_equals_a_direct_loop():
     X0 = rng.normal(size=(3, 4))
     out = simulate(X0, st, noise, n_samples=2, seed=9)
     draws = np.random.default_rng(9)
-    x = [X0[i].astype(np.float32) for i in range(3) for _ in range(2)]  # row order: start, then sample
+    x = [
+        X0[i].astype(np.float32) for i in range(3) for _ in range(2)
+    ]  # row order: start, then sample
     direct = [np.stack(x)]
     for step, (t, M) in enumerate(zip(st.t, st.M.astype(np.float32)), start=1):
         xi = draws.standard_normal((6, 4), dtype=np.float32)
         x = [M @ x[r] + np.float32(np.sqrt(noise(t) * st.dt)) * xi[r] for r in range(6)]
         if step % 2 == 0:
             direct.append(np.stack(x))
-    np.testing.assert_allclose(out, np.stack(direct, axis=1).reshape(3, 2, 3, 4), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        out, np.stack(direct, axis=1).reshape(3, 2, 3, 4), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_moments_match_the_sampled_ensemble():
@@ -161,7 +223,9 @@ def test_moments_match_the_sampled_ensemble():
     means, covs = moments(X0.mean(0), np.cov(X0.T, bias=True), st, noise)
     sim = simulate(X0, st, noise, n_samples=100, seed=11)[:, :, -1].reshape(-1, 4)
     np.testing.assert_allclose(sim.mean(0), means[-1], atol=0.05)
-    np.testing.assert_allclose(np.cov(sim.T, bias=True), covs[-1], atol=0.05 * np.abs(covs[-1]).max())
+    np.testing.assert_allclose(
+        np.cov(sim.T, bias=True), covs[-1], atol=0.05 * np.abs(covs[-1]).max()
+    )
     with pytest.raises(ValueError, match="dt"):
         steps(langevin_flow(U, S, np.arange(5)), 1, 1, dt=0.3)
 
@@ -172,9 +236,25 @@ def test_energy_distance():
     assert abs(energy_distance(A, B)) < 0.03
     assert energy_distance(A, B + [1.0, 0, 0]) > 0.3
     a, b = A[:50], B[:40] + 0.5
-    direct = (2 * np.mean([np.linalg.norm(x - y) for x in a for y in b])
-              - np.mean([np.linalg.norm(x - y) for i, x in enumerate(a) for j, y in enumerate(a) if i != j])
-              - np.mean([np.linalg.norm(x - y) for i, x in enumerate(b) for j, y in enumerate(b) if i != j]))
+    direct = (
+        2 * np.mean([np.linalg.norm(x - y) for x in a for y in b])
+        - np.mean(
+            [
+                np.linalg.norm(x - y)
+                for i, x in enumerate(a)
+                for j, y in enumerate(a)
+                if i != j
+            ]
+        )
+        - np.mean(
+            [
+                np.linalg.norm(x - y)
+                for i, x in enumerate(b)
+                for j, y in enumerate(b)
+                if i != j
+            ]
+        )
+    )
     assert np.isclose(energy_distance(a, b), direct)
     assert np.isclose(energy_distance(a, b), energy_distance(b, a))
 
@@ -190,44 +270,68 @@ def test_continuous_paths_start_on_the_truth_land_on_eq1_and_bridge_through_the_
     np.testing.assert_allclose(times[0], [1.0, 1.25, 1.5, 1.75, 2.0])
     for s, t in enumerate(range(1, 4)):
         np.testing.assert_allclose(paths[:, s, 0], X[:, t], atol=1e-12)
-        np.testing.assert_allclose(paths[:, s, -1], extrapolate(X, U, S, t, 1), atol=1e-10)
+        np.testing.assert_allclose(
+            paths[:, s, -1], extrapolate(X, U, S, t, 1), atol=1e-10
+        )
     bridged = bridged_paths(X, paths, np.arange(1, 5))
     np.testing.assert_allclose(bridged[:, :, -1], X[:, 2:5], atol=1e-10)
     np.testing.assert_allclose(bridged[:, :, 0], X[:, 1:4], atol=1e-12)
     chained = free_path(X[:, 1], flow, 1, 3)
-    np.testing.assert_allclose(chained[:, 3], extrapolate(X, U, S, 1, 3), atol=1e-10)  # Eq. 1 composes
-    np.testing.assert_allclose(flow_segment(X[:, 2], flow, 2, [0.5])[:, 0], paths[:, 1, 2], atol=1e-12)
+    np.testing.assert_allclose(
+        chained[:, 3], extrapolate(X, U, S, 1, 3), atol=1e-10
+    )  # Eq. 1 composes
+    np.testing.assert_allclose(
+        flow_segment(X[:, 2], flow, 2, [0.5])[:, 0], paths[:, 1, 2], atol=1e-12
+    )
 
 
 def test_path_summary_matches_the_paths():
     rng = np.random.default_rng(14)
-    U, S, _ = _rotating_chain(sigma=np.exp(np.cumsum(rng.normal(0, 0.3, size=(5, 4)), axis=0)))
+    U, S, _ = _rotating_chain(
+        sigma=np.exp(np.cumsum(rng.normal(0, 0.3, size=(5, 4)), axis=0))
+    )
     X = rng.normal(size=(6, 5, 4))
     flow = langevin_flow(U, S, np.arange(5))
     summary = path_summary(X, flow, np.arange(1, 5), per_layer=50)
     _, paths = restarted_paths(X, flow, np.arange(1, 5), per_layer=50)
     bridged = bridged_paths(X, paths, np.arange(1, 5))
-    np.testing.assert_allclose(summary["gap"], np.linalg.norm(paths[:, :, -1] - X[:, 2:], axis=-1), atol=1e-12)
-    np.testing.assert_allclose(summary["step"], np.linalg.norm(X[:, 2:] - X[:, 1:4], axis=-1))
+    np.testing.assert_allclose(
+        summary["gap"], np.linalg.norm(paths[:, :, -1] - X[:, 2:], axis=-1), atol=1e-12
+    )
+    np.testing.assert_allclose(
+        summary["step"], np.linalg.norm(X[:, 2:] - X[:, 1:4], axis=-1)
+    )
     lengths = np.linalg.norm(np.diff(bridged, axis=2), axis=-1).sum(-1)
-    np.testing.assert_allclose(summary["length_ratio"], lengths / summary["step"], rtol=1e-10)
-    assert np.all(summary["length_ratio"] >= 1 - 1e-12)  # no path is shorter than the straight chord
-    np.testing.assert_allclose(landing_gaps(X, flow, np.arange(1, 5)), summary["gap"], atol=1e-12)
+    np.testing.assert_allclose(
+        summary["length_ratio"], lengths / summary["step"], rtol=1e-10
+    )
+    assert np.all(
+        summary["length_ratio"] >= 1 - 1e-12
+    )  # no path is shorter than the straight chord
+    np.testing.assert_allclose(
+        landing_gaps(X, flow, np.arange(1, 5)), summary["gap"], atol=1e-12
+    )
 
 
 def test_matched_noise_puts_eq2_on_the_accumulated_noise_at_every_layer():
     alpha, lam = 0.6, 0.2
     target = lambda s: alpha * np.exp(lam * s)
     D = 4
-    still = langevin_flow(np.stack([np.eye(D)] * 6), np.ones((6, D)), np.arange(6))  # no drift at all
+    still = langevin_flow(
+        np.stack([np.eye(D)] * 6), np.ones((6, D)), np.arange(6)
+    )  # no drift at all
     plan = steps(still, 1, 3, dt=0.25)
     rate = matched_noise(plan, target)
     # without drift: all of Eq. 2 over the first layer, then only the increments (the paper's rate, integrated)
     assert rate(1.5) == pytest.approx(target(2))
-    assert rate(2.0) == pytest.approx(target(3) - target(2)) and rate(3.75) == pytest.approx(target(4) - target(3))
+    assert rate(2.0) == pytest.approx(target(3) - target(2)) and rate(
+        3.75
+    ) == pytest.approx(target(4) - target(3))
     # with a drift that turns and stretches, the noise it carries is counted: the accumulated trace is on target
     rng = np.random.default_rng(16)
-    U, S, _ = _rotating_chain(T=6, D=D, sigma=np.exp(np.cumsum(rng.normal(0.1, 0.2, size=(6, D)), axis=0)))
+    U, S, _ = _rotating_chain(
+        T=6, D=D, sigma=np.exp(np.cumsum(rng.normal(0.1, 0.2, size=(6, D)), axis=0))
+    )
     plan = steps(langevin_flow(U, S, np.arange(6)), 1, 3, dt=0.25, scheme="exact")
     rate = matched_noise(plan, target)
     _, covs = moments(np.zeros(D), np.zeros((D, D)), plan, rate)
@@ -247,7 +351,9 @@ def test_propagators_compose_the_steps_and_carry_the_mean():
     P = propagators(plan)
     assert P.shape == (4, 4, 4)
     np.testing.assert_allclose(P[0], np.eye(4))
-    np.testing.assert_allclose(P[2], plan.M[3] @ plan.M[2] @ plan.M[1] @ plan.M[0], atol=1e-12)
+    np.testing.assert_allclose(
+        P[2], plan.M[3] @ plan.M[2] @ plan.M[1] @ plan.M[0], atol=1e-12
+    )
     m0 = rng.normal(size=4)
     means, _ = moments(m0, np.eye(4), plan, (lambda t: 0.3))
     np.testing.assert_allclose(means, m0 @ P.transpose(0, 2, 1), atol=1e-12)
@@ -258,20 +364,39 @@ def test_covariance_distance_has_no_sampling_floor_and_matches_its_definition():
     T = rng.normal(size=(300, 6)) * [3, 2, 1, 1, 0.5, 0.2]
     Z = T @ rng.normal(size=(6, 6)) * 0.3 + rng.normal(size=(300, 6))
     fixed = np.diag(rng.random(6))
-    weights = np.vstack([np.ones(300), np.bincount(rng.integers(0, 300, 300), minlength=300)])
-    for row, c in enumerate(weights):  # the definition, pair by pair: sum over n != m of c_n c_m (p_n . q_m)^2
+    weights = np.vstack(
+        [np.ones(300), np.bincount(rng.integers(0, 300, 300), minlength=300)]
+    )
+    for row, c in enumerate(
+        weights
+    ):  # the definition, pair by pair: sum over n != m of c_n c_m (p_n . q_m)^2
         drawn = np.repeat(np.arange(300), c.astype(int))
         Tc, Zc = (A[drawn] - A.mean(0) for A in (T, Z))
-        inner = lambda P, Q: (np.sum((P @ Q.T) ** 2) - np.sum(((P @ Q.T) ** 2)[drawn[:, None] == drawn[None, :]])) / (
-            len(drawn) ** 2 - np.sum(c ** 2))
+        inner = lambda P, Q: (
+            (
+                np.sum((P @ Q.T) ** 2)
+                - np.sum(((P @ Q.T) ** 2)[drawn[:, None] == drawn[None, :]])
+            )
+            / (len(drawn) ** 2 - np.sum(c**2))
+        )
         cov = lambda P: P.T @ P / len(drawn)
-        squared = inner(Tc, Tc) + inner(Zc, Zc) - 2 * inner(Zc, Tc) + np.sum(fixed ** 2) + 2 * np.sum(fixed * (cov(Zc) - cov(Tc)))
-        assert covariance_distance(T, weights, Z, fixed)[row] == pytest.approx(np.sqrt(squared / inner(Tc, Tc)))
+        squared = (
+            inner(Tc, Tc)
+            + inner(Zc, Zc)
+            - 2 * inner(Zc, Tc)
+            + np.sum(fixed**2)
+            + 2 * np.sum(fixed * (cov(Zc) - cov(Tc)))
+        )
+        assert covariance_distance(T, weights, Z, fixed)[row] == pytest.approx(
+            np.sqrt(squared / inner(Tc, Tc))
+        )
     # two samples of one distribution: about 0, where the plain matrices differ by their sampling noise
     A, B = rng.normal(size=(2, 400, 30))
     naive = np.linalg.norm(np.cov(A.T) - np.cov(B.T)) / np.linalg.norm(np.cov(B.T))
     assert covariance_distance(B, np.ones((1, 400)), A)[0] < naive / 2
-    assert covariance_distance(T, weights, 2 * T)[0] == pytest.approx(3.0, rel=0.05)  # Cov(2T) - Cov(T) = 3 Cov(T)
+    assert covariance_distance(T, weights, 2 * T)[0] == pytest.approx(
+        3.0, rel=0.05
+    )  # Cov(2T) - Cov(T) = 3 Cov(T)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,7 +411,9 @@ def _walks(N=80, T=7, D=6, seed=0):
 def test_split_pilots_is_a_seeded_partition():
     held, fitted = split_pilots(40, 0.25, seed=3)
     assert len(held) == 10 and len(fitted) == 30
-    np.testing.assert_array_equal(np.sort(np.concatenate([held, fitted])), np.arange(40))
+    np.testing.assert_array_equal(
+        np.sort(np.concatenate([held, fitted])), np.arange(40)
+    )
     np.testing.assert_array_equal(split_pilots(40, 0.25, seed=3)[0], held)
 
 
@@ -300,19 +427,70 @@ def test_held_out_langevin_refuses_too_few_pilots_and_matches_the_constant_noise
     final = {name: np.trace(c[-1]) for name, c in sde.noise_cov.items()}
     assert final["constant"] == pytest.approx(final["eq2"]) and final["noiseless"] == 0
     assert sde.summary()["n_fitted"] == 60
-    true = sde.truth[:, -1]  # the top share against the held-out truth's eigen-decomposition: at most its top 4
+    true = sde.truth[
+        :, -1
+    ]  # the top share against the held-out truth's eigen-decomposition: at most its top 4
     eigen = np.sort(np.linalg.eigvalsh(np.cov(true.T, bias=True)))[::-1]
     assert 0 < sde.top_share(4) <= eigen[:4].sum() / eigen.sum() + 1e-12
     assert sde.top_share(sde.D) == pytest.approx(1.0)
 
 
-def test_total_variance_of_the_sample_row_is_the_pooled_variance():
-    Z = np.random.default_rng(0).normal(size=(12, 3, 4))
-    weights = np.vstack([np.ones(12), np.random.default_rng(1).integers(0, 3, size=12)])
-    pooled = Z.reshape(-1, 4)
-    assert total_variance(Z, weights)[0] == pytest.approx(np.sum(pooled.var(0)))
-    drawn = np.repeat(Z, weights[1].astype(int), axis=0).reshape(-1, 4)
-    assert total_variance(Z, weights)[1] == pytest.approx(np.sum(drawn.var(0)))
+def _half_mean_square_between_pilots(Z: np.ndarray, copies: np.ndarray) -> float:
+    """Half the mean of |z - z'|^2 over pairs of points of two distinct drawn copies of different pilots,
+    by brute force over the explicit copies (pilot i repeated copies[i] times)."""
+    pilot = np.repeat(np.arange(len(Z)), copies)
+    points = np.repeat(Z, copies, axis=0)  # (m, samples, f)
+    total, count = 0.0, 0
+    for a in range(len(points)):
+        for b in range(len(points)):
+            if pilot[a] != pilot[b]:
+                d = points[a][:, None] - points[b][None]
+                total += np.sum(d**2) / 2
+                count += d.shape[0] * d.shape[1]
+    return total / count
+
+
+def test_total_variance_is_half_the_mean_square_between_points_of_distinct_pilots():
+    """On the sample, one point per pilot: the variance with ddof 1. With samples per pilot and under a
+    resample with repeated pilots: the brute-force mean over pairs of points of distinct pilots (copies of one
+    pilot make no pair, so the repeats do not shrink the spread between pilots)."""
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(12, 3, 4))
+    weights = np.vstack([np.ones(12), rng.integers(0, 3, size=12)])
+    one = Z[:, :1]
+    assert total_variance(one, weights[:1])[0] == pytest.approx(
+        np.sum(one[:, 0].var(0, ddof=1))
+    )
+    for row in weights:
+        assert total_variance(Z, row[None])[0] == pytest.approx(
+            _half_mean_square_between_pilots(Z, row.astype(int))
+        )
+
+
+def test_a_bootstrap_of_the_variance_ratio_is_centred_on_the_sample_value():
+    """The pilots carry several noisy samples each: a plug-in variance of a resample shrinks the spread
+    between pilots but not the noise within them, so a ratio of predicted to true variance drifts up under
+    resampling (2.3% here); from pairs of distinct pilots it drifts less than half as much (what is left is
+    the ratio's own curvature)."""
+    from lotlib.intervals import resampling_weights
+
+    def plug_in(Z, w):  # the pooled variance of the points drawn
+        count = w.sum(1) * Z.shape[1]
+        mean = w @ Z.sum(1) / count[:, None]
+        return w @ np.sum(Z**2, axis=(1, 2)) / count - np.sum(mean**2, 1)
+
+    rng = np.random.default_rng(3)
+    true = rng.normal(size=(30, 1, 6))
+    predicted = true + rng.normal(
+        size=(30, 8, 6)
+    )  # the same pilots plus noise within each
+    w = resampling_weights(30, 2000, seed=1)
+    drift = {}
+    for name, variance in (("distinct", total_variance), ("plug-in", plug_in)):
+        ratio = variance(predicted, w) / variance(true, w)
+        drift[name] = np.mean(ratio[1:]) / ratio[0] - 1
+    assert drift["plug-in"] > 0.02
+    assert abs(drift["distinct"]) < min(0.015, drift["plug-in"] / 2)
 
 
 def test_fp_stats_score_a_perfect_prediction_as_perfect():
@@ -325,7 +503,9 @@ def test_fp_stats_score_a_perfect_prediction_as_perfect():
 def test_pilot_distances_sum_every_pair_of_points():
     rng = np.random.default_rng(0)
     P, Q = rng.normal(size=(5, 3, 4)), rng.normal(size=(6, 2, 4))
-    brute = np.linalg.norm(P[:, :, None, None] - Q[None, None], axis=-1).sum(axis=(1, 3))
+    brute = np.linalg.norm(P[:, :, None, None] - Q[None, None], axis=-1).sum(
+        axis=(1, 3)
+    )
     np.testing.assert_allclose(pilot_distances(P, Q, block=4), brute)
 
 
@@ -344,12 +524,21 @@ def test_energy_margins_on_the_sample_and_their_bootstrap_interval():
     sde = held_out_langevin(_walks(), None, 2, seed=0)
     margins = energy_margins(sde, n_samples=3, n_points=50, n_boot=40, seed=0)
     assert margins.n == min(50, len(sde.held))
-    assert set(margins.margins) == {ENERGY_COLUMNS["constant"], ENERGY_COLUMNS["linear"]}
+    assert set(margins.margins) == {
+        ENERGY_COLUMNS["constant"],
+        ENERGY_COLUMNS["linear"],
+    }
     assert all(len(m) == 41 and np.isfinite(m).all() for m in margins.margins.values())
     estimate = margins.estimate(ENERGY_COLUMNS["linear"])
-    assert estimate.value == margins.margins[ENERGY_COLUMNS["linear"]][0] and estimate.lo < estimate.hi
+    assert (
+        estimate.value == margins.margins[ENERGY_COLUMNS["linear"]][0]
+        and estimate.lo < estimate.hi
+    )
     again = energy_margins(sde, n_samples=3, n_points=50, n_boot=40, seed=0)
-    np.testing.assert_array_equal(again.margins[ENERGY_COLUMNS["linear"]], margins.margins[ENERGY_COLUMNS["linear"]])
+    np.testing.assert_array_equal(
+        again.margins[ENERGY_COLUMNS["linear"]],
+        margins.margins[ENERGY_COLUMNS["linear"]],
+    )
 
 
 def test_fokker_planck_and_variants_agree_with_an_independent_computation():
