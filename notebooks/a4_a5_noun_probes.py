@@ -101,7 +101,7 @@ glue("d_head", view.d_head)
 glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("n_heads", H)
 glue("embed_scale", f"{view.embed_scale:g}")
-glue("readout", "W_E (tied embeddings)" if view.tied else "W_U (untied, not W_E)")
+glue("readout", view.facts()["readout_text"])
 for name, text in queries.describe().items():
     glue(name, text)
 counts = queries.mean_variant_tokens()

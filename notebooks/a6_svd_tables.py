@@ -82,7 +82,7 @@ vocab = probes.vocab_strings(lm.tokenizer, view.vocab_size)
 glue("model_text", repr(lm))
 glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("n_heads", H)
-glue("readout", "W_E (tied)" if view.tied else "W_U (untied)")
+glue("readout", view.facts()["readout_text"])
 
 # %% [markdown]
 # **The model.** {glue:text}`model_text`: d = {glue:text}`d_model`, d_head =

@@ -101,7 +101,7 @@ queries = probes.noun_queries(
 glue("model_text", repr(lm))
 glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("embed_scale", f"{view.embed_scale:g}")
-glue("tied_text", "tied" if view.tied else "untied")
+glue("tied_text", view.facts()["tied_text"])
 group = H // view.heads(0).n_kv_heads
 gqa = f"groups of {group} consecutive query heads" if group > 1 else "none"
 glue("gqa_text", gqa)

@@ -8,6 +8,7 @@
 #     display_name: Python 3
 #     language: python
 #     name: python3
+#   needs: [causal]
 # ---
 
 # %% [markdown]

@@ -171,6 +171,9 @@ def run_notebook(
     from .summary import summary_of
 
     nb = jupytext.read(spec.source)
+    lacks = missing_needs(spec, parameters)
+    if lacks:
+        nb = not_applicable_notebook(nb, spec.name, lacks)
     nb.metadata["kernelspec"] = {
         "name": KERNEL,
         "display_name": "Python 3",
@@ -234,6 +237,51 @@ def run_notebook(
     write_atomic(output, lambda tmp: nbformat.write(executed, str(tmp)))
     partial.unlink(missing_ok=True)
     return output
+
+
+def missing_needs(spec: NotebookSpec, parameters: dict) -> list[str]:
+    """Why the model of a run of `spec` lacks what the chapter needs (`spec.needs`, e.g. an LM head), one line
+    each (`lotlib.models.view.lacking`, from the model's config: nothing is loaded); [] when it has all."""
+    if not spec.needs or "model" not in spec.parameters:
+        return []
+    from ..models.sources import load_config
+    from ..models.view import LACKS, lacking
+
+    unknown = sorted(set(spec.needs) - set(LACKS))
+    if unknown:
+        raise ValueError(
+            f"{spec.source.name}: the header's needs {unknown} are not among {sorted(LACKS)}"
+        )
+    model = str({**spec.defaults, **parameters}["model"])
+    lacks = lacking(load_config(model).get("model_type", ""))
+    return [lacks[need] for need in spec.needs if need in lacks]
+
+
+def not_applicable_notebook(nb, name: str, lacks: list[str]):
+    """The page of a chapter that does not apply to the run's model: the chapter's opening cell (less the
+    paragraphs that quote the run's values: none are computed), a note saying why (`lacks`, one line each),
+    its parameters cell (the run's parameters are injected as usual) and a hidden cell recording each of its
+    claims as not applicable (`lotlib.book.report.conclude_not_applicable`)."""
+    import nbformat
+
+    opening = next(c for c in nb.cells if c.cell_type == "markdown")
+    paragraphs = opening.source.split("\n\n")
+    opening.source = "\n\n".join(p for p in paragraphs if "{glue" not in p)
+    parameters = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    reason = "; ".join(lacks)
+    note = nbformat.v4.new_markdown_cell(
+        "```{admonition} Not applicable to this model\n:class: warning\n"
+        + "\n\n".join(f"{why}." for why in lacks)
+        + "\n\nWhat this chapter measures needs it, so nothing below was computed: each of its "
+        "claims is recorded as not applicable, and the report lists them so.\n```"
+    )
+    record = nbformat.v4.new_code_cell(
+        "from lotlib.book.report import conclude_not_applicable\n\n"
+        f"conclude_not_applicable({name!r}, model, {reason!r})"
+    )
+    record.metadata["tags"] = ["remove-input"]
+    nb.cells = [opening, note, parameters, record]
+    return nb
 
 
 def summary_path(executed: Path) -> Path:

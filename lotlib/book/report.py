@@ -256,6 +256,8 @@ def against_paper(
     if spec is None:
         return "qualitative", None, None
     value = values.get(spec["key"])
+    if is_not_applicable(value):
+        return "not applicable", value, None
     floor = _upper(values.get(spec.get("floor"))) if spec.get("floor") else None
     try:
         low, high = band(spec["printed"], spec["scale"], floor)
@@ -822,6 +824,27 @@ def claims_view(rows: pd.DataFrame, with_nulls: bool):
     return frame.style.hide(axis="index").set_table_attributes(
         'style="font-size:0.85em"'
     )
+
+
+def claim_keys(claim: dict) -> set[str]:
+    """Every summary key a claim reads: its value, its nulls' and the paper protocol's value and floor."""
+    paper = claim.get("as_paper") or {}
+    keys = {claim["key"], *(n["key"] for n in claim["nulls"])}
+    return keys | {paper[k] for k in ("key", "floor") if paper.get(k)}
+
+
+def conclude_not_applicable(
+    notebook: str, model: str, reason: str, claims_folder: str | Path | None = None
+) -> pd.DataFrame:
+    """The last cell of a chapter that does not apply to `model` (`lotlib.book.pipeline`): every key its claims
+    read recorded as `not_applicable(reason)`, then `conclude` (the paragraph says so claim by claim)."""
+    from .summary import not_applicable
+
+    keys = set().union(
+        *(claim_keys(c) for c in chapter_claims(notebook, claims_folder))
+    )
+    values = {key: not_applicable(reason) for key in sorted(keys)}
+    return conclude(notebook, values, model, claims_folder=claims_folder)
 
 
 def conclude(

@@ -2,8 +2,9 @@
 source files its code depends on (which join its execution key).
 
 A Jupytext percent file is read as text, without jupytext or nbformat (whose imports take seconds: a bad
-parameter fails at once): its `parameters` cell is the lines after the marker tagged `parameters`, and the
-whole file is its code (markdown cells are comments to Python). Any other notebook format goes through
+parameter fails at once): its `parameters` cell is the lines after the marker tagged `parameters`, the
+whole file is its code (markdown cells are comments to Python), and its header may say what the chapter
+`needs` of a model (`#   needs: [readout, causal]`, names of `lotlib.models.view.LACKS`). Any other notebook format goes through
 jupytext. `lotlib.book.parameters.declared_parameters` is the one parser of a parameters cell.
 """
 
@@ -20,6 +21,7 @@ from .parameters import Parameter, declared_parameters
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the lotlib package folder
 PARAMETERS_MARKER = re.compile(r"""^# %%.*\btags\s*=\s*\[[^\]]*["']parameters["']""")
+NEEDS_LINE = re.compile(r"^#\s+needs:\s*\[([^\]]*)\]\s*$")
 PARSING = (
     threading.Lock()
 )  # Python 3.11's ast is not thread-safe (SystemError "AST constructor
@@ -33,6 +35,7 @@ class NotebookSpec:
     source: Path
     code: str
     parameters: dict[str, Parameter] = field(repr=False)
+    needs: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -81,7 +84,20 @@ def read_spec(source: str | Path) -> NotebookSpec:
         code, cell = text, "\n".join(lines[start + 1 : end])
     with PARSING:
         parameters = declared_parameters(cell, source.name)
-    return NotebookSpec(source, code, parameters)
+    return NotebookSpec(source, code, parameters, header_needs(lines))
+
+
+def header_needs(lines: list[str]) -> tuple[str, ...]:
+    """What the Jupytext header (the lines between the first two `# ---`) says the chapter needs of a model:
+    `#   needs: [readout, causal]` -> ("readout", "causal"); () without such a line."""
+    if not lines or lines[0].strip() != "# ---":
+        return ()
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "# ---"), 0)
+    for line in lines[1:end]:
+        found = NEEDS_LINE.match(line)
+        if found:
+            return tuple(n.strip() for n in found.group(1).split(",") if n.strip())
+    return ()
 
 
 def _imported_modules(

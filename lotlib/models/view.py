@@ -48,6 +48,20 @@ FAMILIES = {
 # model types of post-LN encoders: loaded without LM head, attention not causal
 ENCODERS = ("bert", "mpnet")
 KINDS = ("layer", "rms")
+LACKS = {
+    "readout": "ships no LM head: it has no logits (no logit lens, no next token)",
+    "causal": "is an encoder: every position attends to every other, so no position predicts the next "
+    "token and the last token draws no line of thought",
+}
+"""What a chapter may need (its `needs`) and what an architecture without it lacks, in words."""
+
+
+def lacking(model_type: str) -> dict[str, str]:
+    """The parts of `LACKS` that a model of `model_type` (its config's) does not have, each with the reason
+    in one line: both for a post-LN encoder, none for a causal LM."""
+    if model_type not in ENCODERS:
+        return {}
+    return {need: f"{model_type} {why}" for need, why in LACKS.items()}
 
 
 class NoReadout(NotImplementedError):
@@ -266,13 +280,23 @@ class ModelView:
         or None; float32 on the model's device. Raises `NoReadout` for a model without LM head."""
         if self.W_U is None:
             raise NoReadout(
-                f"{self.hf.config.model_type} ships no LM head: it has no logits (no logit lens, no next "
-                "token), so what reads them does not apply to it"
+                f"{lacking(self.hf.config.model_type)['readout']}, so what reads them does not "
+                "apply to it"
             )
         return (
             self.W_U.detach().float().T,
             None if self.b_U is None else self.b_U.detach().float(),
         )
+
+    @torch.no_grad()
+    def readout_rows(self) -> tuple[Tensor, Tensor | None]:
+        """The rows the papers' probes read a state against, `(V, d)`, and a bias `(V,)` or None: the
+        unembedding when the model has an LM head (`unembedding`), else the raw token embeddings W_E and no
+        bias, the reading of GPT-2's tied head that Traveling Words uses (an encoder ships no head). float32
+        on the model's device."""
+        if self.W_U is None:
+            return self.W_E.detach().float(), None
+        return self.unembedding()
 
     @torch.no_grad()
     def logits(self, states: Tensor) -> Tensor:
@@ -371,7 +395,8 @@ class ModelView:
 
     def facts(self) -> dict[str, str]:
         """Words for prose on where this model differs from GPT-2: its final norm (`norm_text`), positions
-        (`positions_text`), attention heads (`attention_text`) and readout (`tied_text`)."""
+        (`positions_text`), attention heads (`attention_text`), readout (`tied_text`) and the rows the probes
+        read states against (`readout_text`, `readout_rows`)."""
         scale = "" if self.embed_scale == 1 else f" times {self.embed_scale:.4g}"
         n_kv = self.heads(0).n_kv_heads
         return {
@@ -387,6 +412,11 @@ class ModelView:
             else "untied: W_E is not the model's readout W_U"
             if self.W_U is not None
             else "absent: an encoder ships no LM head",
+            "readout_text": "W_E (tied embeddings)"
+            if self.tied
+            else "W_U (untied, not W_E)"
+            if self.W_U is not None
+            else "W_E (no LM head: read as GPT-2's tied head reads)",
         }
 
     def reading_norms(self) -> list[Norm]:

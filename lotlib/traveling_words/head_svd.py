@@ -95,7 +95,8 @@ def svd_table(
     """A6: the top `n_dirs` singular directions of every head, top-k tokens of each side.
 
     Left (input side) against block_norm(W_E); right against block_norm(W_E) for QK (the key side)
-    and against the readout rows (raw W_E, or W_U^T when untied) for VO (the update side), signs fixed
+    and against the readout rows (`ModelView.readout_rows`: raw W_E, or W_U^T when untied) for VO (the update
+    side), signs fixed
     as `fix_signs` does. `shared`: the two sides have a token text in common, up to case and surrounding
     spaces (a copying direction). Scores are computed on the model's device.
     """
@@ -103,7 +104,7 @@ def svd_table(
     U, S, V = U[..., :n_dirs], S[:, :n_dirs].cpu(), V[..., :n_dirs]
     normed = view.block_norm(layer)(view.embed())
     right_scores = torch.einsum(
-        "hdr,vd->hrv", V, normed if kind == "qk" else view.unembedding()[0]
+        "hdr,vd->hrv", V, normed if kind == "qk" else view.readout_rows()[0]
     )
     sign = _signs(right_scores)  # (H, r)
     right = topk(right_scores.mul_(sign[..., None]), k)[1].cpu()

@@ -7,7 +7,8 @@ that saves work (a head is a rank-d_head map); results come back on the CPU:
 
 - query-key (A4): score(v) = q W_QK^h . block_norm(e_v) = (q W_Q^h)(block_norm(e_v) W_K^h)^T * scaling
 - value (A5): u_h = (q W_V^h + b_V^h) W_O^h; logits = final_norm(e + u_h + b_O) @ W_U (+ b_U), with a
-  last row for the sum over heads (W_U is W_E^T when the embeddings are tied)
+  last row for the sum over heads (W_U is W_E^T when the embeddings are tied; an encoder, with no LM
+  head, is read against raw W_E as the paper reads GPT-2: `ModelView.readout_rows`)
 - probe rates: how often the top-k tokens are the query word itself or a morphological variant, for
   common nouns and for random words drawn with as many variant tokens in the vocabulary (`random_words`)
 - key specificity: whether a query's top keys are closer to it than the other queries' keys are
@@ -65,6 +66,13 @@ class Vocabulary(list):
         for v, text in enumerate(self):
             index.setdefault(text, []).append(v)
         return index
+
+    @cached_property
+    def spaced(self) -> bool:
+        """Whether tokens carry their leading space (byte-level BPE, SentencePiece). A WordPiece vocabulary
+        (BERT, MPNet) has none: its tokenizer splits at spaces first, so "word" and " word" are one token,
+        and a word piece is marked "##" instead."""
+        return any(text.startswith(" ") for text in self)
 
 
 def vocab_strings(tokenizer, size: int) -> Vocabulary:
@@ -159,16 +167,18 @@ def random_words(
     like: np.ndarray | None = None,
 ) -> Queries:
     """`n` seeded random "words": lower-case alphabetic texts of 3+ letters that are single tokens both
-    with and without a leading space (this rules out most word pieces), none in `exclude`'s variants.
+    with and without a leading space (this rules out most word pieces; in a vocabulary without spaced
+    tokens, `Vocabulary.spaced`, every such token starts a word), none in `exclude`'s variants.
 
     With `like` (variant-token counts, e.g. the nouns' `variant_counts`), the words are drawn to have those
     counts one for one (n counts drawn from `like` when n differs from its length), so that the random words
     can match as many tokens as the words they stand in for; where a count runs out, the nearest available.
     """
-    ids = _text_index(vocab)
+    vocab = vocab if isinstance(vocab, Vocabulary) else Vocabulary(vocab)
+    ids, space = vocab.ids_by_text, " " if vocab.spaced else ""
     banned = set().union(*(variants(w) for w in exclude)) if exclude else set()
     pool = sorted(
-        t for t in ids if WORD.fullmatch(t) and " " + t in ids and t not in banned
+        t for t in ids if WORD.fullmatch(t) and space + t in ids and t not in banned
     )
     if n > len(pool):
         raise ValueError(f"asked for {n} random words, the vocabulary has {len(pool)}")
@@ -183,7 +193,7 @@ def random_words(
         )
         picks = _matching(variant_counts(vocab, pool), targets, rng)
     words = [pool[i] for i in np.sort(picks)]
-    chosen = [ids[(" " if leading_space else "") + w][-1] for w in words]
+    chosen = [ids[(space if leading_space else "") + w][-1] for w in words]
     return Queries(words, torch.tensor(chosen, dtype=torch.long), [], leading_space)
 
 
@@ -402,7 +412,7 @@ def vo_scorer(
     see more than d d_head / (d - d_head) queries in all (`n_queries`; None: factor).
     """
     heads, norm = view.heads(layer), view.final_norm
-    R, b_U = view.unembedding()
+    R, b_U = view.readout_rows()
     Gm = R * norm.gamma.float()  # (V, d)
     H, dh, d = view.n_heads, view.d_head, view.d_model
     factored = n_queries is None or n_queries * (d - dh) > d * dh

@@ -351,3 +351,77 @@ def test_no_chapter_glues_a_key_that_it_also_records():
             elif node.func.id == "record" and isinstance(first, ast.Dict):
                 recorded |= {k.value for k in first.keys if isinstance(k, ast.Constant)}
         assert not glued & recorded, f"{source.name}: glued and recorded: {sorted(glued & recorded)}"
+
+
+NEEDING = '''# ---
+# jupyter:
+#   needs: [causal]
+# ---
+
+# %% [markdown]
+# # A chapter of the last token
+#
+# **What you will see.** Where the last token goes.
+#
+# On this run the value is {glue:text}`value`.
+
+# %% tags=["parameters"]
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+
+# %%
+raise RuntimeError("a chapter that does not apply ran")
+'''
+
+NEEDING_CLAIMS = """
+- id: N-line
+  paper: B
+  nature: finding
+  claim: "The last token draws a line"
+  paper_value: "about 0.5"
+  key: line
+  test: {kind: paper}
+  null:
+    - {key: line_cloud, name: "a cloud"}
+  as_paper: {key: line_paper, printed: "0.5", scale: "share", protocol: "the paper's"}
+"""
+
+
+def test_the_header_says_what_a_chapter_needs_of_a_model():
+    from lotlib.book.spec import header_needs
+
+    assert header_needs(NEEDING.splitlines()) == ("causal",)
+    assert header_needs(NOTEBOOK.splitlines()) == ()
+    assert read_spec(ROOT / "notebooks" / "b4_residuals.py").needs == ("causal",)
+    assert read_spec(ROOT / "notebooks" / "a1_geometry.py").needs == ()
+
+
+@pytest.mark.slow
+def test_a_chapter_that_needs_what_the_model_lacks_is_a_page_saying_so(tmp_path, tiny_bert_dir, tiny_gpt2_dir):
+    """On an encoder, a chapter that needs a causal LM runs none of its cells: its page keeps its opening
+    (less the paragraph quoting run values), says why in one line, and records every key its claims read
+    (value, null, the paper protocol's) as not applicable. On a causal LM the same chapter runs (and here
+    raises)."""
+    for folder in ("book/claims", "notebooks"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "book" / "_config.yml").write_text("title: t\n")
+    (tmp_path / "book" / "claims" / "needing.yml").write_text(NEEDING_CLAIMS)
+    source = tmp_path / "notebooks" / "needing.py"
+    source.write_text(NEEDING)
+    out = tmp_path / "out" / "needing.ipynb"
+    run_notebook(source, out, {"model": str(tiny_bert_dir)}, progress=False)
+    values = json.loads(out.with_suffix(".summary.json").read_text())["values"]
+    assert set(values) == {"line", "line_cloud", "line_paper"}
+    assert all("bert is an encoder" in v["not_applicable"] for v in values.values())
+    page = nbformat.read(out, 4)
+    text = "\n".join(c.source for c in page.cells)
+    assert "Where the last token goes" in text and "{glue" not in text
+    assert "Not applicable to this model" in text and "ran" not in _printed(page)
+    from lotlib.book.report import judge, load_claims
+
+    (claim,) = load_claims(tmp_path / "book" / "claims")
+    row = judge(claim, values, {})
+    assert row["against paper"] == "not applicable" and row["outcome"] == "not applicable"
+    assert row["verdict"] == "not applicable"
+    with pytest.raises(NotebookFailed, match="a chapter that does not apply ran"):
+        run_notebook(source, tmp_path / "gpt2.ipynb", {"model": str(tiny_gpt2_dir)}, progress=False,
+                     keep_partial=False)

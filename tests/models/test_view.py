@@ -206,6 +206,9 @@ def test_a_post_ln_encoder_is_seen_like_every_other_model(fixture, family, reque
     view = model.view
     assert (view.family, view.post_norm, view.final_norm.kind, view.W_U) == (family, True, "layer", None)
     assert view.facts()["tied_text"].startswith("absent")
+    rows, bias = view.readout_rows()  # no LM head: the probes read raw W_E, as GPT-2's tied head does
+    assert bias is None and torch.equal(rows, view.W_E.float())
+    assert view.facts()["readout_text"].startswith("W_E (no LM head")
     assert (view.score_bias(7) is None) == (family == "bert")
     _check_encoder(model, _ids(T=7), atol=1e-5)
     untrained = load_model(f"untrained:{folder}", device="cpu")
@@ -246,3 +249,16 @@ def test_the_packaged_encoders_load_by_name_checked_and_are_seen_exactly(name, s
     assert (view.n_layers, view.d_model, view.n_heads) == shape
     ids = torch.tensor(model.tokenizer("To kill two birds with one stone, said Thoreau.")["input_ids"])[None]
     _check_encoder(model, ids, atol=5e-5)
+
+
+def test_what_a_model_lacks_is_known_from_its_config_alone(tiny_gpt2_dir):
+    """An encoder lacks both parts a chapter may need (`LACKS`), a causal LM neither; a causal LM's probes read
+    its own unembedding."""
+    from lotlib.models.view import LACKS, lacking
+
+    assert set(lacking("bert")) == set(lacking("mpnet")) == set(LACKS) == {"readout", "causal"}
+    assert lacking("bert")["readout"].startswith("bert ships no LM head")
+    assert lacking("gpt2") == lacking("llama") == {}
+    view = load_model(str(tiny_gpt2_dir), device="cpu").view
+    rows, _ = view.readout_rows()
+    torch.testing.assert_close(rows, view.unembedding()[0])

@@ -236,6 +236,19 @@ def test_probe_rates_count_variants_in_the_top_k(model):
                     assert rates[name][i, h, j] == pytest.approx(hits / K)
 
 
+def test_random_words_of_a_wordpiece_vocabulary_are_its_whole_words():
+    """A WordPiece vocabulary (BERT, MPNet) has no spaced tokens: "word" and " word" are one token, pieces are
+    marked "##". Its random words are its whole alphabetic words, in either query form."""
+    vocab = P.Vocabulary(["[PAD]", "house", "##s", "table", "##ing", "river", "cat", "stone", "ab", "Apple"])
+    assert not vocab.spaced and P.Vocabulary(["a", " house"]).spaced
+    for space in (False, True):
+        drawn = P.random_words(vocab, 4, space, ["cat"], seed=0)
+        assert sorted(drawn.words) == ["house", "river", "stone", "table"]
+        assert [vocab[i] for i in drawn.ids.tolist()] == drawn.words
+    with pytest.raises(ValueError, match="the vocabulary has 4"):
+        P.random_words(vocab, 5, False, ["cat"], seed=0)
+
+
 def test_random_words_match_the_variant_counts(tiny_gpt2_dir):
     from lotlib import common_nouns
 
