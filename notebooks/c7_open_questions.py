@@ -8,42 +8,44 @@
 #     display_name: Python 3
 #     language: python
 #     name: python3
-#   needs: [readout]
 # ---
 
 # %% [markdown]
-# # Open questions · What a head cannot see, and what truncation costs
+# # Open questions · Where the states are, and what a head cannot see
 #
-# **What you will see.** Two questions the papers left open, each answered on this model with a number, an
-# interval and, in the report, the same number on the untrained model. First, for every attention head, the
-# share of the normalized states' variance its queries can read, against the share of evenly spread
-# directions. Then, for pseudo-sentences the fit never saw, what truncating every block's output to its top-K
-# ensemble directions costs the next token: the rise of the next-token loss and the top-1 accuracy, beside
-# the KL divergence that Lines of Thought reports.
+# **What you will see.** Three questions the papers left open, each answered on this model with a number, an
+# interval and, in the report, the same number on the untrained model. Layer by layer, how large the states
+# of the residual stream are against the sphere of radius √d that the norms project onto; whether each state
+# already lies on the ellipsoid of the norm that reads it; and, for every attention head, the share of the
+# normalized states' variance its queries can read, against the share of evenly spread directions.
 #
-# **Why it matters.** Traveling Words closes with checks it did not run; the second is rank deficiency: a
-# head reads d_head of the d coordinates of the state, so what does the rest cost it? Lines of Thought says
-# that D/4 directions keep the next-token distribution within about 0.5 nats of KL; a reviewer asked what
-# that costs in the model's own currency, the loss on the true next token. Both are answered here in numbers,
-# and neither paper states one.
+# **Why it matters.** Traveling Words closes with checks it did not run. The first is how the norms of raw
+# and normalized states are distributed across layers and models. The second is rank deficiency: a head reads
+# d_head of the d coordinates of the state, so what does the rest cost it? The third is whether the
+# sphere-and-ellipsoid reading, drawn for GPT-2's pre-norm blocks, carries to post-LN encoders (BERT,
+# MPNet), where every state of the stream is a LayerNorm's output. The model atlas sets the three numbers of
+# every model side by side.
 #
 # **How it is computed.**
 #
-# 1. *What a head cannot see* (`lotlib.traveling_words.read_shares`). Head h of block t forms its query from
+# 1. *Where the states are* (`lotlib.traveling_words.state_norms`). The states are the last tokens of
+#    Walden's pseudo-sentences at every layer t (the Lines of Thought trajectories). For each: the raw norm
+#    ‖x(t)‖ / √d, and the ellipsoid ratio ‖(x(t) − β) / γ‖ / √d of the norm that reads x(t) (block t's input
+#    norm; the final norm at t = L). The ratio is 1 when x(t) lies on that norm's ellipsoid, as it must for a
+#    post-LN encoder, whose states are that norm's outputs; a pre-norm decoder's stream is not normalized, so
+#    the ratio says how much work the norm does. Summaries: the growth of the median raw norm from the first
+#    block's output to the last, and the median over layers of the gap |ratio − 1|, with bootstrap intervals
+#    over the pseudo-sentences.
+# 2. *What a head cannot see* (`lotlib.traveling_words.read_shares`). Head h of block t forms its query from
 #    the normalized state z = block_norm(t)(x(t)) as z W_Q^h, a map from d to d_head dimensions. Two states
 #    whose difference is orthogonal to the columns of W_Q^h give the head the same query, so the head cannot
 #    tell them apart. Over the ensemble of states, with covariance C, the head reads the share
 #    tr(P_h C) / tr(C) of their variance, P_h the projector onto the columns of W_Q^h. Directions spread
 #    evenly, or a subspace placed at random, read d_head / d on average; the ratio to it is 1 for them. The
-#    states are the last tokens of Walden's pseudo-sentences at each block's input (the Lines of Thought
-#    trajectories). The interval is a bootstrap over the pseudo-sentences: the covariance is re-estimated on
-#    each resample (the heads are the model's and are not resampled).
-# 2. *What truncation costs* (`lotlib.lines_of_thought.truncation.truncation_cost`). The bases are the
-#    per-layer singular vectors of the first pseudo-sentences; the following `n_scored` ones, held out, are
-#    truncated after every block to the top K directions and propagated through the later blocks (B2's
-#    "every layer" protocol). Each has a true next token, the first token of the pseudo-sentence after it.
-#    For each K: the mean KL(p_K ‖ p), the mean rise of the next-token loss −log p_K(next) over −log p(next),
-#    and the top-1 accuracy of p_K, each with a bootstrap interval over the held-out pseudo-sentences.
+#    interval is a bootstrap over the pseudo-sentences: the covariance is re-estimated on each resample (the
+#    heads are the model's and are not resampled).
+#
+# What truncation costs the next token, the fourth open question, needs an LM head: chapter C8.
 #
 # **No verdict.** Neither paper gives a number for these questions, and no bound for them comes from outside
 # our results, so the claims below are shown with their intervals and judged by nothing (test kind none). The
@@ -55,7 +57,6 @@ device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis" = "2D"  # pseudo-sentences of Walden read (the first ones)
-n_scored: "Pilots" = "0.5D"  # the last of them, held out: truncated and scored
 seed: int = 0  # the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 
@@ -64,15 +65,43 @@ from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.intervals import side_word
-from lotlib.lines_of_thought import figures as lot_figures, truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.traveling_words import figures, read_shares
+from lotlib.traveling_words import figures, read_shares, state_norms
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
+glue("picture_text", ens.lm.view.facts()["picture_text"])
 ens
 
 # %% [markdown]
+# ## Where the states are
+#
+# This model is {glue:text}`picture_text`. Left, the raw norm of the {glue:text}`n_s` states at each layer
+# over √d; right, how far each state is from the ellipsoid of the norm that reads it (1: on it). Medians with
+# the 5-95% band over the pseudo-sentences.
+
+# %%
+norms = state_norms.state_norms(ens.lm.view, ens.X, n_boot, seed)
+figures.state_norms_figure(norms, model)
+found = norms.summary()
+glue(
+    "growth_word",
+    side_word(found["raw_norm_growth"], ("shrinks", "stays level", "grows"), 1.0),
+)
+glue(
+    "ellipsoid_word", side_word(found["ellipsoid_gap"], ("on", "near", "off"), 0.05)
+)
+norms.table().iloc[:: max(1, ens.L // 8)].round(3)
+
+# %% [markdown]
+# **What to notice.** From the first block's output to the last, the median raw norm
+# {glue:text}`growth_word` by a factor {glue:text}`raw_norm_growth` ({glue:text}`raw_norm_first:.3g` √d to
+# {glue:text}`raw_norm_last:.3g` √d). The median gap between a state's ellipsoid ratio and 1 is
+# {glue:text}`ellipsoid_gap`: the states are {glue:text}`ellipsoid_word` the ellipsoids of the norms that read
+# them (the word compares the interval with a gap of 5%). A stream on its norms' ellipsoids is the picture
+# Traveling Words draws for the normalized states only; off them, the picture holds for what each block reads,
+# not for the stream.
+#
 # ## What a head cannot see
 #
 # Every head of every block, one dot each: the share of the {glue:text}`n_s` states' variance (normalized by
@@ -97,26 +126,8 @@ reads.table()
 # table gives, per block, the least and most read head: a head near 0 looks along directions the states
 # hardly vary in, and a head near 1 reads almost all of what varies.
 #
-# ## What truncation costs the next token
-#
-# The {glue:text}`n_scored` held-out pseudo-sentences, truncated after every block to the top K directions of
-# bases fit on the {glue:text}`n_fit` before them. Left, the KL divergence of B2 (c), here out of sample;
-# middle, what it costs the true next token; right, how often p_K's most likely token is the true one.
-
-# %%
-cost = truncation.truncation_cost(ens, n_scored, n_boot=n_boot, seed=seed)
-lot_figures.truncation_cost_figure(cost, ens.D, model)
-
-# %% [markdown]
-# **What to notice.** At K = D/4 the held-out KL is {glue:text}`kl_quarter_d_held_out` nats (Lines of
-# Thought: about 0.5 nats at K = D/4 on GPT-2 medium, with the basis fit on the pilots it truncates). On the
-# true next token, that truncation raises the loss by {glue:text}`loss_rise_quarter_d` nats over the
-# model's own {glue:text}`loss_full` nats, and the top-1 accuracy is {glue:text}`top1_quarter_d` against the
-# model's {glue:text}`top1_full`. The KL weighs every token by p_K's probability; the loss rise looks at one
-# token, the one that came next, so the two need not move together.
-#
 # ## The claims on this model
 
 # %% tags=["remove-input"]
-values = {**ens.sizes, **reads.summary(), **cost.summary(ens.D)}
+values = {**ens.sizes, **found, **reads.summary()}
 conclude("c7_open_questions", values, model)

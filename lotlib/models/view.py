@@ -395,8 +395,8 @@ class ModelView:
 
     def facts(self) -> dict[str, str]:
         """Words for prose on where this model differs from GPT-2: its final norm (`norm_text`), positions
-        (`positions_text`), attention heads (`attention_text`), readout (`tied_text`) and the rows the probes
-        read states against (`readout_text`, `readout_rows`)."""
+        (`positions_text`), attention heads (`attention_text`), readout (`tied_text`), where its norms sit
+        (`picture_text`) and the rows the probes read states against (`readout_text`, `readout_rows`)."""
         scale = "" if self.embed_scale == 1 else f" times {self.embed_scale:.4g}"
         n_kv = self.heads(0).n_kv_heads
         return {
@@ -412,6 +412,10 @@ class ModelView:
             else "untied: W_E is not the model's readout W_U"
             if self.W_U is not None
             else "absent: an encoder ships no LM head",
+            "picture_text": "a post-LN encoder: every state of its stream is a LayerNorm's output"
+            if self.post_norm
+            else "a pre-norm model: each block normalizes what it reads, and the stream itself is not "
+            "normalized",
             "readout_text": "W_E (tied embeddings)"
             if self.tied
             else "W_U (untied, not W_E)"

@@ -807,3 +807,30 @@ def read_share_figure(found, model: str) -> None:
     )
     ax.legend(fontsize=8)
     plt.show()
+
+
+def state_norms_figure(found, model: str) -> None:
+    """C7: per layer, the raw norm ||x(t)|| / sqrt(d) (left) and the ellipsoid ratio of the norm reading x(t)
+    (right) of `state_norms.StateNorms`: the median over pilots with the 5-95% band, and 1 (the sphere's
+    radius; a state on its reading norm's ellipsoid) dashed."""
+    table = found.table()
+    _, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, name, title in zip(
+        axes,
+        ("raw ||x|| / √d", "ellipsoid ratio"),
+        (
+            "raw state: ||x(t)|| / √d",
+            "on the reading norm's ellipsoid: ||(x − β) / γ|| / √d",
+        ),
+    ):
+        ax.fill_between(
+            table.index, table[f"{name}, 5%"], table[f"{name}, 95%"], alpha=0.25
+        )
+        ax.plot(table.index, table[f"{name}, median"], marker="o", ms=3)
+        ax.axhline(1.0, color="k", ls="--", lw=1)
+        ax.set(xlabel="layer t", yscale="log", title=title)
+    axes[0].figure.suptitle(
+        f"{model}: how far the states are from the sphere, layer by layer"
+    )
+    plt.tight_layout()
+    plt.show()

@@ -54,7 +54,11 @@ def test_corpora_that_share_rows_share_their_shards(model, counting):
     corpus = gibberish(50257, n_s=10, n_k=6, seed=12)
     whole = trajectories(model, corpus, shard_size=4, progress=False)
     prefix = Corpus("prefix", corpus.ids[:9])  # two full shards shared, a last partial one of its own
-    np.testing.assert_array_equal(trajectories(model, prefix, shard_size=4, progress=False), whole[:9])
+    found = trajectories(model, prefix, shard_size=4, progress=False)
+    np.testing.assert_array_equal(found[:8], whole[:8])  # the shared shards, read back
+    # the partial shard is a forward pass of row 8 alone, where `whole` ran it beside row 9: the CPU's
+    # kernels may round a batch of one differently in the last bits
+    np.testing.assert_allclose(found[8], whole[8], rtol=1e-5, atol=1e-7)
     assert counting["n"] == 3 + 1
     np.testing.assert_array_equal(trajectories(model, Corpus("eight", corpus.ids[:8]), shard_size=4,
                                                progress=False), whole[:8])
