@@ -302,11 +302,9 @@ def _forward_share(profile: dict) -> str:
 
 
 def _duration(seconds: float) -> str:
-    return (
-        f"{seconds:.0f} s"
-        if seconds < 90
-        else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
-    )
+    """"45 s", or "2 min 05 s" from 90 s on (whole seconds first, so 119.7 s reads "2 min 00 s")."""
+    whole = round(seconds)
+    return f"{whole} s" if whole < 90 else f"{whole // 60} min {whole % 60:02d} s"
 
 
 def say_now(line: str) -> None:

@@ -169,3 +169,11 @@ def test_interactive_figures_are_3d_and_offline(quick_book):
     page = (quick_book / "notebooks" / "b1_lines_of_thought.html").read_text()
     assert "scatter3d" in page and "_static/plotly.min.js" in page
     assert "cdn.plot.ly" not in page and (quick_book / "_static" / "plotly.min.js").stat().st_size > 1_000_000
+
+
+def test_a_duration_never_reads_sixty_seconds():
+    """A heartbeat at 119.7 s once read "1 min 60 s": whole seconds are taken before the minutes."""
+    from lotlib.book.build import _duration
+
+    assert [_duration(s) for s in (45, 89.4, 119.7, 125, 3600.2)] == [
+        "45 s", "89 s", "2 min 00 s", "2 min 05 s", "60 min 00 s"]
