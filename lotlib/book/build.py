@@ -302,7 +302,7 @@ def _forward_share(profile: dict) -> str:
 
 
 def _duration(seconds: float) -> str:
-    """"45 s", or "2 min 05 s" from 90 s on (whole seconds first, so 119.7 s reads "2 min 00 s")."""
+    """ "45 s", or "2 min 05 s" from 90 s on (whole seconds first, so 119.7 s reads "2 min 00 s")."""
     whole = round(seconds)
     return f"{whole} s" if whole < 90 else f"{whole // 60} min {whole % 60:02d} s"
 
