@@ -20,8 +20,9 @@
 # its trained model were judged against.
 #
 # **Why it matters.** The papers measured GPT-2, Llama 2, Mistral and Llama 3.2; the book runs on any causal
-# language model. Whether a finding is a property of transformers in general, of one training run, or of the
-# architecture alone reads in one row. Build another model's book with `lotlib book --model NAME` (an
+# language model, and on the post-LN encoders (BERT, MPNet: trained LayerNorm weights), where the chapters
+# that need an LM head or a next token are not applicable. Whether a finding is a property of transformers in
+# general, of one training run, or of the architecture alone reads in one row. Build another model's book with `lotlib book --model NAME` (an
 # embedded name such as `gemma3-270m`, a local folder, or a hub id such as `gpt2-medium` when online) and
 # this page gains a column the next time it is built.
 

@@ -837,14 +837,21 @@ def conclude_not_applicable(
     notebook: str, model: str, reason: str, claims_folder: str | Path | None = None
 ) -> pd.DataFrame:
     """The last cell of a chapter that does not apply to `model` (`lotlib.book.pipeline`): every key its claims
-    read recorded as `not_applicable(reason)`, then `conclude` (the paragraph says so claim by claim)."""
-    from .summary import not_applicable
+    read recorded as `not_applicable(reason)`, one sentence saying so (glued as `closing` and shown) and the
+    table of claims."""
+    from IPython.display import Markdown, display
 
-    keys = set().union(
-        *(claim_keys(c) for c in chapter_claims(notebook, claims_folder))
-    )
+    from .summary import glue, not_applicable, record
+
+    claims = chapter_claims(notebook, claims_folder)
+    keys = set().union(*(claim_keys(c) for c in claims))
     values = {key: not_applicable(reason) for key in sorted(keys)}
-    return conclude(notebook, values, model, claims_folder=claims_folder)
+    record(values)
+    ids = ", ".join(c["id"] for c in claims) or "none"
+    paragraph = f"No claim of this chapter applies to {model} ({ids}): {reason}."
+    glue("closing", paragraph)
+    display(Markdown(paragraph))
+    return chapter_outcomes(notebook, values, claims_folder)
 
 
 def conclude(
