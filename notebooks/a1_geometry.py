@@ -206,7 +206,9 @@ glue("beta_2d", "none" if beta is None else str(beta.round(4).tolist()))
 # norm, does not do what the paper describes. The finding is the stretch: the table gives the
 # quantile ratio of |γ| against the bar of a visibly elongated ellipsoid (the same two-fold ratio the
 # drawing asks of its two coordinates). The report judges it against the untrained model of the same architecture, whose
-# γ = 1 draws a sphere (ratio 1), so a pass here is a property of training, not of the architecture.
+# γ = 1 draws a sphere (ratio 1), so a pass here is a property of training, not of the architecture. The
+# second finding is β's shift, ‖β‖ / ‖γ‖ = {glue:text}`beta_shift` (the ellipsoid's center moved against its
+# size; an untrained norm has β = 0, and an RMSNorm has no β at all).
 
 # %% tags=["remove-input"]
 conclude(

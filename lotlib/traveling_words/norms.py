@@ -20,6 +20,7 @@ from scipy.stats import beta as beta_distribution
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from ..book.summary import not_applicable
 from ..intervals import bootstrap, exact
 from ..models.capture import capture
 from ..models.corpus import Corpus
@@ -44,6 +45,13 @@ def gamma_axis_ratio(gamma: Tensor, q: float = 0.05) -> float:
     g = gamma.detach().cpu().double().abs()
     low, high = torch.quantile(g, torch.tensor([q, 1 - q], dtype=torch.float64))
     return float(high / low) if low > 0 else float("inf")
+
+
+def beta_shift(gamma: Tensor, beta: Tensor) -> float:
+    """How far beta moves the ellipsoid from the origin, against the ellipsoid's size: ||beta|| / ||gamma||
+    (a point gamma * x_hat of the ellipsoid has norm about ||gamma||, x_hat on the sphere of radius sqrt(d)).
+    0 for an untrained norm (beta = 0)."""
+    return float(beta.detach().double().norm() / gamma.detach().double().norm())
 
 
 def random_cos_to_ones(d: int) -> float:
@@ -458,7 +466,8 @@ class NormGeometry:
 
     def summary(self) -> dict:
         """The chapter's recorded values: the drawing's choices, the identities' largest violations
-        (exact over the drawn states) and the stretch of gamma (exact over its d coordinates)."""
+        (exact over the drawn states), the stretch of gamma and the shift of beta (exact over its d
+        coordinates; not applicable without beta)."""
         n, d = len(self.states), len(self.norm.gamma)
         identities = (
             "circle_eps_gap",
@@ -477,6 +486,11 @@ class NormGeometry:
             "n_states": n,
             **{k: exact(self.checks[k], n=n, unit="states") for k in identities},
             "gamma_axis_ratio": exact(self.gamma_axis_ratio, n=d, unit="coordinates"),
+            "beta_shift": not_applicable("an RMSNorm has no β")
+            if self.norm.beta is None
+            else exact(
+                beta_shift(self.norm.gamma, self.norm.beta), n=d, unit="coordinates"
+            ),
             "form_share_2d": exact(self.share_2d, n=d**2, unit="entries of the form"),
             "form_share_3d": self.share_3d,
             "rms_mean_abs_cos_ones_3d": self.checks["rms_mean_abs_cos_ones_3d"],

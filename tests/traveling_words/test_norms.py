@@ -164,6 +164,15 @@ def test_strongest_coordinates_find_the_dominant_block():
     assert set(geometry.strongest_coordinates(form, 2, torch.ones(20), 2.0)[0]) == {3, 7}  # nothing qualifies
 
 
+def test_beta_shift_is_the_centers_move_against_the_ellipsoids_size():
+    """||beta|| / ||gamma||: 0 for beta = 0; gamma = 2 on 4 coordinates (norm 4) and beta = 2 e_1 give 1/2,
+    whatever the sign or the axis of beta."""
+    gamma = torch.full((4,), 2.0)
+    assert geometry.beta_shift(gamma, torch.zeros(4)) == 0.0
+    for beta in (torch.tensor([2.0, 0, 0, 0]), torch.tensor([0, 0, -2.0, 0])):
+        assert geometry.beta_shift(gamma, beta) == pytest.approx(0.5)
+
+
 def test_gamma_axis_ratio_is_one_for_a_sphere_and_the_quantile_ratio_otherwise():
     assert geometry.gamma_axis_ratio(torch.ones(64)) == 1.0
     gamma = -torch.linspace(1.0, 100.0, 101)  # |gamma| counts, a sign flip changes nothing
