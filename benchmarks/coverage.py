@@ -4,12 +4,12 @@
 
 Each case draws `--replications` seeded data sets from a generator whose truth is known
 (`lotlib.lines_of_thought.coverage`): the book's Langevin generator, a Gaussian cloud and a heavy-tailed cloud
-for B4 (the authors' protocol with the bases refitted in every resample, and the chapter's bootstrap with the
-bases held fixed), the Langevin generator for B5, and paired Gaussian classes for the SVM accuracy. One line per
+for B4 (the authors' protocol with the bases refitted in every resample, and the chapter's held-out scoring:
+bases fitted on half the pilots, the other half's residuals bootstrapped), the Langevin generator for B5, and paired Gaussian classes for the SVM accuracy. One line per
 statistic: the truth (closed form, or the value on one sample 50 times larger: `large`), the share of
 replications whose 95% interval holds the truth, the mean width of the intervals and the seconds of the case.
-B5's scores are out of sample with the fit held fixed: their truth is each replication's fitted model scored on
-the population (the mean over replications is printed, `estimand` "fit"), and `of large` is the share holding
+B4's held-out and B5's scores are out of sample with the fit held fixed: their truth is each replication's fit
+scored on the population (the mean over replications is printed, `estimand` "fit"), and `of large` is the share holding
 the large-sample value, which those intervals do not claim to cover (not gated).
 
 Exits 1 when a coverage is below `--min-coverage` (default 0.90, issue 19's criterion; with --quick, the

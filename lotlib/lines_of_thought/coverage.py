@@ -19,9 +19,9 @@ classes). Otherwise it is the statistic's value on the generator's population, a
 statistic of the population, not the injected noise (Eq. 1's residual is not the Langevin noise). For the SVM on
 separated classes the estimand is the accuracy of a classifier trained on the replication's training size (the
 learning curve is not at its end), estimated by `svm_accuracy_at_size`; the large-sample accuracy is reported
-beside it. B5's scores are out of sample with the fit held fixed (issue 19's second route: "scored on data the
-fit never saw"), so their estimand is the replication's own fitted model scored on the population
-(`b5_fitted_truth`); the share of their intervals that hold the model fitted on the population is reported too.
+beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed (issue 19's second route: "scored on data the
+fit never saw"), so their estimand is the replication's own fit scored on the population
+(`b4_fitted_truth`, `b5_fitted_truth`); the share of their intervals that hold the model fitted on the population is reported too.
 
 `replicate` runs a `Case` (a generator, an estimator returning named `Estimate`s, a truth) over seeded
 replications and returns a `Coverage` per statistic: the share of replications whose interval holds the truth.
@@ -42,8 +42,7 @@ from tqdm.auto import tqdm
 
 from ..intervals import Estimate, resampling_weights
 from . import langevin
-from .ensemble import align_bases, ensemble_svd
-from .residuals import PairLayers, ResidualNulls, resampled_pairs, singular_coordinates
+from .residuals import PairLayers, ResidualNulls, held_out_pairs, split_for_bases
 
 TRUTH_SEED = (
     1_000_003  # the large samples' seed, apart from every replication's (seed + 1 + r)
@@ -134,7 +133,7 @@ class GaussianCloud:
         Lambda_i = e^(lambda (s - t) / 2), so w_i = x_i(s) - Lambda_i x_i(t) has mean 0, variance 2 c_i e^(lambda s)
         (the layers are independent) and excess kurtosis kappa / 2 (two independent halves of equal variance).
         Hence ln(mean var) = ln(2 mean c) + lambda s, mean(ln var) = ln 2 + mean(ln c) + lambda s, and the residual
-        is twice the arrival's spread (rho = 2). Keyed as the estimators name them (`fixed_basis_b4`, `authors_b4`)."""
+        is twice the arrival's spread (rho = 2). Keyed as the estimators name them (`held_out_b4`, `authors_b4`)."""
         lam_L, kurtosis = self.lam * self.L, self.kurtosis / 2
         return {
             "lambda_log_mean": self.lam,
@@ -180,26 +179,19 @@ class PairedClasses:
 # the estimators, as the chapters call them
 
 
-def fixed_basis_b4(
-    X: np.ndarray,
-    *,
-    n_boot: int = 100,
-    seed: int = 0,
-    fit_first: int = 1,
-    fit_last: int | None = None,
-    late_from: int | None = None,
+def _b4_values(
+    X_scored: np.ndarray,
+    bases: tuple[np.ndarray, np.ndarray],
+    found,
+    weights: np.ndarray,
+    pairs: PairLayers,
 ) -> dict[str, Estimate]:
-    """B4's intervals as the chapter computes them (`residuals.resampled_pairs`: bases fitted once on all
-    pilots and held fixed, moments reweighted per resample) for trajectories X `(N, L+1, D)`: lambda L and
-    alpha of both conventions, alpha_rel, the rms offset and the median late kurtosis (the nulls left out)."""
-    L = X.shape[1] - 1
-    pairs = PairLayers(L, fit_first, fit_last or L, late_from or L // 4, L // 2)
-    U, S = align_bases(*ensemble_svd(X))
-    weights = resampling_weights(len(X), n_boot, seed)
-    r = resampled_pairs(
-        singular_coordinates(X, U), S, pairs.layers, weights, progress=False
+    """B4's statistics of the scored pilots X_scored `(n, L+1, D)` with their `ResampledPairs` `found` in
+    `bases`: lambda L and alpha of both conventions, alpha_rel, the rms offset and the median late
+    kurtosis (the nulls left out)."""
+    nulls = ResidualNulls(
+        {"model": X_scored}, {"model": bases}, {"model": found}, weights, pairs
     )
-    nulls = ResidualNulls({"model": X}, {"model": (U, S)}, {"model": r}, weights, pairs)
     laws = nulls.laws()["model"]
     dimensionless = nulls.dimensionless({"model": laws})["model"]
     return {
@@ -210,6 +202,54 @@ def fixed_basis_b4(
         "alpha_relative": dimensionless["α_rel (geometric mean of ρ)"],
         "mean_offset": nulls.offsets()["model"],
         "kurtosis_late": nulls.kurtosis()["model"],
+    }
+
+
+def _b4_pairs(L: int) -> PairLayers:
+    return PairLayers(L, 1, L, L // 4, L // 2)
+
+
+def held_out_b4(
+    X: np.ndarray, *, n_boot: int = 100, seed: int = 0, held_out: float = 0.5
+) -> dict[str, Estimate]:
+    """B4's intervals as the chapter computes them (`residuals.residual_nulls`: bases fitted on a seeded
+    share of the pilots, the others' residual moments reweighted per resample) for trajectories X
+    `(N, L+1, D)`, under `_b4_values`' names."""
+    pairs = _b4_pairs(X.shape[1] - 1)
+    held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed)
+    weights = resampling_weights(len(held), n_boot, seed)
+    bases, found = held_out_pairs(
+        X, fitted, held, pairs.layers, weights, progress=False
+    )
+    return _b4_values(X[held], bases, found, weights, pairs)
+
+
+def b4_fitted_truth(
+    generator: Callable[[int, int], np.ndarray],
+    X: np.ndarray,
+    *,
+    seed: int,
+    held_out: float = 0.5,
+    scale: int = 50,
+) -> dict[str, float]:
+    """What `held_out_b4`'s intervals estimate on the replication X `(N, L+1, D)`: its statistics in the bases
+    fitted on X's fitted pilots (the same seeded split), scored on `scale` times as many fresh pilots from
+    `generator` (`sample(n, seed)`, seeded apart from every replication)."""
+    pairs = _b4_pairs(X.shape[1] - 1)
+    held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed)
+    fresh = generator(scale * len(held), TRUTH_SEED + 1 + seed)
+    both = np.concatenate([X[fitted], fresh])
+    weights = resampling_weights(len(fresh), 1, seed)
+    bases, found = held_out_pairs(
+        both,
+        np.arange(len(fitted)),
+        np.arange(len(fitted), len(both)),
+        pairs.layers,
+        weights,
+        progress=False,
+    )
+    return {
+        k: e.value for k, e in _b4_values(fresh, bases, found, weights, pairs).items()
     }
 
 
@@ -493,7 +533,7 @@ def book_cases(
     separation: float = 1.0,
 ) -> list[Case]:
     """The coverage experiments of the book's intervals at width D and depth L: B4 both ways (`authors_b4`,
-    `fixed_basis_b4`) on `n` pilots (None: 3 D) of the `LangevinGenerator` (alpha = 1: a residual about the size of
+    `held_out_b4`, scored against `b4_fitted_truth`) on `n` pilots (None: 3 D) of the `LangevinGenerator` (alpha = 1: a residual about the size of
     the arrival's spread, as on the book's models), the Gaussian cloud and a heavy-tailed cloud (kappa = 3); B5
     (`b5_statistics`) on `n_b5` pilots (None: 6 D, a quarter held out) of the Langevin generator; the SVM accuracy
     (`svm_b3`) on 3 D pairs of identical and of `separation`-separated classes. Every interval has `n_boot`
@@ -509,8 +549,8 @@ def book_cases(
         ),
     }
     b4 = {
-        "B4 authors (bases refitted)": authors_b4,
-        "B4 chapter (bases fixed)": fixed_basis_b4,
+        "B4 authors (bases refitted)": (authors_b4, None),
+        "B4 chapter (held out)": (held_out_b4, b4_fitted_truth),
     }
     cases = [
         Case(
@@ -520,9 +560,10 @@ def book_cases(
             partial(estimator, n_boot=n_boot),
             partial(estimator, n_boot=2),
             exact,
+            None if fitted is None else partial(fitted, g.sample),
         )
         for g_name, (g, exact) in generators.items()
-        for e_name, estimator in b4.items()
+        for e_name, (estimator, fitted) in b4.items()
     ]
     cases.append(
         Case(

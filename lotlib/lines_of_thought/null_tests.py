@@ -620,10 +620,10 @@ def refitted_pairs(
     repeats (`authors_protocol.weighted_bases`, k = min(distinct pilots, D)) and their alignment, on the
     block outputs x(1)..x(L) (the pairs' layers: the same pairs of columns as aligned from layer 0), then Eq. 1
     and the moments over the drawn pilots (`pair_statistics`). Returns `trace` (tr Cov w) and `kurtosis`
-    (the coordinates' excess kurtosis weighted by their variance, as `residuals.resampled_pairs`) `(B, T, T)`
+    (the coordinates' bias-corrected excess kurtosis weighted by their variance, as `residuals.resampled_pairs`) `(B, T, T)`
     indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`."""
     from .authors_protocol import weighted_bases
-    from .residuals import pair_statistics
+    from .residuals import pair_statistics, unbiased_excess_kurtosis
 
     blocks = X[:, 1:]  # the pairs' layers; x(0) repeats tokens (a rank-deficient layer)
     rows = {"trace": [], "kurtosis": [], "spread": [], "k": []}
@@ -645,7 +645,9 @@ def refitted_pairs(
         stats = pair_statistics(Y, S, np.arange(len(U)), progress=False)
         var = np.pad(stats.var, ((1, 0), (1, 0), (0, 0)), constant_values=np.nan)
         kurtosis = np.pad(
-            stats.kurtosis, ((1, 0), (1, 0), (0, 0)), constant_values=np.nan
+            unbiased_excess_kurtosis(stats.kurtosis, counts.sum()),
+            ((1, 0), (1, 0), (0, 0)),
+            constant_values=np.nan,
         )
         rows["trace"].append(var.sum(-1))
         rows["kurtosis"].append((var * kurtosis).sum(-1) / var.sum(-1))

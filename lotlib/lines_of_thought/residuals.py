@@ -11,6 +11,9 @@ check that both agree). Raw coordinates are w = U(t+tau) (y(t+tau) - Lambda y(t)
 
 Intervals without recomputing the residuals: `resampled_pairs` evaluates the law's ingredients on the whole
 sample and on every bootstrap resample of the pilots at once (weighted moments; the bases are held fixed).
+So that holding them fixed leaves nothing fitted out of the interval, the chapter's tests score out of sample
+(`held_out_pairs`, `residual_nulls`): the bases are fitted on a seeded share of the pilots and the residuals are
+those of the other pilots, which the bases never saw; each interval is then about these bases.
 Its summaries are chosen so that a resample estimates the same thing as the sample (an offset estimated
 from pairs of distinct pilots, a signed kurtosis): mean abs(mu / sigma) and mean abs(kurtosis) grow under
 resampling (duplicated pilots add sampling noise) and are kept for the figures only.
@@ -186,9 +189,9 @@ class ResampledPairs:
     the mean over the k coordinates (aligned singular basis of s) of ln var w_i. `offset`: ```|E w|`^2 / tr Cov w``,
     the squared mean estimated from pairs of distinct pilots (about 0 for a residual of zero mean at any sample
     size).
-    `kurtosis`: the coordinates' excess kurtosis weighted by their variance, sum_i var_i kappa_i / tr Cov w
-    (0 for a Gaussian residual, isotropic or not; large when the coordinates that carry the variance have
-    heavy tails). `spread` `(B, T)`: tr Cov x(t), the total variance of the ensemble at each layer.
+    `kurtosis`: the coordinates' excess kurtosis (bias-corrected: `unbiased_excess_kurtosis`) weighted by their
+    variance, sum_i var_i kappa_i / tr Cov w (0 for a Gaussian residual, isotropic or not; large when the
+    coordinates that carry the variance have heavy tails). `spread` `(B, T)`: tr Cov x(t), the total variance of the ensemble at each layer.
     """
 
     trace: np.ndarray
@@ -206,6 +209,13 @@ class ResampledPairs:
         """ln(tr Cov w(t, s) / tr Cov x(s)): the residual variance relative to the spread of the ensemble it
         should predict (ln 2 for a map that knows nothing, adding its own spread to the target's): `(B, T, T)`."""
         return np.log(self.trace / self.spread[:, None, :])
+
+
+def unbiased_excess_kurtosis(g2, n):
+    """The sample excess kurtosis g2 = m4 / m2^2 - 3 of n draws corrected for its small-sample bias (G2, as
+    MATLAB's `kurtosis(x, 0)` and the authors' code compute it): ((n + 1) g2 + 6) (n - 1) / ((n - 2)(n - 3)),
+    unbiased for a Gaussian (plain g2 averages -6 / (n + 1))."""
+    return ((n + 1) * g2 + 6.0) * (n - 1) / ((n - 2) * (n - 3))
 
 
 def resampled_pairs(
@@ -255,7 +265,8 @@ def resampled_pairs(
         out["trace"][:, t, t + tau] = trace
         out["mean_log_var"][:, t, t + tau] = np.log(var).mean(-1)
         out["offset"][:, t, t + tau] = mean_sq / trace
-        out["kurtosis"][:, t, t + tau] = np.sum(m4 / var, -1) / trace - 3.0
+        excess = unbiased_excess_kurtosis(m4 / var**2 - 3.0, n[:, None, None])
+        out["kurtosis"][:, t, t + tau] = np.sum(var * excess, -1) / trace
     Yc = Y - Y.mean(0)
     s1 = (rows @ Yc.reshape(N, -1)).astype(np.float64).reshape(len(rows), T, k) / n[
         :, None, None
@@ -461,9 +472,10 @@ SUFFIXES = {
 
 @dataclass
 class ResidualNulls:
-    """The model's trajectories X `(N, T, D)` and two nulls with the same norm growth ("structureless
-    cloud", "shuffled pilots"), each with its own aligned bases (`bases`: name -> (U, S)) and its
-    `ResampledPairs` over the same bootstrap `weights` `(B, N)` of the pilots (`resampled`)."""
+    """The model's scored trajectories X `(N, T, D)` and two nulls with the same norm growth ("structureless
+    cloud", "shuffled pilots"), each with its own aligned bases (`bases`: name -> (U, S), fitted on other
+    pilots: `residual_nulls`) and its `ResampledPairs` over the same bootstrap `weights` `(B, N)` of the
+    scored pilots (`resampled`)."""
 
     ensembles: dict[str, np.ndarray]
     bases: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -551,10 +563,17 @@ class ResidualNulls:
         }
 
     def kurtosis(self) -> dict[str, Estimate]:
-        """Median over late pairs of the variance-weighted excess kurtosis, per ensemble."""
-        late = self.pairs.late
+        """Median over late pairs of the variance-weighted excess kurtosis, per ensemble. Its interval is the
+        resamples' percentile interval moved to the sample's value (`centered_percentile`): a resample is drawn
+        from the sample, whose plug-in tails are lighter than the population's by the bias the sample's value
+        is corrected for."""
+        from .extrapolation import centered_percentile
+
+        late, n = self.pairs.late, self.weights.shape[1]
         return {
-            name: self.estimate(np.median(r.kurtosis[:, late], axis=1))
+            name: centered_percentile(
+                np.median(r.kurtosis[:, late], axis=1), n, unit="pilots"
+            )
             for name, r in self.resampled.items()
         }
 
@@ -621,34 +640,70 @@ def _quantity(r: ResampledPairs, attr: str) -> np.ndarray:
     return value() if callable(value) else value
 
 
+def held_out_pairs(
+    Z: np.ndarray,
+    fitted: np.ndarray,
+    held: np.ndarray,
+    layers,
+    weights: np.ndarray,
+    progress: bool = True,
+) -> tuple[tuple[np.ndarray, np.ndarray], ResampledPairs]:
+    """Eq. 1's residual scored out of sample: aligned bases U `(T, D, k)`, S `(T, k)` fitted on the pilots
+    `fitted` of Z `(N, T, D)`, and the `ResampledPairs` of the pilots `held` in those bases for every row of
+    `weights` `(B, len(held))`. Returns ((U, S), the resampled pairs)."""
+    U, S = align_bases(*ensemble_svd(Z[fitted]))
+    found = resampled_pairs(
+        singular_coordinates(Z[held], U), S, layers, weights, progress=progress
+    )
+    return (U, S), found
+
+
+def split_for_bases(
+    N: int, D: int, held_out: float, seed: int, model: str = "the model"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded split (held, fitted) of N pilots for `held_out_pairs`; raises `ParameterError` when the
+    fitted share has fewer than D pilots (the bases would not span the space the residual lives in)."""
+    from ..models.bounds import ParameterError
+    from .langevin import split_pilots
+
+    held, fitted = split_pilots(N, held_out, seed)
+    if len(fitted) < D or len(held) < 4:
+        raise ParameterError(
+            f"parameter n_s: the bases are fitted on {len(fitted)} of the {N} pilots of {model} and the "
+            f"residuals scored on {len(held)}; the fit needs at least D = {D} and the scoring 4: raise n_s "
+            f"to {int(np.ceil(D / (1 - held_out)))} or more"
+        )
+    return held, fitted
+
+
 def residual_nulls(
     X: np.ndarray,
-    U: np.ndarray,
-    S: np.ndarray,
     pairs: PairLayers,
     n_boot: int,
     seed: int = 0,
+    held_out: float = 0.5,
+    model: str = "the model",
 ) -> ResidualNulls:
-    """`ResidualNulls` of trajectories X `(N, T, D)` with aligned bases U, S: the nulls
-    (`structureless_cloud`, `shuffled_pilots`, seeded) get their own bases; every ensemble's
-    `resampled_pairs` uses the same `n_boot` resamples of the pilots (`resampling_weights`)."""
+    """`ResidualNulls` of trajectories X `(N, T, D)` and its nulls (`structureless_cloud`, `shuffled_pilots`,
+    seeded), each scored out of sample (`held_out_pairs`): bases fitted on a seeded share 1 - `held_out` of
+    its pilots (the same split for all three), residuals of the others, over the same `n_boot` resamples of
+    the held-out pilots (`resampling_weights`). `ResidualNulls.ensembles` keeps the held-out pilots."""
     from .null_tests import structureless_cloud  # it imports this module
 
-    weights = resampling_weights(len(X), n_boot, seed)
+    held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
+    weights = resampling_weights(len(held), n_boot, seed)
     ensembles = {
         "model": X,
         "structureless cloud": structureless_cloud(X, seed),
         "shuffled pilots": shuffled_pilots(X, seed),
     }
-    bases, resampled = {"model": (U, S)}, {}
+    bases, resampled = {}, {}
     for name, Z in ensembles.items():
-        if name not in bases:
-            bases[name] = align_bases(*ensemble_svd(Z))
-        U_z, S_z = bases[name]
-        resampled[name] = resampled_pairs(
-            singular_coordinates(Z, U_z), S_z, pairs.layers, weights
+        bases[name], resampled[name] = held_out_pairs(
+            Z, fitted, held, pairs.layers, weights
         )
-    return ResidualNulls(ensembles, bases, resampled, weights, pairs)
+    scored = {name: Z[held] for name, Z in ensembles.items()}
+    return ResidualNulls(scored, bases, resampled, weights, pairs)
 
 
 def residual_consistency(

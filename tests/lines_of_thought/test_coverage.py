@@ -22,7 +22,7 @@ from lotlib.lines_of_thought.coverage import (
     authors_b4,
     binomial_floor,
     book_cases,
-    fixed_basis_b4,
+    held_out_b4,
     replicate,
 )
 
@@ -76,7 +76,7 @@ def test_the_cloud_truth_is_the_large_sample_value_of_both_b4_estimators():
         exact = cloud.truth()
         found = {
             k: e.value
-            for f in (authors_b4, fixed_basis_b4)
+            for f in (authors_b4, held_out_b4)
             for k, e in f(X, n_boot=2).items()
         }
         for key in ("lambda_log_mean", "lambda_mean_log"):
@@ -132,8 +132,12 @@ SMALL = {case.name: case for case in book_cases(D=8, L=6, n_boot=50, n_rep=20)}
             ("lambda_log_mean", "lambda_mean_log", "alpha_log_mean", "kurtosis_late"),
         ),
         (
-            "Gaussian cloud · B4 chapter (bases fixed)",
-            ("alpha_relative", "mean_offset"),
+            "Gaussian cloud · B4 chapter (held out)",
+            ("lambda_L_log_mean", "mean_offset", "kurtosis_late"),
+        ),
+        (
+            "Langevin · B4 chapter (held out)",
+            ("lambda_L_log_mean", "mean_offset", "kurtosis_late"),
         ),
         ("SVM, classes identical", ("svm_accuracy",)),
     ],
@@ -152,14 +156,13 @@ def test_small_coverage_of_the_intervals_that_hold_the_truth(name, statistics):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 19: B4's bootstrap holds the bases fixed, so its lambda intervals miss the bases' "
-    "variability and undercover (0.25-0.38 of 100 in benchmarks/coverage.py); remove this mark when it covers",
+    reason="issue 19: alpha of the mean of log variances, scored out of sample on a dozen pilots, undercovers "
+    "(8-11 of 20 here, 0.35-0.55 in benchmarks/coverage.py --quick); no verdict of the book rests on it (the "
+    "paper's alpha is judged by the authors' protocol); remove this mark when it covers",
 )
-def test_the_fixed_basis_bootstrap_covers_lambda():
+def test_the_held_out_bootstrap_covers_alpha_of_the_mean_log_variance():
     found = {
         c.statistic: c
-        for c in replicate(
-            SMALL["Langevin · B4 chapter (bases fixed)"], R, progress=False
-        )
+        for c in replicate(SMALL["Langevin · B4 chapter (held out)"], R, progress=False)
     }
-    assert found["lambda_L_log_mean"].covered.sum() >= FLOOR
+    assert found["alpha_mean_log"].covered.sum() >= FLOOR
