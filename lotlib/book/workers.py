@@ -201,12 +201,23 @@ def _terminate(process: subprocess.Popen, grace: float = 10.0) -> None:
         pass
 
 
+def _end_with_parent(parent: int, every: float = 0.5) -> None:
+    """End this worker's session (the worker and its kernel) once the process that started it is gone. A
+    parent killed by SIGKILL, or a test runner ended by SIGTERM, runs no cleanup, and the worker would go on
+    with its run for nobody (seen: a pool worker of a killed pytest went on executing its chapter)."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os.killpg(os.getpgrp(), signal.SIGTERM)
+
+
 def _serve() -> None:
     """A local worker process: each line of stdin is one `Run` (JSON); each status goes back as one line on
-    the original stdout (anything else printed goes to stderr). SIGTERM ends it, and its kernel with it."""
+    the original stdout (anything else printed goes to stderr). SIGTERM ends it, and its kernel with it, and
+    so does its parent's end (`_end_with_parent`)."""
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
     for line in sys.stdin:
         run = json.loads(line)
         run["depends_on"] = tuple(run["depends_on"])

@@ -58,6 +58,47 @@ def test_stopping_the_pool_leaves_no_worker_or_kernel_behind(tmp_path):
     assert not [p.pid for p in processes if _alive(p.pid)]
 
 
+POOL_PARENT = """
+import sys, time
+from lotlib.book.workers import STARTED, Run, run_pool
+
+run = Run("sleeper", sys.argv[1], sys.argv[2], {})
+for event, _, _ in run_pool([run], workers=1, heartbeat=1.0):
+    if event == STARTED:
+        print("started", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_a_parent_killed_outright_leaves_no_worker_or_kernel_behind(tmp_path):
+    """SIGKILL runs no cleanup in the pool's parent (a test runner ended by SIGTERM neither): the worker sees
+    its parent gone and ends its session, its kernel with it, well before the run would have ended (60 s)."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    source = tmp_path / "sleeper.py"
+    source.write_text(SLEEPER)
+    parent = subprocess.Popen([sys.executable, "-c", POOL_PARENT, str(source), str(tmp_path / "s.ipynb")],
+                              stdout=subprocess.PIPE, text=True)
+    assert parent.stdout.readline().strip() == "started"
+    deadline = time.time() + 60
+    found = []
+    while time.time() < deadline and len(found) < 2:  # the worker and its kernel
+        found = psutil.Process(parent.pid).children(recursive=True)
+        time.sleep(0.2)
+    assert len(found) >= 2
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline and any(_alive(p.pid) for p in found):
+        time.sleep(0.2)
+    assert not [p.pid for p in found if _alive(p.pid)]
+
+
 @pytest.mark.slow
 def test_a_sigint_that_another_thread_receives_stops_the_pool_before_its_run_ends(tmp_path):
     """Python runs signal handlers in the main thread only. A SIGINT the kernel hands to another thread (here a
