@@ -66,6 +66,14 @@ class Estimate:
         return format(self)
 
 
+NOT_APPLICABLE = "not_applicable"
+
+
+def not_applicable(reason: str) -> dict:
+    """The value of a claim that does not apply to this model, with the reason the report shows."""
+    return {NOT_APPLICABLE: reason}
+
+
 def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 

@@ -18,15 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..intervals import Estimate
+# not_applicable is re-exported: the chapters record it from here, the analysis modules from intervals
+from ..intervals import NOT_APPLICABLE, Estimate, not_applicable  # noqa: F401
 
-NOT_APPLICABLE = "not_applicable"
 SUMMARY_MIME = "application/vnd.lotlib.summary+json"
-
-
-def not_applicable(reason: str) -> dict:
-    """The value of a claim that does not apply to this model, with the reason the report shows."""
-    return {NOT_APPLICABLE: reason}
 
 
 def _plain(value):

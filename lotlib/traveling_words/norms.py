@@ -20,8 +20,7 @@ from scipy.stats import beta as beta_distribution
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from ..book.summary import not_applicable
-from ..intervals import bootstrap, exact
+from ..intervals import bootstrap, exact, not_applicable
 from ..models.capture import capture
 from ..models.corpus import Corpus
 from ..models.loading import Model
