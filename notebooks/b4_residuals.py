@@ -63,7 +63,9 @@ model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
-n_s: "FullBasis | None" = None  # pseudo-sentences (None: all of Walden; at least D)
+n_s: "HeldOutBasis | None" = (
+    None  # pseudo-sentences (None: all of Walden; at least 2 D)
+)
 raw_coordinates: bool = True  # also the heatmaps in raw residual-stream coordinates
 fit_first: "Layer" = 1  # the variance law is fitted on pairs with t >= fit_first
 fit_last: "Layer | None" = None  # and arrival t + tau <= fit_last (None: L)

@@ -8,7 +8,7 @@ The `parameters` cell of a chapter declares each parameter with a type annotatio
 
 An annotation may be a string (then the cell needs no import). Types: int, float (an int is accepted), str,
 bool, None, list[T], tuple, dict, unions (``int | None``), Literal[...], Any, Dtype (the weights' dtype), and
-the model-relative types of `lotlib.models.bounds` (Layer, Block, Pilots, FullBasis, PaperPilots, Tokens).
+the model-relative types of `lotlib.models.bounds` (Layer, Block, Pilots, FullBasis, HeldOutBasis, PaperPilots, Tokens).
 `check_parameters` refuses a value of the wrong type, naming the parameter, the expected type and the value given, and, when the chapter has a
 `model` parameter, checks the model-relative ones against the model's configuration: all before a kernel
 starts or a weight is read.

@@ -241,6 +241,22 @@ class FullBasis(Pilots):
         pilot_count(value, shape.d_model, param, at_least_width=True, model=shape.name)
 
 
+class HeldOutBasis(Pilots):
+    """`Pilots`, at least twice the width: a full D x D basis fitted on half of them, the other half scored."""
+
+    description = "a number of pseudo-sentences of at least 2 D, or a multiple of the width ('3D')"
+
+    @staticmethod
+    def check(value, shape, param, values):
+        n = pilot_count(value, shape.d_model, param, model=shape.name)
+        if n is not None and n < 2 * shape.d_model:
+            raise ParameterError(
+                f"parameter {param} = {value!r} gives {n} pilots; {shape.name} (D = {shape.d_model}) needs at "
+                f"least 2 D = {2 * shape.d_model}: the bases are fitted on half of them and the other half "
+                f"is scored. Raise {param} (or None, all of the corpus)"
+            )
+
+
 class PaperPilots(FullBasis):
     """`FullBasis`, a subset of the chapter's own pilots: at most its `n_s` when that is a number or a multiple
     of the width (None, all of the corpus, is checked once the corpus is cut)."""
@@ -274,5 +290,6 @@ class Tokens(Bounded):
 
 
 TYPES = {
-    cls.__name__: cls for cls in (Layer, Block, Pilots, FullBasis, PaperPilots, Tokens)
+    cls.__name__: cls
+    for cls in (Layer, Block, Pilots, FullBasis, HeldOutBasis, PaperPilots, Tokens)
 }

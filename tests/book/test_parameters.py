@@ -102,3 +102,15 @@ def test_the_dtype_type_is_the_loaders_dtypes():
     assert list(get_args(Dtype)) == list(DTYPES)
     declared = declared_parameters('dtype: "Dtype" = "float32"  # the weights\n')
     assert conforms("bfloat16", declared["dtype"].annotation) and not conforms("float64", declared["dtype"].annotation)
+
+
+
+def test_a_held_out_basis_needs_twice_the_width_before_any_model_work(tiny_gpt2_dir):
+    """B4 fits its bases on half the pilots and scores the other half: n_s below 2 D fails at the check, naming
+    the limit (the tiny GPT-2 has D = 64: 2 D = 128)."""
+    cell = f'model: str = {str(tiny_gpt2_dir)!r}  # m\nn_s: "HeldOutBasis | None" = None  # pilots\n'
+    declared = declared_parameters(cell, "b4.py")
+    check_parameters(declared, {"n_s": "2D"}, "b4.py")
+    check_parameters(declared, {"n_s": None}, "b4.py")
+    with pytest.raises(ParameterError, match=r"n_s = 'D' gives 64 pilots; .* needs at least 2 D = 128"):
+        check_parameters(declared, {"n_s": "D"}, "b4.py")
