@@ -9,6 +9,7 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the network
+os.environ["LOTLIB_DEVICE"] = "cpu"  # the tested default, GPU or not; the cuda tests name cuda
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 

@@ -23,8 +23,9 @@ def capture(
 
     x(0) is the input of block 0 (embeddings, plus positions where the model adds them); x(t) is
     block t's output. Returns `(N, L+1, d)` at the last position, or `(N, T, L+1, d)` with
-    `all_positions=True`, in `dtype`, on the CPU. The model runs on its own device; each batch is
-    copied to the host as it goes, so the device holds one batch of states at a time.
+    `all_positions=True`, in `dtype`, on the CPU. The model runs on its own device; each batch's states
+    are stacked there and copied to the host once (one synchronisation per batch, not one per layer),
+    so the device holds one batch of states at a time.
     """
     view = model.view
     ids = np.asarray(ids, dtype=np.int64)
@@ -45,10 +46,11 @@ def capture(
     shape = (N, T, L + 1, d) if all_positions else (N, L + 1, d)
     out = np.empty(shape, dtype=np.dtype(dtype))
     where = slice(None) if all_positions else -1
-    rows = slice(0, 0)
+    batch: list[torch.Tensor | None] = [None] * (L + 1)
 
     def store(t: int, hidden: torch.Tensor) -> None:
-        out[rows, ..., t, :] = hidden[:, where].to(torch.float32).cpu().numpy()
+        # a copy, so that no later block can write into it before the batch is copied out
+        batch[t] = hidden[:, where].to(torch.float32, copy=True)
 
     with view.trace(store):
         for start in tqdm(
@@ -59,4 +61,5 @@ def capture(
         ):
             rows = slice(start, min(start + batch_size, N))
             view.run(ids[rows])
+            out[rows] = torch.stack(batch, dim=-2).cpu().numpy()  # (B, [T,] L+1, d)
     return out

@@ -11,6 +11,7 @@ cpu) in `dtype`; every lotlib function that touches its weights runs there and h
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -38,6 +39,7 @@ from .sources import (
 from .view import ENCODERS, ModelView
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+DEVICE_ENV = "LOTLIB_DEVICE"  # what device "auto" means, when set (the tests set cpu)
 DTYPES = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -80,9 +82,17 @@ class Model:
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """ "auto" is cuda when a GPU is visible, else Apple's mps, else the CPU; names are checked."""
+    """ "auto" is `$LOTLIB_DEVICE` when set, else cuda when a GPU is visible, else Apple's mps, else the CPU;
+    names are checked."""
     if isinstance(device, torch.device):
         return device
+    if device == "auto" and os.environ.get(DEVICE_ENV):
+        device = os.environ[DEVICE_ENV]
+        if device.split(":")[0] not in DEVICES[1:]:
+            raise ValueError(
+                f"${DEVICE_ENV} must be one of {', '.join(DEVICES[1:])} (or cuda:N), got {device!r}; "
+                f"unset it to let 'auto' choose"
+            )
     if str(device).split(":")[0] not in DEVICES:
         raise ValueError(
             f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}"

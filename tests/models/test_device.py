@@ -25,6 +25,15 @@ def test_device_and_dtype_names_are_checked():
         resolve_dtype("int8")
 
 
+def test_lotlib_device_sets_what_auto_means(monkeypatch):
+    monkeypatch.setenv("LOTLIB_DEVICE", "cpu")
+    assert resolve_device("auto").type == "cpu"
+    monkeypatch.setenv("LOTLIB_DEVICE", "tpu")
+    with pytest.raises(ValueError, match=r"\$LOTLIB_DEVICE must be one of cpu, cuda, mps .*unset it"):
+        resolve_device("auto")
+    assert resolve_device("cpu").type == "cpu"  # a device named outright does not read the variable
+
+
 def test_the_cache_key_holds_the_dtype_not_the_device(tiny_llama_dir):
     corpus = gibberish(50257, n_s=2, n_k=5)
     f32 = load_model(str(tiny_llama_dir), device="cpu")
