@@ -40,20 +40,23 @@
 # with it below.
 #
 # **How sure we are.** The numbers a verdict rests on are medians over pilots and layers, with a 95% bootstrap
-# interval over **pilots** (`n_boot` resamples; a pilot is resampled with all its layers). Held fixed: the
-# singular bases and the spline (fitted once on all pilots) and the choice of the best partial flow's k.
+# interval over **pilots** (`n_boot` resamples; a pilot is resampled with all its layers). Everything fitted
+# is fitted on a seeded half of the pilots (`continuous.held_out_flow`): the singular bases, the spline of
+# σ, and the choice of the best partial flow's k. Every gap is scored on the other half, so the interval over
+# those held-out pilots carries the fit; a flow fitted on the pilots it is scored on would look better than
+# it is.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
-n_s: "FullBasis | None" = None  # pseudo-sentences (None: all of Walden; at least D)
+n_s: "HeldOutBasis | None" = None  # pseudo-sentences (None: all of Walden; >= 2 D)
 first_layer: "Layer" = 1  # first layer of the continuous lines
 last_layer: "Layer | None" = None  # last layer of the continuous lines (None: L)
 per_layer: int = 20  # points per layer on the drawn curves
 n_show: int = 5  # pilots drawn
-n_summary: int = 300  # pilots of the path lengths (all pilots: landing gaps)
+n_summary: int = 300  # held-out pilots of the path lengths
 t_free: "Layer | None" = None  # start of the never-restarted flow (None: L // 2)
 n_boot: int = 1000  # bootstrap resamples of the pilots
 seed: int = 0  # which pilots are drawn, and the bootstrap's resamples
@@ -65,19 +68,22 @@ from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import continuous, ensemble, figures
-from lotlib.lines_of_thought.langevin import langevin_flow
 from lotlib.intervals import STRADDLES, side_word
 
 plots.apply_theme()
 ens = ensemble.open_ensemble(
     model, n_k=n_k, n_s=n_s, device=device, dtype=dtype, at_least_width=True
 )
-X, L, (U, S) = ens.X, ens.L, ens.aligned  # X: (N_s, L+1, D), aligned bases
+X, L = ens.X, ens.L  # X: (N_s, L+1, D)
 first, last, t_free = continuous.continuous_layers(
     L, first_layer, last_layer, t_free, ens.lm.name
 )
 layers = np.arange(first, last + 1)
-flow = langevin_flow(U, S, np.arange(1, L + 1), intervals=layers[:-1], log=True)
+fit = continuous.held_out_flow(
+    X, layers, held_out=0.5, seed=seed, model=ens.lm.name
+)
+U, S, flow = fit.U, fit.S, fit.flow  # fitted on the pilots fit.fitted only
+held = X[fit.held]  # (N_s / 2, L+1, D): every score below is on these
 ens
 
 # %% [markdown]
@@ -92,12 +98,13 @@ ens
 # largest singular directions of the last layer's ensemble, as in chapter B1.
 
 # %%
-shown, summary_pilots = ensemble.draw_sets(ens.n_s, [n_show, n_summary], seed)
-times, paths = continuous.restarted_paths(X[shown], flow, layers, per_layer)
-bridged = continuous.bridged_paths(X[shown], paths, layers)  # (n_show, n_seg, m, D)
+shown, summary_pilots = ensemble.draw_sets(len(held), [n_show, n_summary], seed)
+times, paths = continuous.restarted_paths(held[shown], flow, layers, per_layer)
+# (n_show, n_seg, m, D):
+bridged = continuous.bridged_paths(held[shown], paths, layers)
 basis = U[L][:, np.argsort(S[L])[::-1][:3]]
 title = f"Continuous lines of thought, {model}, t = {first}..{last}"
-figures.continuous_lines(X, shown, paths, bridged, basis, layers, title)
+figures.continuous_lines(held, shown, paths, bridged, basis, layers, title)
 
 # %% [markdown]
 # **What to notice.** Between two layers the curves can bend: the flow turns with the singular basis (the
@@ -106,20 +113,20 @@ figures.continuous_lines(X, shown, paths, bridged, basis, layers, title)
 #
 # ## Where the flow lands
 #
-# For every pilot and every layer: the gap ‖x_flow(t+1) − x(t+1)‖ relative to the length of the true step
+# For every held-out pilot and every layer: the gap ‖x_flow(t+1) − x(t+1)‖ relative to the length of the true step
 # ‖x(t+1) − x(t)‖ (how much of the step the flow gets wrong) and to the norm of the state. A flow that only stayed
-# put would score 1 on the first ratio. The medians over all pilots and layers come with a 95% bootstrap
-# interval over pilots.
+# put would score 1 on the first ratio. The medians over the held-out pilots and layers come with a 95%
+# bootstrap interval over those pilots.
 
 # %%
-anchoring = continuous.anchoring(X, flow, U, S, layers, n_boot=n_boot, seed=seed)
+anchoring = continuous.anchoring(X, fit, layers, n_boot=n_boot, seed=seed)
 title = f"How far the flow from x(t) lands from x(t+1) (median, quartiles), {model}"
 figures.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
 glue("landing_word", side_word(anchoring.landing_gap, STRADDLES, 1.0))
 glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 
 # %% [markdown]
-# **What to notice.** Over all pilots and layers the median gap is
+# **What to notice.** Over the held-out pilots and all layers the median gap is
 # {glue:text}`landing_gap_over_step_median` of the true step (its interval {glue:text}`landing_word` 1) and {glue:text}`landing_gap_over_norm_median:.2f` of the state's norm; a share
 # {glue:text}`landing_closer_than_staying:.2f` of the landings are closer to x(t+1) than x(t) is. A ratio
 # below 1 means the flow moved the state towards where it actually went; the closer to 0, the better the
@@ -142,8 +149,8 @@ glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 # **What to notice.** {glue:text}`stable_directions` of {glue:text}`d_model` directions keep a median
 # overlap above 0.9 between consecutive layers; an aligned column of low overlap is a different direction at
 # the two layers, and the flow sends that coordinate somewhere else. The median gap over the true step of the
-# partial flows is {glue:text}`partial_gaps`; the best, k = {glue:text}`partial_flow_best_k`, lands at
-# {glue:text}`partial_flow_best_gap_over_step` (95% bootstrap over pilots, k held fixed). When a flow
+# partial flows is {glue:text}`partial_gaps`; the best on the fitted pilots, k = {glue:text}`partial_flow_best_k`,
+# lands at {glue:text}`partial_flow_best_gap_over_step` on the held-out ones (95% bootstrap over them). When a flow
 # restricted to the stable directions lands closer to the truth than the full one, the continuous line of
 # thought is anchored only in the low-dimensional part of the ensemble. This test may not tell a trained
 # model from a random one: in a random network, the paper's appendix reports, lines of thought are straight and
@@ -156,7 +163,7 @@ glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 # pilots: 1 for a straight segment.
 
 # %%
-summary = continuous.path_summary(X[summary_pilots], flow, layers, per_layer=8)
+summary = continuous.path_summary(held[summary_pilots], flow, layers, per_layer=8)
 ratio = {"bridged length / chord": summary["length_ratio"]}  # (n_summary, n_seg)
 title = "Curvature of the continuous lines (median, quartiles over pilots)"
 figures.medians_by_layer(ratio, layers[1:], "bridged length / chord", title)
@@ -174,7 +181,7 @@ curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
 # of B3/B4 at growing τ.
 
 # %%
-free_err, eq1_gap = continuous.free_flow_errors(X, flow, U, S, t_free, last)
+free_err, eq1_gap = continuous.free_flow_errors(held, flow, U, S, t_free, last)
 errors = ", ".join(f"τ {t}: {e:.2f}" for t, e in enumerate(free_err) if t)
 glue("free_errors", errors)
 glue("flipped_free", f"{flow.flipped[t_free]} and {flow.flipped[last]}")

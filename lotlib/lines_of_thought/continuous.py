@@ -219,8 +219,9 @@ class Anchoring:
 
     landed: `landing`; landing_gap: the median gap / true step over pilots and layers (an `Estimate` over
     pilots); overlap `(n_seg, D)`: `direction_overlap`; partial: k -> gap / true step `(N, n_seg)` of the
-    partial flows (`partial_flow_gaps`) and of the full flow (k = D); best_k: the k of the smallest median
-    and best_partial its median (an `Estimate` over pilots, k held fixed)."""
+    partial flows (`partial_flow_gaps`) and of the full flow (k = D), all on held-out pilots; best_k: the k of
+    the smallest median on the fitted pilots, and best_partial its median on the held-out ones (an
+    `Estimate` over held-out pilots)."""
 
     landed: dict[str, np.ndarray]
     landing_gap: object
@@ -263,28 +264,68 @@ class Anchoring:
         }
 
 
+@dataclass(frozen=True)
+class HeldOutFlow:
+    """The flow fitted on some pilots and the others to score it on (`held_out_flow`): `held` and `fitted`
+    index the pilots; U `(T, D, D)`, S `(T, D)` the aligned bases of the fitted pilots; `flow` their flow."""
+
+    held: np.ndarray
+    fitted: np.ndarray
+    U: np.ndarray
+    S: np.ndarray
+    flow: Flow
+
+
+def held_out_flow(
+    X: np.ndarray,
+    layers,
+    held_out: float = 0.5,
+    seed: int = 0,
+    model: str = "the model",
+) -> HeldOutFlow:
+    """Split the pilots of X `(N, T, D)` (seeded, a share `held_out` held; at least D fitted, else a
+    `ParameterError` naming n_s), and fit the aligned bases and the sigma spline (`langevin_flow` over
+    layers 1..T-1, rotations on the segments of `layers`) on the fitted pilots only."""
+    from .ensemble import align_bases, ensemble_svd
+    from .langevin import langevin_flow
+    from .residuals import split_for_bases
+
+    held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
+    U, S = align_bases(*ensemble_svd(X[fitted]))
+    flow = langevin_flow(
+        U, S, np.arange(1, X.shape[1]), intervals=np.asarray(layers)[:-1], log=True
+    )
+    return HeldOutFlow(held, fitted, U, S, flow)
+
+
 def anchoring(
     X: np.ndarray,
-    flow: Flow,
-    U: np.ndarray,
-    S: np.ndarray,
+    fit: HeldOutFlow,
     layers,
     ks=(1, 2, 4, 8, 16, 64),
     n_boot: int = 1000,
     seed: int = 0,
 ) -> Anchoring:
-    """Where the flow lands for every pilot of `X` `(N, T, D)` and segment of `layers`, and where the gap
-    comes from: the stability of the aligned directions (U `(T, D, D)`, S `(T, D)` aligned) and the
-    partial flows on the k < D directions of `ks`, with bootstrap intervals over pilots (`Anchoring`)."""
-    landed = landing(X, flow, layers)
+    """Where the flow lands for every held-out pilot of `X` `(N, T, D)` and segment of `layers`, and where
+    the gap comes from: the stability of the aligned directions and the partial flows on the k < D
+    directions of `ks` (`Anchoring`). Everything fitted (bases, spline, and the best k, chosen on the
+    fitted pilots' gaps) comes from `fit.fitted`; every gap is scored on `fit.held`, so the bootstrap over
+    held-out pilots carries the fitted steps."""
     D = X.shape[2]
-    partial = partial_flow_gaps(X, U, S, layers, [k for k in ks if k < D])
-    partial[D] = landed["gap / true step"]
-    best_k = min(partial, key=lambda k: float(np.median(partial[k])))
+    small = [k for k in ks if k < D]
+
+    def gaps(pilots: np.ndarray) -> tuple[dict[str, np.ndarray], dict[int, np.ndarray]]:
+        landed = landing(X[pilots], fit.flow, layers)
+        partial = partial_flow_gaps(X[pilots], fit.U, fit.S, layers, small)
+        return landed, {**partial, D: landed["gap / true step"]}
+
+    _, chosen = gaps(fit.fitted)
+    best_k = min(chosen, key=lambda k: float(np.median(chosen[k])))
+    landed, partial = gaps(fit.held)
     return Anchoring(
         landed=landed,
         landing_gap=median_over_pilots(landed["gap / true step"], n_boot, seed),
-        overlap=direction_overlap(U, S, layers),
+        overlap=direction_overlap(fit.U, fit.S, layers),
         partial=partial,
         best_k=best_k,
         best_partial=median_over_pilots(partial[best_k], n_boot, seed),

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from lotlib.lines_of_thought.continuous import (anchoring, continuous_layers, direction_overlap, free_flow_errors,
-                                                landing, landing_gaps, median_over_pilots, partial_flow_gaps)
+                                                held_out_flow, landing, landing_gaps, median_over_pilots,
+                                                partial_flow_gaps)
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import extrapolate
 from lotlib.lines_of_thought.langevin import langevin_flow
@@ -50,12 +51,29 @@ def test_direction_overlap_and_partial_flows():
     partial = partial_flow_gaps(X, U, S, layers, [6])  # all directions: the full Eq. 1
     full = np.linalg.norm(extrapolate(X, U, S, 1, 1) - X[:, 2], axis=-1) / np.linalg.norm(X[:, 2] - X[:, 1], axis=-1)
     np.testing.assert_allclose(partial[6][:, 0], full, rtol=1e-8)
-    result = anchoring(X, flow, U, S, layers, ks=(1, 2, 8), n_boot=50)
+
+
+def test_anchoring_fits_on_one_half_and_scores_the_other():
+    """Bases, spline and the best k come from the fitted pilots; every gap is of a held-out pilot."""
+    X = _ensemble(1, N=40)[0]
+    layers = np.arange(1, 5)
+    fit = held_out_flow(X, layers, held_out=0.5, seed=3)
+    assert len(fit.held) == 20 and np.intersect1d(fit.held, fit.fitted).size == 0
+    U, S = align_bases(*ensemble_svd(X[fit.fitted]))
+    np.testing.assert_allclose(np.abs(fit.U), np.abs(U), atol=1e-10)  # the fitted half's bases (up to sign)
+    result = anchoring(X, fit, layers, ks=(1, 2, 8), n_boot=50)
     assert set(result.partial) == {1, 2, 6}  # k >= D left out, D is the full flow
-    assert result.partial_gap[result.best_k] == min(result.partial_gap.values())
+    held_gaps = landing(X[fit.held], fit.flow, layers)["gap / true step"]
+    np.testing.assert_allclose(result.partial[6], held_gaps)
+    assert result.landing_gap.n == 20 and result.landing_gap.value == pytest.approx(np.median(held_gaps))
+    on_fitted = partial_flow_gaps(X[fit.fitted], fit.U, fit.S, layers, [1, 2])
+    on_fitted[6] = landing(X[fit.fitted], fit.flow, layers)["gap / true step"]
+    assert result.best_k == min(on_fitted, key=lambda k: np.median(on_fitted[k]))  # chosen where it was fitted
     summary = result.summary()
-    assert summary["stable_directions"] == int(np.sum(np.median(overlap, axis=0) > 0.9))
+    assert summary["stable_directions"] == int(np.sum(np.median(direction_overlap(fit.U, fit.S, layers), axis=0) > 0.9))
     assert set(summary["partial_flow_gap_by_k"]) == {"1", "2", "6"}
+    with pytest.raises(ParameterError, match="n_s"):
+        held_out_flow(X[:10], layers)  # 5 fitted pilots cannot span D = 6
 
 
 def test_free_flow_starts_on_the_truth_and_ends_on_eq1():
