@@ -35,9 +35,9 @@
 # and B4:
 #
 # - **Spectrum decay**: σ_1/σ_2 and the least-squares slope of ln σ_i against ln i for i = 10..k/2 at the last
-#   layer (uncentered SVD of all pilots; k = min(N_s, D)), as in chapter B2.
+#   layer (uncentered SVD of the fitted half of the pilots, below; k = min(N_s / 2, D)), as in chapter B2.
 # - **Truncation**: the last-layer protocol of chapter B2 (x(L) projected on the top-K singular directions of
-#   U(L), then final norm and unembedding) on the first `n_kl` pilots: the mean KL(p_K ‖ p) at K = 1 and
+#   U(L), then final norm and unembedding) on `n_kl` held-out pilots: the mean KL(p_K ‖ p) at K = 1 and
 #   K = D/4, their ratio (the authors' criterion: about 5 nats falling by about 90%), and how many of the
 #   `top` most likely next tokens p_{D/4} shares with p.
 # - **Noise law**: Eq. 1 residuals for every pair 1 ≤ t < t + τ ≤ L, bases aligned from layer 0, coordinates in
@@ -64,9 +64,11 @@
 #   N_k = `n_k_gibberish`, a seeded perceptron on a 70/30 split at every layer; the minimum over t = 1..L.
 #
 # **How sure we are.** The claims' numbers carry 95% intervals from a bootstrap over pilots (`n_boot`
-# resamples, the singular bases computed once on all pilots and not resampled; normal intervals from the
-# bootstrap standard error, because the excess, a difference of absolute values and a maximum, is shifted on
-# resamples while its spread is not).
+# resamples; normal intervals from the bootstrap standard error, because the excess, a difference of absolute
+# values and a maximum, is shifted on resamples while its spread is not). The singular bases are fitted on a
+# seeded half of each model's pilots and everything above is scored, and bootstrapped, on the other half
+# (`null_tests.measure_model`), so the intervals carry the fit: a basis fitted on the pilots it is scored on
+# would make their residuals smaller than a new pilot's. The cloud is split the same way.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the book's model, whose claims are judged
@@ -74,8 +76,8 @@ others: "list[str] | None" = None  # shown beside it (None: other default models
 device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Dtype" = "float32"  # the models' weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
-n_s: "Pilots | None" = None  # None: all of Walden; "D": the width of each model
-n_kl: int = 300  # pilots for the truncated KL (the first n_kl)
+n_s: "HeldOutBasis | None" = None  # None: all of Walden; "3D": per model
+n_kl: int = 300  # held-out pilots for the truncated KL
 ks: "list[int] | None" = None  # K grid (None: powers of 2 below D); 1, D/4, D added
 top: int = 5  # next tokens compared, truncated vs full (the authors: 5)
 n_k_gibberish: "Tokens" = 10  # tokens per pseudo-sentence in the separability test

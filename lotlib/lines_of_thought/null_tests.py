@@ -349,16 +349,23 @@ def structureless_cloud(X: np.ndarray, seed: int = 0) -> np.ndarray:
 
 @torch.inference_mode()
 def last_layer_normalized(
-    view: ModelView, X: np.ndarray, U: np.ndarray, S: np.ndarray, batch_size: int = 4096
+    view: ModelView,
+    X: np.ndarray,
+    U: np.ndarray,
+    S: np.ndarray,
+    batch_size: int = 4096,
+    fitted: np.ndarray | None = None,
 ):
-    """X, U, S with the last layer's states replaced by final_norm(x(L)) and its basis recomputed: the
-    trajectory as `output_hidden_states` reports it in Hugging Face models (the last one after the final norm).
-    X `(N, L+1, D)`, U `(L+1, D, k)`, S `(L+1, k)` from `ensemble_svd`; returns copies."""
+    """X, U, S with the last layer's states replaced by final_norm(x(L)) and its basis recomputed (on the
+    pilots `fitted`, default all): the trajectory as `output_hidden_states` reports it in Hugging Face models
+    (the last one after the final norm). X `(N, L+1, D)`, U `(L+1, D, k)`, S `(L+1, k)` from `ensemble_svd`;
+    returns copies."""
     X, U, S = X.copy(), U.copy(), S.copy()
     for start in range(0, len(X), batch_size):
         rows = torch.as_tensor(X[start : start + batch_size, -1], device=view.device)
         X[start : start + batch_size, -1] = view.final_norm(rows).cpu().numpy()
-    U[-1:], S[-1:] = ensemble_svd(X[:, -1:])
+    last = X[:, -1:] if fitted is None else X[fitted, -1:]
+    U[-1:], S[-1:] = ensemble_svd(last)
     return X, U, S
 
 
@@ -1121,42 +1128,50 @@ def measure_model(
     dtype: str = "float32",
 ) -> ModelMeasures:
     """Load `name` and measure it: trajectories of Walden (`n_s` pseudo-sentences of `n_k` tokens), the last layer's
-    spectrum (`spectrum_decay`), the truncation on the first `n_kl` pilots (`truncation_summary`), the noise law
-    with its bootstrap and with the final norm (`last_layer_summary`), the structureless cloud if `cloud`, the
-    separability of Walden and gibberish (one split, `layer_separability`) and the BOS check (`bos_check`)."""
+    spectrum (`spectrum_decay`), the truncation on `n_kl` pilots (`truncation_summary`), the noise law with its
+    bootstrap and with the final norm (`last_layer_summary`), the structureless cloud if `cloud`, the
+    separability of Walden and gibberish (one split, `layer_separability`) and the BOS check (`bos_check`).
+    Out of sample: every basis is fitted on a seeded half of the pilots (`residuals.split_for_bases`, at least
+    D of them), and the truncation and the noise laws are scored and bootstrapped on the other half."""
     from ..models.bounds import pilot_count
     from ..models.corpus import walden
     from ..models.loading import load_model
     from ..models.trajectories import trajectories
+    from .residuals import split_for_bases
 
     lm = load_model(name, device=device, dtype=dtype)
     view = lm.view
     L, D = view.n_layers, view.d_model
-    X = trajectories(
-        lm, walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s", model=name))
-    )
-    N = len(X)
-    U, S = ensemble_svd(X)  # U (L+1, D, k), S (L+1, k), sorted by decreasing sigma
+    corpus = walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s", model=name))
+    # checked before any forward pass
+    held, fitted = split_for_bases(len(corpus.ids), D, 0.5, seed, name)
+    X = trajectories(lm, corpus)
+    N = len(held)
+    U, S = ensemble_svd(X[fitted])  # U (L+1, D, k), S (L+1, k), by decreasing sigma
     weights = resampling_weights(N, n_boot, seed)
     row = {
         "n_layers": L,
         "d_model": D,
-        "n_s": N,
+        "n_s": len(X),
+        "n_scored": N,
         "vocabulary": view.vocab_size,
         **spectrum_decay(S[L]),
     }
     truncated, curve = truncation_summary(
-        view, X[:n_kl, L], U[L], ks, top, n_boot, seed
+        view, X[held[:n_kl], L], U[L], ks, top, n_boot, seed
     )
+    Xn, Un, Sn = last_layer_normalized(view, X, U, S, fitted=fitted)
     law, normalized = (
-        noise_law(X, U, S, weights),
-        noise_law(*last_layer_normalized(view, X, U, S), weights),
+        noise_law(X[held], U, S, weights),
+        noise_law(Xn[held], Un, Sn, weights),
     )
     row |= truncated | last_layer_summary(law, normalized, L, N)
     structureless = None
     if cloud:
         cloud_X = structureless_cloud(X, seed)
-        structureless = noise_law(cloud_X, *ensemble_svd(cloud_X), weights)
+        structureless = noise_law(
+            cloud_X[held], *ensemble_svd(cloud_X[fitted]), weights
+        )
         row |= cloud_summary(structureless, L, N)
     language, noise = language_and_gibberish(lm, n_k_gibberish, n_s_gibberish, seed)
     separable = layer_separability(
@@ -1177,6 +1192,7 @@ MEASURE_LABELS = {
     "n_layers": "layers L",
     "d_model": "width D",
     "n_s": "pilots N_s",
+    "n_scored": "pilots scored (the others fit the bases)",
     "vocabulary": "vocabulary",
     "sigma1_over_sigma2": "σ1/σ2 at L",
     "spectrum_slope": "log-log slope of σ_i at L",

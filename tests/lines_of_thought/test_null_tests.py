@@ -7,6 +7,7 @@ import torch
 from lotlib import capture, gibberish, load_model
 from lotlib.intervals import Estimate, bootstrap
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from lotlib.models.bounds import ParameterError
 from lotlib.lines_of_thought.null_tests import (last_layer_excess, last_layer_normalized, layer_separability,
                                                 loo_log_ratios, next_token_nll, pilot_residuals, relative_steps,
                                                 resampled_estimate, resampling_weights, separability, stalling,
@@ -430,9 +431,12 @@ def test_measures_table_formats_and_orders_the_rows():
 
 
 def test_measure_model_on_a_tiny_model(tiny_llama_dir):
-    m = measure_model(str(tiny_llama_dir), n_s=80, n_kl=20, ks=[1, 4], n_s_gibberish=40, n_bos=0, n_boot=5,
+    m = measure_model(str(tiny_llama_dir), n_s=140, n_kl=20, ks=[1, 4], n_s_gibberish=40, n_bos=0, n_boot=5,
                       cloud=True, device="cpu")
-    assert m.row["n_layers"] == 3 and m.row["d_model"] == 64 and m.row["n_s"] == 80
+    assert m.row["n_layers"] == 3 and m.row["d_model"] == 64 and m.row["n_s"] == 140
+    assert m.row["n_scored"] == 70 and m.row["lambda"].n == 70  # bases on one half, the law on the other
+    with pytest.raises(ParameterError, match="n_s"):
+        measure_model(str(tiny_llama_dir), n_s=100, device="cpu")  # 50 fitted pilots cannot span D = 64
     assert m.cloud is not None and "last_layer_excess_cloud" in m.row and "nll_bos" not in m.row
     assert m.separable.shape == (4,) and m.spectrum[0] == 1.0
     assert m.row["kl_at_quarter"] is not None and list(m.curve["K / D"]) == [1 / 64, 4 / 64, 16 / 64, 1.0]
