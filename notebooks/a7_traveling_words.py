@@ -34,10 +34,12 @@
 # - x(0) is the input of block 0 (the token embedding, plus the learned position for GPT-2); x(t) is
 #   block t's output, captured with hooks. Each is passed through the **full** final norm (gamma, and
 #   beta for LayerNorm), as the model does before unembedding.
-# - UMAP (umap-learn; n_neighbors 15, min_dist 0.1, 3 components, spectral init) is fitted on the
-#   first `umap_rows` rows of the **raw** embedding matrix W_E, as in the paper's code, plus the current
-#   and the next token's rows when they lie beyond them (so that both are placed as every other token
-#   is), and **seeded** (the paper's is not). The path's points are placed with `UMAP.transform`, which looks up each
+# - UMAP (umap-learn; n_neighbors 15, min_dist 0.1, 3 components, spectral init) is fitted on
+#   `umap_rows` rows of the **raw** embedding matrix W_E, plus the current and the next token's rows when
+#   they are not among them (so that both are placed as every other token is), and **seeded** (the
+#   paper's is not). The paper's code takes the first rows; here each seed draws its own rows from the
+#   whole vocabulary (`umap_rows_drawn`; False: the first rows, for every seed), so that a repetition
+#   resamples the tokens that make the map as well as UMAP's randomness. The path's points are placed with `UMAP.transform`, which looks up each
 #   point's nearest fitted rows in the full space. Why raw W_E: with tied embeddings the logits are dot
 #   products of the normalized state with the raw rows, and when a normalized state is far longer than
 #   any row its nearest raw rows are nearly the rows of its largest logits: the picture then shows where
@@ -49,8 +51,9 @@
 # ' stone' is the top prediction at the last layer is a fact about that sentence, recorded exactly; it
 # says nothing about how often words travel to their successor. That question, over thousands of
 # positions and with intervals, is the chapter *Travel in the full space*. What this chapter can
-# measure with uncertainty is the picture itself: UMAP is random, so the map is fitted with `n_seeds`
-# seeds and every map measurement is reported as a mean over seeds with a 95% interval. And "the path
+# measure with uncertainty is the picture itself: UMAP is random, and so is which tokens make the map, so
+# the map is fitted `n_seeds` times, each on its own rows with its own seed, and every map measurement is
+# reported as a mean over these repetitions with a 95% interval. And "the path
 # ends closer to ' stone' than it starts" can be true of most tokens (a state that moves toward the
 # region of plausible continuations approaches thousands of them), so we rank ' stone' among every token of the
 # map by the same ratio: the path heads for ' stone' *in particular* only if few tokens are approached
@@ -62,7 +65,8 @@ device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, mps
 dtype: "Dtype" = "float32"  # the model's weights
 sentence: str = "To kill two birds with one stone"
 token_index: int = -2  # which token to follow (< 0: from the end); it needs a next
-umap_rows: int = 10000  # the first rows of W_E the UMAP is fitted on
+umap_rows: int = 10000  # rows of W_E each UMAP is fitted on
+umap_rows_drawn: bool = True  # each seed draws its rows (False: the first)
 umap_normalized: bool = False  # fit on final_norm(W_E) instead of the raw W_E
 n_neighbors: int = 15
 min_dist: float = 0.1
@@ -94,7 +98,7 @@ lm = lotlib.load_model(model, device=device, dtype=dtype)
 # The model is {glue:text}`model_text` (tied embeddings: {glue:text}`tied`). The sentence is
 # tokenized as {glue:text}`tokens`; we follow {glue:text}`token_quoted` at position
 # {glue:text}`position`, whose next token is {glue:text}`next_quoted`. The map is a UMAP of
-# {glue:text}`umap_on` fitted on {glue:text}`umap_rows` rows{glue:text}`extra_rows`, once per seed
+# {glue:text}`umap_on` fitted on {glue:text}`umap_rows` rows ({glue:text}`rows_drawn`){glue:text}`extra_rows`, once per seed
 # ({glue:text}`umap_seeds`); the first seed's map is drawn.
 
 # %%
@@ -105,6 +109,7 @@ word = traveling_word(
     seeds=[seed + i for i in range(n_seeds)],
     top_k=top_k,
     rows=umap_rows,
+    drawn=umap_rows_drawn,
     normalized=umap_normalized,
     n_neighbors=n_neighbors,
     min_dist=min_dist,

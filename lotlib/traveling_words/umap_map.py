@@ -180,12 +180,14 @@ class PathMap:
 @dataclass(frozen=True)
 class EmbeddingMaps:
     """UMAPs of embedding rows (one per seed) with a token's path on each. `what` names the fitted matrix,
-    `fit_ids` `(n,)` its token ids: the first `rows` and the current and the next token (`labels` decoded),
-    `row_norms` `(n,)` the fitted rows' norms, `agreement` `(L+1,)` the path's `neighbour_agreement` with
-    the rows; `maps[0]` is the one drawn."""
+    `rows` how many of its rows each map is fitted on (`drawn`: a seeded draw per map, else the first ones);
+    `fit_ids` `(n,)` the drawn map's token ids, those rows and the current and the next token (`labels`
+    decoded), `row_norms` `(n,)` their norms, `agreement` `(L+1,)` the path's `neighbour_agreement` with
+    them; `maps[0]` is the one drawn."""
 
     what: str
     rows: int
+    drawn: bool
     fit_ids: np.ndarray
     labels: list[str]
     row_norms: np.ndarray
@@ -221,26 +223,45 @@ class EmbeddingMaps:
         return float(np.mean([np.mean(m.other_ratios < 1) for m in self.maps]))
 
 
+def map_rows(vocab: int, rows: int, keep, seed: int | None) -> np.ndarray:
+    """The token ids `(n,)` a map is fitted on, sorted: `rows` of the `vocab` embedding rows (the first ones
+    when `seed` is None, as in the paper's code; else a seeded draw without replacement, so that a repetition
+    also resamples which tokens make the map), plus the ids `keep`. All rows when `rows` >= `vocab`."""
+    if rows >= vocab:
+        drawn = np.arange(vocab)
+    elif seed is None:
+        drawn = np.arange(rows)
+    else:
+        drawn = np.random.default_rng(seed).choice(vocab, size=rows, replace=False)
+    return np.union1d(drawn, keep)
+
+
 def embedding_maps(
     model: Model,
     path: TokenPath,
     *,
     seeds: list[int],
     rows: int = 10000,
+    drawn: bool = True,
     normalized: bool = False,
     n_neighbors: int = 15,
     min_dist: float = 0.1,
 ) -> EmbeddingMaps:
-    """`fitted_umap` of the first `rows` rows of W_E (of final_norm(W_E) with `normalized`), plus the current
-    and the next token's rows, once per seed, and `path` placed on each."""
+    """One `fitted_umap` per seed of `rows` rows of W_E (of final_norm(W_E) with `normalized`), plus the
+    current and the next token's rows, with `path` placed on each. With `drawn`, each seed fits on its own
+    seeded draw of rows (`map_rows`): the spread over seeds then carries both UMAP's randomness and which
+    tokens make the map; else every seed fits on the first `rows` (the paper's code). The fitted rows' ids,
+    labels, norms and neighbour agreement describe the drawn map (the first seed's)."""
     W_E = model.view.W_E.detach().float().cpu().numpy()
     rows = min(rows, len(W_E))
-    fit_ids = np.union1d(np.arange(rows), [path.current, path.target])
-    at_current, at_target = np.searchsorted(fit_ids, [path.current, path.target])
     what = "final_norm(W_E)" if normalized else "W_E"
-    fitted = final_normed(model, W_E[fit_ids]) if normalized else W_E[fit_ids]
-    maps = []
+    maps, first = [], None
     for seed in seeds:
+        fit_ids = map_rows(
+            len(W_E), rows, [path.current, path.target], seed if drawn else None
+        )
+        at_current, at_target = np.searchsorted(fit_ids, [path.current, path.target])
+        fitted = final_normed(model, W_E[fit_ids]) if normalized else W_E[fit_ids]
         reducer = fitted_umap(
             fitted,
             identity=model.identity,
@@ -257,9 +278,12 @@ def embedding_maps(
         maps.append(
             PathMap(seed, reducer.embedding_, placed, at_current, at_target, landmarks)
         )
+        first = first or (fit_ids, fitted)
+    fit_ids, fitted = first
     return EmbeddingMaps(
         what=what,
         rows=rows,
+        drawn=drawn,
         fit_ids=fit_ids,
         labels=[model.tokenizer.decode([int(i)]) for i in fit_ids],
         row_norms=np.linalg.norm(fitted, axis=1),
@@ -309,8 +333,8 @@ class TravelingWord:
         }
 
     def facts(self, bar: float = 0.05) -> dict:
-        """What the prose quotes beyond `summary`: the tokens, quoted; the fitted rows beyond the first
-        `rows`; norms of fitted rows and normalized states, and the shortest state over the median row
+        """What the prose quotes beyond `summary`: the tokens, quoted; which rows the maps are fitted on,
+        and the fitted rows beyond them; norms of fitted rows and normalized states, and the shortest state over the median row
         (`length_ratio`); words for where the next token ends (its
         last rank, the first layers of its top 5 and top 1, its map distance, its `approach_rank` interval
         against `bar`) and the per-seed ranks' range."""
@@ -325,6 +349,9 @@ class TravelingWord:
             "extra_rows": f" and {extra} more (the current and next token)"
             if extra
             else "",
+            "rows_drawn": "a seeded random draw of the vocabulary's rows, its own for each seed"
+            if maps.drawn
+            else "the vocabulary's first rows, as in the paper's code",
             "row_norm_median": float(np.median(maps.row_norms)),
             "state_norm_min": float(states.min()),
             "state_norm_max": float(states.max()),

@@ -239,7 +239,7 @@ def test_embedding_maps_place_the_path_and_rank_the_next_token(tiny_gpt2_dir, mo
     model = load_model(str(tiny_gpt2_dir))
     monkeypatch.setattr(umap_map, "fitted_umap", lambda data, **kw: _Projection(data))
     path = follow_token(model, SENTENCE, -2)
-    maps = embedding_maps(model, path, seeds=[0, 1], rows=100)
+    maps = embedding_maps(model, path, seeds=[0, 1], rows=100, drawn=False)  # the paper's first rows
     W_E = model.view.W_E.detach().numpy()
     assert maps.rows == 100 and maps.fit_ids.tolist() == [*range(100), path.current, path.target]
     first = maps.maps[0]
@@ -252,6 +252,25 @@ def test_embedding_maps_place_the_path_and_rank_the_next_token(tiny_gpt2_dir, mo
     assert maps.target_ratio.value == pytest.approx(ratios[101])
     assert maps.approached == pytest.approx(np.mean(np.delete(ratios, 101) < 1))
     assert 0 <= maps.target_rank.lo <= maps.target_rank.hi <= 1
+
+
+def test_each_drawn_map_fits_its_own_rows(tiny_gpt2_dir, monkeypatch):
+    """With drawn rows, a repetition resamples the tokens of the map: each seed its own seeded draw, the
+    current and next token always in it, the same draw for the same seed."""
+    model = load_model(str(tiny_gpt2_dir))
+    fitted = []
+    monkeypatch.setattr(umap_map, "fitted_umap", lambda data, **kw: fitted.append(data) or _Projection(data))
+    path = follow_token(model, SENTENCE, -2)
+    maps = embedding_maps(model, path, seeds=[0, 1], rows=100)
+    W_E = model.view.W_E.detach().numpy()
+    first, second = umap_map.map_rows(len(W_E), 100, [path.current, path.target], 0), \
+        umap_map.map_rows(len(W_E), 100, [path.current, path.target], 1)
+    assert not np.array_equal(first, second) and {path.current, path.target} <= set(first) & set(second)
+    np.testing.assert_array_equal(maps.fit_ids, first)
+    np.testing.assert_allclose(fitted[1], W_E[second])  # the second seed's map is fitted on its own rows
+    m = maps.maps[1]
+    np.testing.assert_allclose(m.landmarks[" stone"], W_E[path.target, :3])  # found in its own rows
+    assert umap_map.map_rows(50, 100, [3], 0).tolist() == list(range(50))  # rows >= vocabulary: all of them
 
 
 def test_traveling_word_summary_reads_its_parts(tiny_gpt2_dir, monkeypatch):
