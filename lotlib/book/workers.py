@@ -139,8 +139,7 @@ def _locally(runs: list[Run], workers: int, heartbeat: float | None):
             yield event
     finally:
         stop.set()
-        for process in list(processes):
-            _terminate(process)
+        _terminate(list(processes))
 
 
 def _drive(tasks, events, processes: list, stop: threading.Event) -> None:
@@ -186,18 +185,25 @@ def _ask(worker: subprocess.Popen, run: Run) -> dict:
     return died(run, how)
 
 
-def _terminate(process: subprocess.Popen, grace: float = 10.0) -> None:
-    """Stop a worker process and what runs in its session (its kernel), waiting `grace` seconds before
-    killing it."""
-    if process.poll() is not None:
-        return
+def _terminate(processes: list[subprocess.Popen], grace: float = 10.0) -> None:
+    """Stop worker processes and what runs in their sessions (their kernels): SIGTERM to every session at
+    once, then SIGKILL to those still running `grace` seconds later (one grace for all, not one each)."""
+    running = [p for p in processes if p.poll() is None]
+    for process in running:
+        _signal_session(process, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for process in running:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_session(process, signal.SIGKILL)
+            process.wait()
+
+
+def _signal_session(process: subprocess.Popen, signum: int) -> None:
     try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    except ProcessLookupError:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:  # it ended meanwhile
         pass
 
 
