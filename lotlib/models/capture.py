@@ -46,11 +46,12 @@ def capture(
     shape = (N, T, L + 1, d) if all_positions else (N, L + 1, d)
     out = np.empty(shape, dtype=np.dtype(dtype))
     where = slice(None) if all_positions else -1
-    batch: list[torch.Tensor | None] = [None] * (L + 1)
+    # one batch's states on the model's device, written layer by layer, copied to the host once a batch
+    size = (min(batch_size, N), *shape[1:])
+    buffer = torch.empty(size, dtype=torch.float32, device=view.device)
 
     def store(t: int, hidden: torch.Tensor) -> None:
-        # a copy, so that no later block can write into it before the batch is copied out
-        batch[t] = hidden[:, where].to(torch.float32, copy=True)
+        buffer[: len(hidden), ..., t, :] = hidden[:, where]
 
     with view.trace(store):
         for start in tqdm(
@@ -61,5 +62,5 @@ def capture(
         ):
             rows = slice(start, min(start + batch_size, N))
             view.run(ids[rows])
-            out[rows] = torch.stack(batch, dim=-2).cpu().numpy()  # (B, [T,] L+1, d)
+            out[rows] = buffer[: rows.stop - rows.start].cpu().numpy()
     return out
