@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         "--no-null",
         dest="null",
         action="store_false",
-        help="skip the null book (the same chapters on untrained:MODEL) that the verdicts compare with",
+        help="skip the null books (the same chapters on untrained:MODEL, and Traveling Words' findings on "
+        "untrained:gpt2) that the verdicts compare with",
     )
     book.add_argument(
         "--scheduler",

@@ -30,8 +30,9 @@
 # (true for any weights: it checks our code) or a *null-control* (about a null model's own behaviour, counted
 # apart). A test passes when the whole interval passes and fails when the whole interval fails; otherwise it is
 # *inconclusive*. A finding **holds** only when ours passes and every null it names ran and failed: the same
-# chapter run on the untrained model of the same architecture, and the claim's own nulls (shuffled tokens,
-# gibberish, a structureless cloud, random-word queries). A null that passes too makes it **not diagnostic**;
+# chapter run on the untrained model of the same architecture; for Traveling Words, whose findings were measured
+# on GPT-2 small, the same chapter run on GPT-2 small's architecture with random weights too; and the claim's own
+# nulls (shuffled tokens, gibberish, a structureless cloud, random-word queries). A null that passes too makes it **not diagnostic**;
 # a null that was not run makes it *inconclusive*. Each bound says where it comes from (hover the test).
 #
 # The papers measured GPT-2 (small for Traveling Words, medium for Lines of Thought); the default model here
@@ -41,6 +42,9 @@
 # %% tags=["parameters", "remove-cell"]
 summaries_dir: str = "."  # folder of the chapters' *.summary.json
 null_summaries_dir: "str | None" = None  # the untrained model's (None: none)
+paper_null_summaries_dir: "str | None" = (
+    None  # untrained GPT-2 small's (None: none)
+)
 claims_dir: "str | None" = None  # folder of the claims (*.yml); None: the project's
 
 # %% tags=["remove-input"]
@@ -65,7 +69,9 @@ from lotlib.book.summary import glue, record
 
 plots.apply_theme()
 claims = Path(claims_dir) if claims_dir else project_root() / "book" / "claims"
-table = report_table(claims, summaries_dir, null_summaries_dir)
+table = report_table(
+    claims, summaries_dir, null_summaries_dir, paper_null_summaries_dir
+)
 counts = headline(table)
 model = next(iter(table["run with"].str.extract(r"model=([^,]+)")[0].dropna()), "?")
 glue("model_revision", revision_words(table))
@@ -81,9 +87,16 @@ for group in GROUPS:
     )
 glue(
     "null_note",
-    ""
-    if null_summaries_dir
-    else " The untrained model was not run: no finding can hold.",
+    (
+        ""
+        if null_summaries_dir
+        else " The untrained model was not run: no finding can hold."
+    )
+    + (
+        ""
+        if paper_null_summaries_dir
+        else " Untrained GPT-2 small was not run: no finding of Traveling Words can hold."
+    ),
 )
 record(
     {
@@ -91,6 +104,7 @@ record(
         "model": model,
         "weights_revision": revision_words(table, digits=64),
         "null_model": bool(null_summaries_dir),
+        "paper_null_model": bool(paper_null_summaries_dir),
         **{
             f"paper_{v.replace(' ', '_')}": int((table["against paper"] == v).sum())
             for v in AGAINST_PAPER

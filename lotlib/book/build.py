@@ -5,7 +5,8 @@ as errors, into `build/book/<model>/`.
 quick parameters and which notebooks run last (the report and the atlas read the others' summaries). The
 book's model, device and dtype reach every chapter that declares them. The chapters with findings also run
 on the model's untrained variant (the null book, `build/book/untrained-<model>/`): the report judges each
-finding against it.
+finding against it. Traveling Words' judged findings also run on the paper's own architecture with random
+weights (`report.PAPER_NULL_MODEL`, untrained GPT-2 small, `build/book/untrained-gpt2/`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .parameters import check_parameters
 from .pipeline import NotebookFailed, summary_path
 from .spec import NotebookSpec, read_spec
 from .workers import DONE, STARTED, Run, run_pool
-from .report import load_claims
+from .report import PAPER_NULL_MODEL, load_claims, paper_nulled
 
 
 def book_notebooks(root: Path) -> list[str]:
@@ -123,13 +124,24 @@ def null_model(model: str) -> str | None:
     return None if split_name(model)[1] else f"{UNTRAINED}{model}"
 
 
-def chapters_with_findings(root: Path) -> set[str]:
-    """The chapters that have at least one claim of nature `finding` (the ones the null book runs)."""
+def chapters_with_findings(root: Path, paper_null: bool = False) -> set[str]:
+    """The chapters that have at least one claim of nature `finding` (the ones the null book runs); with
+    `paper_null`, at least one finding judged against the paper's architecture (`report.paper_nulled`)."""
     return {
         c["notebook"]
         for c in load_claims(root / "book" / "claims")
-        if c["nature"] == "finding"
+        if (paper_nulled(c) if paper_null else c["nature"] == "finding")
     }
+
+
+def null_books(model: str, null: bool) -> dict[str, str]:
+    """The null books of `model`'s findings, by the report's parameter that reads them: its untrained variant
+    (`null_summaries_dir`) and the paper's architecture (`paper_null_summaries_dir`); none for an untrained
+    model or without `null`."""
+    nulled = null_model(model) if null else None
+    if nulled is None:
+        return {}
+    return {"null_summaries_dir": nulled, "paper_null_summaries_dir": PAPER_NULL_MODEL}
 
 
 @dataclass(frozen=True)
@@ -194,19 +206,20 @@ def plan_book(
     overrides: dict[str, dict] | None = None,
 ) -> tuple[list[Chapter], list[Chapter]]:
     """The executions of one book, planned once: its chapters and, with `null`, the chapters with findings on
-    the null model (first wave), then the `run_last` chapters (the report and the atlas), which read the
-    first wave's summaries (they join their keys when those are written). Each notebook is read once.
-    `overrides`: parameters per chapter on top of the book's (`book_parameters`)."""
+    the null model and those with Traveling Words' judged findings on the paper's architecture (first wave),
+    then the `run_last` chapters (the report and the atlas), which read the first wave's summaries (they join
+    their keys when those are written). Each notebook is read once. `overrides`: parameters per chapter on
+    top of the book's (`book_parameters`)."""
     last = _parameters_table(root).get("run_last") or []
     order = execution_order(root)
     specs = {name: read_spec(chapter_source(root, name)) for name in order}
-    books = [(model, order)]
-    nulled = null_model(model) if null else None
-    if nulled:
-        findings = chapters_with_findings(root)
-        books.append((nulled, [n for n in order if n in findings and n not in last]))
+    books = {model: order}
+    for parameter, null_book in null_books(model, null).items():
+        findings = chapters_with_findings(root, parameter == "paper_null_summaries_dir")
+        chosen = [n for n in order if n in findings and n not in last]
+        books[null_book] = sorted({*books.get(null_book, []), *chosen}, key=order.index)
     first, later = [], []
-    for book, names in books:
+    for book, names in books.items():
         folder = book_folder(root, book, quick, build) / "notebooks"
         for name in names:
             spec = specs[name]
@@ -221,7 +234,8 @@ def plan_book(
                 spec, book, folder / f"{name}.ipynb", params, tuple(inputs)
             )
             (later if name in last else first).append(chapter)
-    return first, [_with_inputs(c, first, nulled, last) for c in later]
+    nulls = null_books(model, null)
+    return first, [_with_inputs(c, first, nulls, last) for c in later]
 
 
 def claims_files(root: Path, name: str, last: list[str]) -> list[Path]:
@@ -246,11 +260,12 @@ def swept_dependencies(root: Path, spec: NotebookSpec, parameters: dict) -> list
 
 
 def _with_inputs(
-    chapter: Chapter, first: list[Chapter], nulled: str | None, last: list[str]
+    chapter: Chapter, first: list[Chapter], nulls: dict[str, str], last: list[str]
 ) -> Chapter:
-    """A run_last chapter reads the summaries of the book's first wave (and the null's, and every built book's
-    for the atlas): their folders join its parameters (as paths relative to its own folder) and the summary
-    files its execution key. The `last` chapters read none of each other's summaries."""
+    """A run_last chapter reads the summaries of the book's first wave (and the null books', `nulls`: the
+    parameter that reads each -> its model, and every built book's for the atlas): their folders join its
+    parameters (as paths relative to its own folder) and the summary files its execution key. The `last`
+    chapters read none of each other's summaries."""
     declared, here = chapter.spec.parameters, chapter.output.parent
     params, inputs = dict(chapter.parameters), []
 
@@ -260,12 +275,13 @@ def _with_inputs(
     if "summaries_dir" in declared:
         params["summaries_dir"] = "."
         inputs += summaries(chapter.model)
-    if "null_summaries_dir" in declared and nulled is not None:
-        null_folder = summary_path(
-            next(c.output for c in first if c.model == nulled)
-        ).parent
-        params["null_summaries_dir"] = os.path.relpath(null_folder, here)
-        inputs += summaries(nulled)
+    for parameter, null_book in nulls.items():
+        if parameter in declared:
+            null_folder = summary_path(
+                next(c.output for c in first if c.model == null_book)
+            ).parent
+            params[parameter] = os.path.relpath(null_folder, here)
+            inputs += summaries(null_book)
     if "books_dir" in declared:
         books = here.parents[1]
         params["books_dir"] = os.path.relpath(books, here)
@@ -406,7 +422,8 @@ def build_book(
     say(
         f"[lotlib book] {model}: {len(first) + len(later)} chapter runs"
         + (
-            f", {sum(c.model != model for c in first)} of them on the null {null_model(model)}"
+            f", {sum(c.model != model for c in first)} of them on the nulls "
+            + " and ".join(dict.fromkeys(null_books(model, null).values()))
             if null
             else ""
         )

@@ -39,8 +39,9 @@ interval fails, and *straddles* otherwise; a value without a finite interval is 
 unless the claim is `deterministic`.
 
 A finding *holds* only when ours passes, at least one null ran and failed, and every null it names ran and
-failed: the untrained model of the same architecture (the same chapter run on `untrained:<model>`, always)
-and the claim's own `nulls` recorded by the chapter. A null that passes too makes it *not diagnostic*; a null
+failed: the untrained model of the same architecture (the same chapter run on `untrained:<model>`, always),
+for a judged finding of Traveling Words the paper's own architecture with random weights (`PAPER_NULL_MODEL`,
+untrained GPT-2 small), and the claim's own `nulls` recorded by the chapter. A null that passes too makes it *not diagnostic*; a null
 that straddles, was not run, or is not applicable makes it *inconclusive* (the report names it).
 *not applicable*: a test of kind none, or a value recorded as `not_applicable(reason)`; *missing*: the
 chapter did not record the value.
@@ -100,6 +101,17 @@ COLORS = {
 }
 UNTRAINED_NULL = "untrained model, same architecture"
 UNTRAINED_PREFIX = "untrained:"
+# Traveling Words measured GPT-2 small: its judged findings (a test other than `none`) are also run on GPT-2
+# small's architecture with random weights (LayerNorm, GELU, learned positions, GPT-2's tokenizer), so that a
+# finding the book's model shows is not one any LayerNorm transformer shows at initialisation. Lines of
+# Thought's untrained-model claims run on an untrained GPT-2 medium inside the null-tests chapter (`paper_null`).
+PAPER_NULL_MODEL = "untrained:gpt2"
+PAPER_NULL_PAPER = "A"
+PAPER_NULL = "untrained GPT-2 small, the paper's architecture"
+BOOK_NULLS = (
+    UNTRAINED_NULL,
+    PAPER_NULL,
+)  # the nulls that are other books, judged in the report
 PAPERS = {"A": "Traveling Words", "B": "Lines of Thought"}
 REQUIRED = {"id", "paper", "nature", "claim", "paper_value", "key", "test"}
 SOURCED = {"abs", "rel", "max", "min", "range"}
@@ -439,10 +451,23 @@ def describe_test(test: dict, paper_value, band_=None) -> str:
 # the report and the atlas
 
 
-def judge(claim: dict, values: dict, untrained: dict | None) -> dict:
+def paper_nulled(claim: dict) -> bool:
+    """Whether `claim` is judged against the paper's architecture too (`PAPER_NULL`): a finding of Traveling
+    Words with a test."""
+    return (
+        claim["nature"] == "finding"
+        and claim["paper"] == PAPER_NULL_PAPER
+        and claim["test"]["kind"] != "none"
+    )
+
+
+def judge(
+    claim: dict, values: dict, untrained: dict | None, paper_null: dict | None = None
+) -> dict:
     """Both questions for one claim, from its chapter's recorded `values` and, for a finding, the untrained
-    model's values of the same chapter (`untrained`; None: that book was not built, and the null is missing).
-    Returns the row's verdicts, values, nulls, band and test."""
+    model's values of the same chapter (`untrained`) and, where `paper_nulled`, the untrained paper
+    architecture's (`paper_null`); None: that book was not built, and the null is missing. Returns the row's
+    verdicts, values, nulls, band and test."""
     answer, as_paper, band_ = against_paper(claim, values)
     ours, nulls = values.get(claim["key"]), []
     judge_ = partial(
@@ -454,6 +479,8 @@ def judge(claim: dict, values: dict, untrained: dict | None) -> dict:
     )
     if claim["nature"] == "finding":
         named = [(UNTRAINED_NULL, (untrained or {}).get(claim["key"]))]
+        if paper_nulled(claim):
+            named.append((PAPER_NULL, (paper_null or {}).get(claim["key"])))
         named += [(n["name"], values.get(n["key"])) for n in claim["nulls"]]
         nulls = [Null(name, value, judge_(value)) for name, value in named]
     verdict_ = verdict(claim, ours, nulls, band_)
@@ -477,21 +504,25 @@ def report_table(
     claims_folder: str | Path,
     summaries_folder: str | Path,
     null_folder: str | Path | None = None,
+    paper_null_folder: str | Path | None = None,
 ) -> pd.DataFrame:
     """One row per claim: question 1 (`against paper`: the verdict, our value by the paper's protocol, the
     band) and question 2 (`verdict`: ours, the nulls, the test and where its bound comes from), the paper's
-    value, the chapter and its run. The untrained model's values come from the summaries in `null_folder`;
-    without it every finding's untrained null is missing, so no finding holds."""
+    value, the chapter and its run. The untrained model's values come from the summaries in `null_folder`,
+    the untrained paper architecture's (`PAPER_NULL_MODEL`) from `paper_null_folder`; without them every
+    finding that names that null misses it, so it does not hold."""
     summaries = load_summaries(summaries_folder)
-    null_summaries = load_summaries(null_folder) if null_folder else {}
+
+    def values_in(folder):
+        found = load_summaries(folder) if folder else {}
+        return lambda notebook: (
+            found.get(notebook, {}).get("values", {}) if folder else None
+        )
+
+    untrained, paper_null = values_in(null_folder), values_in(paper_null_folder)
     rows = []
     for c in load_claims(claims_folder):
         summary = summaries.get(c["notebook"], {})
-        untrained = (
-            null_summaries.get(c["notebook"], {}).get("values", {})
-            if null_folder
-            else None
-        )
         params = summary.get("parameters", {})
         rows.append(
             {
@@ -500,7 +531,12 @@ def report_table(
                 "nature": c["nature"],
                 "origin": c["origin"],
                 "claim": c["claim"],
-                **judge(c, summary.get("values", {}), untrained),
+                **judge(
+                    c,
+                    summary.get("values", {}),
+                    untrained(c["notebook"]),
+                    paper_null(c["notebook"]),
+                ),
                 "paper value": c["paper_value"],
                 "protocol": (c.get("as_paper") or {}).get("protocol", ""),
                 "chapter": c["notebook"],
@@ -564,7 +600,7 @@ def chapter_outcomes(
     rows = []
     for c in chapter_claims(notebook, claims_folder):
         row = judge(c, values, {})
-        own = [n for n in row["nulls"] if n.name != UNTRAINED_NULL]
+        own = [n for n in row["nulls"] if n.name not in BOOK_NULLS]
         rows.append(
             {
                 "claim": c["id"],
@@ -630,7 +666,7 @@ def closing_sentences(
             )
         line += f" {SAID[row['outcome']]} on {model}: {format_value(row['ours'])}, test {row['test']}"
         for null in row["nulls"]:
-            if null.name == UNTRAINED_NULL:
+            if null.name in BOOK_NULLS:
                 continue
             line += f"; {null.name}: {format_value(null.value)}, {null.outcome}"
             if row["outcome"] == null.outcome == "passes":
@@ -655,14 +691,16 @@ def built_books(books_dir: str | Path) -> dict[str, Path]:
 
 def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFrame:
     """The claims side by side for several models, long form: one row per claim and model (trained models
-    first, each judged against its untrained book when one is in `books`, model -> summaries folder), with
+    first, each judged against its untrained book and the paper architecture's when they are in `books`, model ->
+    summaries folder), with
     the claim's paper, chapter, nature, both verdicts (against the paper, the book's test) and our value as
     text."""
     models = sorted(books, key=lambda m: (m.startswith(UNTRAINED_PREFIX), m))
     frames = []
     for model in models:
         null = books.get(f"{UNTRAINED_PREFIX}{model}")
-        table = report_table(claims_folder, books[model], null)
+        paper = books.get(PAPER_NULL_MODEL) if null else None
+        table = report_table(claims_folder, books[model], null, paper)
         frames.append(
             table.assign(
                 model=model,

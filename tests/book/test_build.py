@@ -15,7 +15,7 @@ import pytest
 
 from lotlib.book.build import book_folder, book_notebooks, build_book, parameter_section
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import load_claims, outcome, report_table
+from lotlib.book.report import PAPER_NULL_MODEL, load_claims, outcome, paper_nulled, report_table
 from lotlib.book.summary import load_summaries
 
 from ..conftest import ROOT, _save_tiny, gpt2_tokenizer
@@ -49,23 +49,24 @@ def test_every_chapter_page_is_built(quick_book):
         assert (quick_book.parents[1] / "notebooks" / f"{name}.summary.json").exists(), name
 
 
-def test_every_finding_is_judged_against_its_null(quick_book, builds):
+def test_every_finding_is_judged_against_its_nulls(quick_book, builds):
     root = project_root(ROOT)
     claims = root / "book" / "claims"
     mine = quick_book.parents[1] / "notebooks"
-    null = book_folder(root, "untrained:smollm2-135m", quick=True, build=builds) / "notebooks"
-    null_values = {name: s.get("values", {}) for name, s in load_summaries(null).items()}
-    table = report_table(claims, mine, null).set_index("id")
+    null, paper = (book_folder(root, m, quick=True, build=builds) / "notebooks"
+                   for m in ("untrained:smollm2-135m", PAPER_NULL_MODEL))
+    on = {folder: {name: s.get("values", {}) for name, s in load_summaries(folder).items()} for folder in (null, paper)}
+    table = report_table(claims, mine, null, paper).set_index("id")
     findings = [c for c in load_claims(claims) if c["nature"] == "finding" and c["test"]["kind"] != "none"]
-    missing = [c["id"] for c in findings if null_values.get(c["notebook"], {}).get(c["key"]) is None]
-    assert not missing, f"findings without the untrained model's value: {missing}"
-    for c in findings:  # a finding that passes on random weights never holds
-        row = table.loc[c["id"]]
-        band_ = row["band"]
-        on_random = outcome(null_values[c["notebook"]][c["key"]], c["test"], c["paper_value"],
-                            c.get("deterministic", False), band_)
-        if on_random == "passes":
-            assert row["verdict"] != "holds", c["id"]
+    for folder, judged in ((null, findings), (paper, [c for c in findings if paper_nulled(c)])):
+        missing = [c["id"] for c in judged if on[folder].get(c["notebook"], {}).get(c["key"]) is None]
+        assert not missing, f"findings without {folder.parent.name}'s value: {missing}"
+        for c in judged:  # a finding that passes on random weights never holds
+            row = table.loc[c["id"]]
+            on_random = outcome(on[folder][c["notebook"]][c["key"]], c["test"], c["paper_value"],
+                                c.get("deterministic", False), row["band"])
+            if on_random == "passes":
+                assert row["verdict"] != "holds", c["id"]
     assert (table["verdict"] != "missing").all(), table[table["verdict"] == "missing"].index.tolist()
 
 

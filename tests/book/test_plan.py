@@ -17,15 +17,22 @@ def test_a_book_per_model_with_its_null(tmp_path):
     root = project_root(ROOT)
     first, later = plan_book(root, quick=True, model="gemma3-270m", device="cpu", dtype="bfloat16")
     books = {c.model for c in first}
-    assert books == {"gemma3-270m", "untrained:gemma3-270m"}
+    assert books == {"gemma3-270m", "untrained:gemma3-270m", "untrained:gpt2"}  # and Traveling Words' architecture
+    on_gpt2 = {c.name for c in first if c.model == "untrained:gpt2"}
+    assert on_gpt2 == chapters_with_findings(root, paper_null=True) and on_gpt2 <= chapters_with_findings(root)
+    assert "a1_geometry" in on_gpt2 and "b4_residuals" not in on_gpt2  # chapters with Traveling Words' findings
     mine = {c.name: c for c in first if c.model == "gemma3-270m"}
     assert mine["a4_a5_noun_probes"].parameters["model"] == "gemma3-270m"
     assert mine["a4_a5_noun_probes"].parameters["dtype"] == "bfloat16"
     assert mine["a4_a5_noun_probes"].output.parent == book_folder(root, "gemma3-270m", True) / "notebooks"
-    nulls = {c.name for c in first if c.model != "gemma3-270m"}
+    nulls = {c.name for c in first if c.model == "untrained:gemma3-270m"}
     assert nulls == chapters_with_findings(root) - {c.name for c in later}
     report = next(c for c in later if c.name == "report")
     assert report.parameters["null_summaries_dir"] == "../../untrained-gemma3-270m/notebooks"
+    assert report.parameters["paper_null_summaries_dir"] == "../../untrained-gpt2/notebooks"
+    on_gpt2 = plan_book(root, quick=True, model="gpt2")[0]  # GPT-2's own null is the paper's: one book of both
+    assert {c.model for c in on_gpt2} == {"gpt2", "untrained:gpt2"}
+    assert {c.name for c in on_gpt2 if c.model == "untrained:gpt2"} == nulls
     assert null_model("untrained:gpt2") is None and null_model("gpt2") == "untrained:gpt2"
     assert model_slug("meta-llama/Llama-3.2-1B") == "meta-llama--Llama-3.2-1B"
     assert model_slug(str(tmp_path)).startswith(tmp_path.name + "-")

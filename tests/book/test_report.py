@@ -279,6 +279,43 @@ def test_without_the_untrained_book_no_finding_holds(tmp_path):
     assert table.loc["X-exact", "verdict"] == "identity holds"  # identities need no null
 
 
+def test_traveling_words_findings_are_judged_on_untrained_gpt2_small_too(tmp_path):
+    from lotlib.book.report import PAPER_NULL, PAPER_NULL_MODEL, UNTRAINED_NULL, chapter_outcomes
+
+    claims = CLAIMS.replace("paper: B", "paper: A") + """
+- id: X-shown
+  paper: A
+  nature: finding
+  claim: "shown, no verdict"
+  paper_value: "qualitative"
+  key: share
+  test: {kind: none}
+"""
+    (tmp_path / "chapter.yml").write_text(claims)
+    ours = {"share": est(0.8, 0.7, 0.9), "share_shuffled": est(0.2, 0.1, 0.3), "gap": 0.0}
+    _write(tmp_path / "books" / "a" / "notebooks", "chapter", ours, {"model": "a"})
+    _write(tmp_path / "books" / "untrained-a" / "notebooks", "chapter", {"share": est(0.2, 0.1, 0.3)},
+           {"model": "untrained:a"})
+    books = tmp_path / "books"
+    table = report_table(tmp_path, books / "a" / "notebooks", books / "untrained-a" / "notebooks").set_index("id")
+    assert [n.name for n in table.loc["X-share", "nulls"]] == [UNTRAINED_NULL, PAPER_NULL, "shuffled pilots"]
+    assert table.loc["X-share", "verdict"] == "inconclusive"  # the paper's architecture was not run
+    assert table.loc["X-share", "unresolved"] == [PAPER_NULL]
+    assert table.loc["X-shown", "verdict"] == "not applicable"  # no test, no paper null named
+    assert PAPER_NULL not in [n.name for n in table.loc["X-shown", "nulls"]]
+    for paper_value, expected in ((est(0.3, 0.2, 0.4), "holds"), (est(0.75, 0.6, 0.85), "not diagnostic")):
+        _write(books / "untrained-gpt2" / "notebooks", "chapter", {"share": paper_value},
+               {"model": PAPER_NULL_MODEL})
+        table = report_table(tmp_path, books / "a" / "notebooks", books / "untrained-a" / "notebooks",
+                             books / "untrained-gpt2" / "notebooks").set_index("id")
+        assert table.loc["X-share", "verdict"] == expected
+        atlas = atlas_table(tmp_path, built_books(books)).set_index(["id", "model"])
+        assert atlas.loc[("X-share", "a"), "verdict"] == expected  # the atlas finds the paper's architecture too
+    # a chapter's own closing table shows only the nulls it recorded; the other books are judged in the report
+    rows = chapter_outcomes("chapter", ours, tmp_path).set_index("claim")
+    assert rows.loc["X-share", "nulls"].startswith("shuffled pilots")
+
+
 def test_a_closing_sentence_answers_both_questions(tmp_path):
     from lotlib.book.report import closing_sentences
 
