@@ -44,12 +44,18 @@ def main() -> int:
         "--only", default=None, help="run the cases whose name contains this text"
     )
     parser.add_argument("--min-coverage", type=float, default=None)
+    parser.add_argument(
+        "--n-b5",
+        type=int,
+        default=None,
+        help="pilots of the B5 case, a quarter held out (default 6 D = 96: 24 held out)",
+    )
     args = parser.parse_args()
     replications = args.replications or (20 if args.quick else 100)
     floor = args.min_coverage
     if floor is None:
         floor = binomial_floor(replications) / replications if args.quick else 0.90
-    cases = book_cases(n_boot=50 if args.quick else 100)
+    cases = book_cases(n_boot=50 if args.quick else 100, n_b5=args.n_b5)
     if args.only:
         cases = [c for c in cases if args.only in c.name]
     start = time.perf_counter()

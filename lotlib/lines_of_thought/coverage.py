@@ -286,12 +286,12 @@ def b5_scores(
     seed: int = 0,
 ) -> dict[str, Estimate]:
     """B5's out-of-sample scores of a fitted model `sde` on its held-out pilots, as the chapter computes them:
-    the variance ratios, the Fokker-Planck moments and the energy margins, each with its bootstrap over the
+    the variance ratios, the Fokker-Planck moments and the energy margins, each with its interval over the
     held-out pilots (the fit held fixed: it never saw them), under `B5_KEYS`."""
     name = f"Langevin (noise {sde.noise})"
-    ratios = langevin.variance_ratios(
-        sde, langevin.predictions(sde, n_samples, seed), n_boot, seed
-    )[name]
+    ratios = langevin.variance_ratios(sde, langevin.predictions(sde, n_samples, seed))[
+        name
+    ]
     margins = langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed)
     found = {
         "variance_ratio_top4_langevin_last": ratios["u1..u4"],

@@ -628,21 +628,23 @@ def total_variance(Z: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def variance_ratios(
-    model: HeldOutLangevin, predicted: dict[str, np.ndarray], n_boot: int, seed: int = 0
+    model: HeldOutLangevin, predicted: dict[str, np.ndarray]
 ) -> dict[str, dict[str, Estimate]]:
     """Total variance of each prediction `(n_h, samples, n_layers + 1, D)` at t0 + n_layers over the true held-out
-    ensemble's, along u1..u4 of that layer and in all D, with percentile intervals over the held-out pilots."""
-    from ..intervals import percentile_estimate, resampling_weights
+    ensemble's, along u1..u4 of that layer and in all D, with jackknife intervals on the log scale over the
+    held-out pilots (`intervals.jackknife_log_estimate`)."""
+    from ..intervals import jackknife_log_estimate, jackknife_weights
 
-    boot = resampling_weights(len(model.held), n_boot, seed)
+    n = len(model.held)
+    rows = np.vstack([np.ones(n), jackknife_weights(n)])
     true, basis = model.truth[:, -1], model.top_directions(model.t0 + model.n_layers)
 
     def ratio(Z: np.ndarray, B: np.ndarray | None) -> Estimate:
         sim, tr = Z[:, :, -1].astype(np.float64), true
         if B is not None:
             sim, tr = sim @ B, tr @ B
-        values = total_variance(sim, boot) / total_variance(tr[:, None], boot)
-        return percentile_estimate(values, len(model.held), unit="held-out pilots")
+        values = total_variance(sim, rows) / total_variance(tr[:, None], rows)
+        return jackknife_log_estimate(values[0], values[1:], n, unit="held-out pilots")
 
     return {
         name: {"u1..u4": ratio(Z, basis), "all D": ratio(Z, None)}
@@ -937,10 +939,21 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
         for name, added in models.items()
         for tau in range(1, model.n_layers + 1)
     ]
+    from ..intervals import jackknife_log_estimate, jackknife_weights
+
+    n = len(model.held)
+    jack = jackknife_weights(n)
+    rows = np.vstack([boot, jack])
+
+    def estimate(key: str, v: np.ndarray) -> Estimate:
+        if key == FP_STATS[0]:  # may be 0: its bootstrap percentiles
+            return percentile_estimate(v[: len(boot)], n, unit="held-out pilots")
+        return jackknife_log_estimate(v[0], v[len(boot) :], n, unit="held-out pilots")
+
     last = {
         name: {
-            k: percentile_estimate(v, len(model.held), unit="held-out pilots")
-            for k, v in fp_stats(starts, truth[:, -1], P[-1], added[-1], boot).items()
+            k: estimate(k, v)
+            for k, v in fp_stats(starts, truth[:, -1], P[-1], added[-1], rows).items()
         }
         for name, added in models.items()
     }

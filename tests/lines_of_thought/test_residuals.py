@@ -195,6 +195,30 @@ def test_percentile_estimate_of_resampled_values():
     assert np.isnan(percentile_estimate([1.0, np.nan], 5, unit="pilots").lo)
 
 
+def test_jackknife_log_interval_of_a_mean_is_its_standard_error():
+    """The leave-one-out jackknife of a mean is exact: its standard error is s / sqrt(n). On the log scale the
+    interval is log mean -+ t_(n-1) s / (sqrt(n) mean) to first order; grouped (50 groups of 4), the standard error
+    of the group means. A statistic that reads 0 gets the raw scale from 0; a negative one no interval."""
+    from scipy.stats import t
+
+    from lotlib.intervals import jackknife_log_estimate, jackknife_weights
+
+    x = np.random.default_rng(2).gamma(9.0, size=200)
+    for groups in (200, 50):
+        weights = jackknife_weights(200, groups)
+        assert weights.shape == (groups, 200) and np.all((weights == 0).sum(0) == 1)  # each unit left out once
+        left_out = weights @ x / weights.sum(1)
+        estimate = jackknife_log_estimate(x.mean(), left_out, 200, unit="values")
+        blocks = x.reshape(groups, -1).mean(1)
+        se = blocks.std(ddof=1) / np.sqrt(groups) / x.mean()
+        half = np.log(estimate.hi / estimate.lo) / 2
+        assert half == pytest.approx(t.ppf(0.975, groups - 1) * se, rel=0.01)
+        assert estimate.lo < x.mean() < estimate.hi and estimate.method == "jackknife"
+    zero = jackknife_log_estimate(0.0, left_out - left_out.min(), 200, unit="values")  # a distance that reads 0
+    assert zero.lo == 0.0 and zero.hi == pytest.approx(t.ppf(0.975, 49) * se * x.mean(), rel=0.01)
+    assert np.isnan(jackknife_log_estimate(-1.0, left_out, 200, unit="values").lo)
+
+
 def _walk(N=80, T=9, D=12, seed=0):
     rng = np.random.default_rng(seed)
     return (np.cumsum(rng.normal(size=(N, T, D)), axis=1) + 3).astype(np.float32)
