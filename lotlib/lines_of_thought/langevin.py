@@ -912,19 +912,22 @@ class FokkerPlanck:
 def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerPlanck:
     """Mean and covariance carried by the scheme from the held-out pilots at t0 (`propagators`, `moments`) with
     the chosen noise, constant-variance noise and no noise, against the held-out truth at every layer."""
-    from ..intervals import percentile_estimate, resampling_weights
+    from ..intervals import (
+        jackknife_log_estimate,
+        jackknife_weights,
+        percentile_estimate,
+        resampling_weights,
+    )
 
-    P, truth = propagators(model.plan), model.truth
+    P, truth, n = propagators(model.plan), model.truth, len(model.held)
     starts = truth[:, 0]
     models = {
         f"Langevin (noise {model.noise})": model.noise_cov[model.noise],
         "constant-variance noise": model.noise_cov["constant"],
         "noiseless drift": model.noise_cov["noiseless"],
     }
-    unit, boot = (
-        resampling_weights(len(model.held), 0),
-        resampling_weights(len(model.held), n_boot, seed),
-    )
+    unit = resampling_weights(n, 0)
+    boot = resampling_weights(n, n_boot, seed)
     rows = [
         {
             "layer t": model.t0 + tau,
@@ -939,21 +942,21 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
         for name, added in models.items()
         for tau in range(1, model.n_layers + 1)
     ]
-    from ..intervals import jackknife_log_estimate, jackknife_weights
-
-    n = len(model.held)
-    jack = jackknife_weights(n)
-    rows = np.vstack([boot, jack])
 
     def estimate(key: str, v: np.ndarray) -> Estimate:
-        if key == FP_STATS[0]:  # may be 0: its bootstrap percentiles
+        """The mean error (which reads 0 for a perfect prediction) by its bootstrap, the covariance distance
+        and the variance ratio by their jackknife (`variance_ratios`)."""
+        if key == FP_STATS[0]:
             return percentile_estimate(v[: len(boot)], n, unit="held-out pilots")
         return jackknife_log_estimate(v[0], v[len(boot) :], n, unit="held-out pilots")
 
+    resamples = np.vstack([boot, jackknife_weights(n)])
     last = {
         name: {
             k: estimate(k, v)
-            for k, v in fp_stats(starts, truth[:, -1], P[-1], added[-1], rows).items()
+            for k, v in fp_stats(
+                starts, truth[:, -1], P[-1], added[-1], resamples
+            ).items()
         }
         for name, added in models.items()
     }

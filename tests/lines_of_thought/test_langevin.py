@@ -547,6 +547,11 @@ def test_fokker_planck_and_variants_agree_with_an_independent_computation():
     Z = sde.truth[:, 0] @ propagators(sde.plan)[-1].T
     ratio = np.sum(Z.var(0)) / np.sum(sde.truth[:, -1].var(0))
     assert fp.last["noiseless drift"][FP_STATS[2]].value == pytest.approx(ratio)
+    # the layer table: every model at every layer, its last layer the values the intervals are about
+    assert list(fp.by_layer.columns) == ["layer t", "model", *FP_STATS] and len(fp.by_layer) == 3 * 2
+    last_row = fp.by_layer.set_index(["model", "layer t"]).loc[("noiseless drift", sde.t0 + 2)]
+    assert last_row[FP_STATS[2]] == pytest.approx(ratio)
+    assert [fp.last["noiseless drift"][k].method for k in FP_STATS] == ["bootstrap", "jackknife", "jackknife"]
     variants = scheme_variants(sde)
     assert variants.loc[("euler", "ln sigma"), FP_STATS[2]] == pytest.approx(
         fp.last[f"Langevin (noise {sde.noise})"][FP_STATS[2]].value
