@@ -134,6 +134,9 @@ def chapters_with_findings(root: Path, paper_null: bool = False) -> set[str]:
     }
 
 
+PAPER_NULL_PARAMETER = "paper_null_summaries_dir"  # the report's parameter that reads the paper's null book
+
+
 def null_books(model: str, null: bool) -> dict[str, str]:
     """The null books of `model`'s findings, by the report's parameter that reads them: its untrained variant
     (`null_summaries_dir`) and the paper's architecture (`paper_null_summaries_dir`); none for an untrained
@@ -141,7 +144,7 @@ def null_books(model: str, null: bool) -> dict[str, str]:
     nulled = null_model(model) if null else None
     if nulled is None:
         return {}
-    return {"null_summaries_dir": nulled, "paper_null_summaries_dir": PAPER_NULL_MODEL}
+    return {"null_summaries_dir": nulled, PAPER_NULL_PARAMETER: PAPER_NULL_MODEL}
 
 
 @dataclass(frozen=True)
@@ -213,9 +216,9 @@ def plan_book(
     last = _parameters_table(root).get("run_last") or []
     order = execution_order(root)
     specs = {name: read_spec(chapter_source(root, name)) for name in order}
-    books = {model: order}
-    for parameter, null_book in null_books(model, null).items():
-        findings = chapters_with_findings(root, parameter == "paper_null_summaries_dir")
+    books, nulls = {model: order}, null_books(model, null)
+    for parameter, null_book in nulls.items():
+        findings = chapters_with_findings(root, parameter == PAPER_NULL_PARAMETER)
         chosen = [n for n in order if n in findings and n not in last]
         books[null_book] = sorted({*books.get(null_book, []), *chosen}, key=order.index)
     first, later = [], []
@@ -234,7 +237,6 @@ def plan_book(
                 spec, book, folder / f"{name}.ipynb", params, tuple(inputs)
             )
             (later if name in last else first).append(chapter)
-    nulls = null_books(model, null)
     return first, [_with_inputs(c, first, nulls, last) for c in later]
 
 

@@ -41,8 +41,9 @@ unless the claim is `deterministic`.
 A finding *holds* only when ours passes, at least one null ran and failed, and every null it names ran and
 failed: the untrained model of the same architecture (the same chapter run on `untrained:<model>`, always),
 for a judged finding of Traveling Words the paper's own architecture with random weights (`PAPER_NULL_MODEL`,
-untrained GPT-2 small), and the claim's own `nulls` recorded by the chapter. A null that passes too makes it *not diagnostic*; a null
-that straddles, was not run, or is not applicable makes it *inconclusive* (the report names it).
+untrained GPT-2 small), and the claim's own `nulls` recorded by the chapter. A null that passes too makes it
+*not diagnostic*; a null that straddles, was not run, or is not applicable makes it *inconclusive* (the report
+names it).
 *not applicable*: a test of kind none, or a value recorded as `not_applicable(reason)`; *missing*: the
 chapter did not record the value.
 """
@@ -108,10 +109,8 @@ UNTRAINED_PREFIX = "untrained:"
 PAPER_NULL_MODEL = "untrained:gpt2"
 PAPER_NULL_PAPER = "A"
 PAPER_NULL = "untrained GPT-2 small, the paper's architecture"
-BOOK_NULLS = (
-    UNTRAINED_NULL,
-    PAPER_NULL,
-)  # the nulls that are other books, judged in the report
+# the nulls that are other books, judged in the report (a chapter's own table shows only the nulls it recorded)
+BOOK_NULLS = (UNTRAINED_NULL, PAPER_NULL)
 PAPERS = {"A": "Traveling Words", "B": "Lines of Thought"}
 REQUIRED = {"id", "paper", "nature", "claim", "paper_value", "key", "test"}
 SOURCED = {"abs", "rel", "max", "min", "range"}
@@ -512,14 +511,10 @@ def report_table(
     the untrained paper architecture's (`PAPER_NULL_MODEL`) from `paper_null_folder`; without them every
     finding that names that null misses it, so it does not hold."""
     summaries = load_summaries(summaries_folder)
-
-    def values_in(folder):
-        found = load_summaries(folder) if folder else {}
-        return lambda notebook: (
-            found.get(notebook, {}).get("values", {}) if folder else None
-        )
-
-    untrained, paper_null = values_in(null_folder), values_in(paper_null_folder)
+    untrained, paper_null = (
+        load_summaries(folder) if folder else None
+        for folder in (null_folder, paper_null_folder)
+    )
     rows = []
     for c in load_claims(claims_folder):
         summary = summaries.get(c["notebook"], {})
@@ -534,8 +529,8 @@ def report_table(
                 **judge(
                     c,
                     summary.get("values", {}),
-                    untrained(c["notebook"]),
-                    paper_null(c["notebook"]),
+                    _chapter_values(untrained, c["notebook"]),
+                    _chapter_values(paper_null, c["notebook"]),
                 ),
                 "paper value": c["paper_value"],
                 "protocol": (c.get("as_paper") or {}).get("protocol", ""),
@@ -545,6 +540,11 @@ def report_table(
             }
         )
     return pd.DataFrame(rows)
+
+
+def _chapter_values(summaries: dict | None, notebook: str) -> dict | None:
+    """The values a null book recorded for `notebook` (None: the book was not built)."""
+    return None if summaries is None else summaries.get(notebook, {}).get("values", {})
 
 
 def revision_words(table: pd.DataFrame, digits: int = 12) -> str:
@@ -692,9 +692,8 @@ def built_books(books_dir: str | Path) -> dict[str, Path]:
 def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFrame:
     """The claims side by side for several models, long form: one row per claim and model (trained models
     first, each judged against its untrained book and the paper architecture's when they are in `books`, model ->
-    summaries folder), with
-    the claim's paper, chapter, nature, both verdicts (against the paper, the book's test) and our value as
-    text."""
+    summaries folder), with the claim's paper, chapter, nature, both verdicts (against the paper, the book's
+    test) and our value as text."""
     models = sorted(books, key=lambda m: (m.startswith(UNTRAINED_PREFIX), m))
     frames = []
     for model in models:
