@@ -10,7 +10,10 @@ statistic: the truth (closed form, or the value on one sample 50 times larger: `
 replications whose 95% interval holds the truth, the mean width of the intervals and the seconds of the case.
 B4's held-out and B5's scores are out of sample with the fit held fixed: their truth is each replication's fit
 scored on the population (the mean over replications is printed, `estimand` "fit"), and `of large` is the share holding
-the large-sample value, which those intervals do not claim to cover (not gated).
+the large-sample value, which those intervals do not claim to cover (not gated). The authors' mean |m| / sqrt(v)
+and kurtosis are judged against the band of the paper's "~0" (0 to their Gaussian floor at the same size): their
+"~0 verdict" rows (`estimand` "~0 band") count the replications whose verdict is the truth's, and those rows are
+gated; their coverage rows are shown, not gated (the reasons print at the end).
 
 Exits 1 when a coverage is below `--min-coverage` (default 0.90, issue 19's criterion; with --quick, the
 binomial floor: the fewest covering intervals out of the replications that a method of true 95% coverage
@@ -65,18 +68,25 @@ def main() -> int:
         f"{'of large':>8} {'width':>9} {'seconds':>7}"
     )
     below = []
+    ungated = {}
     for case in cases:
         for c in replicate(case, replications, seed=args.seed):
             name = f"{c.case} · {c.statistic}"
             flag = "" if c.coverage >= floor else "  < gate"
-            estimand = "fit" if c.estimand == "fitted model" else "pop."
+            if c.ungated:
+                flag, ungated[c.statistic] = "  (not gated)", c.ungated
+            estimand = {"fitted model": "fit", "~0 band": "~0 band"}.get(
+                c.estimand, "pop."
+            )
             print(
                 f"{name:<66} {estimand:>8} {c.truth:>9.4g} {c.large_sample:>9.4g} {c.coverage:>8.2f} "
                 f"{c.coverage_of_large:>8.2f} {c.mean_width:>9.3g} {c.seconds:>7.1f}{flag}",
                 flush=True,
             )
-            if flag:
+            if flag == "  < gate":
                 below.append(name)
+    for statistic, why in ungated.items():
+        print(f"not gated: {statistic}: {why}")
     print(f"total {time.perf_counter() - start:.0f} s; {len(below)} below the gate")
     return 1 if below else 0
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from lotlib.intervals import bootstrap_mean
+from lotlib.intervals import Estimate, bootstrap_mean
 from lotlib.lines_of_thought import langevin
 from lotlib.lines_of_thought.coverage import (
     Case,
@@ -121,6 +121,38 @@ def test_replicate_counts_the_intervals_that_hold_a_known_mean():
     assert c.mean_width == pytest.approx(2 * 1.96 * 2.0 / np.sqrt(40), rel=0.2)
 
 
+def test_a_verdict_row_counts_the_replications_judged_as_the_truth_is():
+    """A statistic judged against a band: the verdict is right when the interval meets the band exactly when the
+    truth lies in it. Here the interval is [x, x + 1] for x ~ U(0, 2) (seeded), the band [0, 0.5]: with the
+    truth 0.25 (in the band) the verdict is right when x <= 0.5 (a quarter of the draws); with the truth 3 (out
+    of it) it is right when x > 0.5. The coverage row is kept, ungated with its reason."""
+
+    def case(truth):
+        return Case(
+            "toy",
+            1,
+            lambda n, seed: np.random.default_rng(seed).uniform(0, 2),
+            lambda x, seed: {"s": Estimate(x, x, x + 1, 1, "draws")},
+            lambda x: {"s": Estimate(x, x, x + 1, 1, "draws")},
+            lambda: {"s": truth},
+            bands=lambda: {"s": (0.0, 0.5)},
+            ungated={"s": "judged against its band"},
+        )
+
+    for truth, in_band in ((0.25, True), (3.0, False)):
+        coverage, verdict = replicate(case(truth), 200, progress=False)
+        assert coverage.ungated == "judged against its band" and not verdict.ungated
+        assert verdict.statistic == "s · ~0 verdict" and verdict.estimand == "~0 band"
+        draws = np.array(
+            [np.random.default_rng(1 + r).uniform(0, 2) for r in range(200)]
+        )
+        meets = draws <= 0.5
+        np.testing.assert_array_equal(verdict.covered, meets if in_band else ~meets)
+        np.testing.assert_array_equal(
+            coverage.covered, (draws <= truth) & (truth <= draws + 1)
+        )
+
+
 SMALL = {case.name: case for case in book_cases(D=8, L=6, n_boot=50, n_rep=20)}
 
 
@@ -129,7 +161,19 @@ SMALL = {case.name: case for case in book_cases(D=8, L=6, n_boot=50, n_rep=20)}
     [
         (
             "Gaussian cloud · B4 authors (bases refitted)",
-            ("lambda_log_mean", "lambda_mean_log", "alpha_log_mean", "kurtosis_late"),
+            (
+                "lambda_log_mean",
+                "lambda_mean_log",
+                "alpha_log_mean",
+                "alpha_mean_log",
+                "kurtosis_late",
+                "mean_abs_z · ~0 verdict",
+                "kurtosis_late · ~0 verdict",
+            ),
+        ),
+        (
+            "Langevin · B4 authors (bases refitted)",
+            ("alpha_mean_log", "mean_abs_z · ~0 verdict", "kurtosis_late · ~0 verdict"),
         ),
         (
             "Gaussian cloud · B4 chapter (held out)",
@@ -152,6 +196,23 @@ def test_small_coverage_of_the_intervals_that_hold_the_truth(name, statistics):
             statistic,
             found[statistic].coverage,
         )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 19: on Laplace coordinates (residual excess kurtosis 1.5) the authors' kurtosis averages 0.58 at "
+    "N = 48, D = 16 (the fitted bases mix the coordinates, and small samples understate tails), and its interval "
+    "meets the Gaussian floor's band at that size: the paper's '~0' reads 'agrees' (right in 0 of 20 here, 12 of "
+    "100 in benchmarks/coverage.py); remove this mark when the verdict is right",
+)
+def test_the_authors_kurtosis_tells_heavy_tails_from_the_gaussian_floor():
+    found = {
+        c.statistic: c
+        for c in replicate(
+            SMALL["heavy-tailed cloud · B4 authors (bases refitted)"], R, progress=False
+        )
+    }
+    assert found["kurtosis_late · ~0 verdict"].covered.sum() >= FLOOR
 
 
 @pytest.mark.xfail(
