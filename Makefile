@@ -60,7 +60,7 @@ book-quick: venv  ## the same pages with small parameters
 
 test: venv      ## the formatter's check and the whole test suite, slow tests included (what CI runs)
 	@$(BIN)/ruff format --check lotlib notebooks
-	@$(BIN)/python -m pytest -q -m "slow or not slow"
+	@$(BIN)/python -m pytest -q -m "slow or not slow" --durations=30
 
 lab: venv       ## JupyterLab on notebooks/: each .py chapter opens as a notebook on the project's kernel
 	@$(BIN)/python -m lotlib.book.lab

@@ -246,11 +246,13 @@ law_subset_table(fits, pairs)
 # The intervals are percentile bootstraps over pilots ({glue:text}`n_boot_paper` resamples) in which **every
 # resample refits** the SVD of every layer and their alignment on its own pilots. The structureless cloud goes
 # through the same protocol with the same resamples. Statistics that count sampling noise, ⟨|m|/√v⟩ and
-# ⟨|k|⟩ − 3, move under resampling (a repeated pilot adds noise and tails), so their interval need not contain
-# the sample's value: the cloud, Gaussian by construction, shows by how much.
+# ⟨|k|⟩ − 3, sit higher in every resample than in the sample (a repeated pilot adds noise and tails): their
+# interval keeps the resamples' spread and is moved to the sample's value, without which a residual of zero
+# mean would read as off-centre (`authors_protocol.authors_summary`).
 # What "about zero" means at this size: on an i.i.d. Gaussian residual of N_s pilots and D coordinates,
 # ⟨|m|/√v⟩ is {glue:text}`paper_mean_abs_z_gaussian` and ⟨|k|⟩ − 3 is {glue:text}`paper_kurtosis_gaussian`
-# (median and 95% range over 200 samples).
+# (median and 95% range over 200 samples): the paper's "~0" is that range (from 0 for ⟨|m|/√v⟩, which cannot
+# be negative).
 
 # %%
 picked = paper_pilots(ens.n_s, ens.D, n_s_paper, seed, model=ens.lm.name)

@@ -126,8 +126,9 @@ TOLERANCE_RULE = (
     "own models for the same kind of number: lambda is 0.18 for GPT-2 medium and 0.27 for Llama 2 7B, a factor "
     f"of {CROSS_MODEL_FACTOR:.2f}, so the band runs from its low end divided by {CROSS_MODEL_FACTOR:.2f} to its "
     "high end times it. A share or an accuracy keeps the printed precision. A value the paper draws as about "
-    "zero, with no digits, has the band from 0 to the same statistic's sampling floor: its value on a Gaussian "
-    "sample of the same size. No band is set from our results; a value without a finite interval is "
+    "zero, with no digits, has the band from 0 to the same statistic's sampling floor: the upper end of its "
+    "values on Gaussian samples of the same size (from their lower end, where that is below 0: a signed "
+    "statistic such as an excess kurtosis). No band is set from our results; a value without a finite interval is "
     "inconclusive unless it is a deterministic property of the weights."
 )
 
@@ -227,16 +228,21 @@ def _widened(number: str, percent: bool) -> tuple[float, float]:
     return (value - half) * scale, (value + half) * scale
 
 
-def band(printed: str, scale: str, floor: float | None = None) -> tuple[float, float]:
+def band(
+    printed: str, scale: str, floor: float | tuple[float, float] | None = None
+) -> tuple[float, float]:
     """The band of values that agree with a paper number printed as `printed` ("0.18", "50-51%", "1-1.5",
     "~0"), under `TOLERANCE_RULE`: the printed precision, widened by `CROSS_MODEL_FACTOR` for a `rate`;
-    "~0" is [0, floor] (`floor`: the statistic's Gaussian sampling floor)."""
+    "~0" runs from 0 to the upper end of `floor`, the statistic's values on Gaussian samples of the same size
+    (low, high), or from its lower end where that is below 0 (a signed statistic, such as an excess
+    kurtosis). A single number is the upper end."""
     if printed.replace(" ", "") in ("~0", "0"):
-        if floor is None or not math.isfinite(floor):
+        low, high = floor if isinstance(floor, tuple) else (0.0, floor)
+        if high is None or not (math.isfinite(high) and math.isfinite(low)):
             raise ValueError(
                 f"a paper value printed as {printed!r} needs as_paper.floor (a sampling floor)"
             )
-        return 0.0, float(floor)
+        return min(0.0, float(low)), float(high)
     match = _PRINTED.match(printed)
     if not match:
         raise ValueError(
@@ -269,7 +275,7 @@ def against_paper(
     value = values.get(spec["key"])
     if is_not_applicable(value):
         return "not applicable", value, None
-    floor = _upper(values.get(spec.get("floor"))) if spec.get("floor") else None
+    floor = _floor_range(values.get(spec.get("floor"))) if spec.get("floor") else None
     try:
         low, high = band(spec["printed"], spec["scale"], floor)
     except ValueError:
@@ -283,11 +289,14 @@ def against_paper(
     return ("differs" if hi < low or lo > high else "agrees"), value, (low, high)
 
 
-def _upper(value) -> float | None:
+def _floor_range(value) -> tuple[float, float] | None:
+    """A recorded sampling floor as (low, high): its interval, or its value twice when it has none."""
     estimate = as_estimate(value)
     if estimate is None:
         return None
-    return estimate.hi if math.isfinite(estimate.hi) else estimate.value
+    if math.isfinite(estimate.lo) and math.isfinite(estimate.hi):
+        return estimate.lo, estimate.hi
+    return estimate.value, estimate.value
 
 
 # ----------------------------------------------------------------------------------------------

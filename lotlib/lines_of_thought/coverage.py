@@ -284,13 +284,14 @@ HELD_OUT_UNGATED = {
 
 def paper_floor_bands(n: int, d: int) -> dict[str, tuple[float, float]]:
     """The bands of the paper's "~0" for the authors' statistics at n pilots and d coordinates, as the report
-    sets them (`report.band`): from 0 to the upper end of `authors_protocol.gaussian_floor`."""
+    sets them (`report.band` of `authors_protocol.gaussian_floor`)."""
+    from ..book.report import band
     from .authors_protocol import gaussian_floor
 
     floor = gaussian_floor(n, d)
     return {
-        "mean_abs_z": (0.0, floor["mean_abs_z"].hi),
-        "kurtosis_late": (0.0, floor["kurtosis"].hi),
+        key: band("~0", "share", (floor[name].lo, floor[name].hi))
+        for key, name in (("mean_abs_z", "mean_abs_z"), ("kurtosis_late", "kurtosis"))
     }
 
 
@@ -594,13 +595,16 @@ def book_cases(
     n_boot: int = 100,
     n_rep: int | None = None,
     separation: float = 1.0,
+    wide: int | None = 64,
 ) -> list[Case]:
     """The coverage experiments of the book's intervals at width D and depth L: B4 both ways (`authors_b4`,
     `held_out_b4`, scored against `b4_fitted_truth`) on `n` pilots (None: 3 D) of the `LangevinGenerator` (alpha = 1: a residual about the size of
     the arrival's spread, as on the book's models), the Gaussian cloud and a heavy-tailed cloud (kappa = 3); B5
     (`b5_statistics`) on `n_b5` pilots (None: 6 D, a quarter held out) of the Langevin generator; the SVM accuracy
     (`svm_b3`) on 3 D pairs of identical and of `separation`-separated classes. Every interval has `n_boot`
-    resamples, the SVM's `n_rep` repetitions (None: `n_boot`)."""
+    resamples, the SVM's `n_rep` repetitions (None: `n_boot`). `wide`: also the authors' protocol on a
+    Gaussian cloud of that width (3 `wide` pilots, variances decaying by 0.97 per coordinate), where the floor
+    of the paper's "~0" is narrow next to what resampling adds to mean abs(m) / sqrt(v) (None: not run)."""
     n, n_b5 = n or 3 * D, n_b5 or 6 * D
     generator = LangevinGenerator(D=D, L=L, alpha=1.0)
     generators = {
@@ -635,6 +639,21 @@ def book_cases(
         for g_name, (g, exact) in generators.items()
         for e_name, (estimator, fitted, bands, ungated) in b4.items()
     ]
+    if wide:
+        cloud = GaussianCloud(D=wide, L=L, decay=0.97)
+        authors = partial(authors_b4, n_boot=n_boot)
+        cases.append(
+            Case(
+                f"Gaussian cloud, D = {wide} · B4 authors (bases refitted)",
+                3 * wide,
+                cloud.sample,
+                authors,
+                partial(authors_b4, n_boot=2),
+                cloud.truth,
+                bands=partial(paper_floor_bands, 3 * wide, wide),
+                ungated=AUTHORS_UNGATED,
+            )
+        )
     cases.append(
         Case(
             "Langevin · B5",

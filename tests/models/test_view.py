@@ -110,6 +110,23 @@ def test_smollm2_heads_rebuild_attention(smollm2):
         _check_rebuild(smollm2, layer, ids, atol=2e-4)
 
 
+@pytest.mark.slow
+def test_the_embedded_gemma_traces_as_it_runs():
+    """The real Gemma 3 270M (de-quantized from its package): the trace is Hugging Face's hidden states and
+    the logit lens its logits, on a sentence of Walden. The book's quick builds in the tests show other models
+    through the null book's model (already in their cache), so this is where CI loads Gemma's weights."""
+    gemma = load_model("gemma3-270m", device="cpu")
+    ids = torch.tensor(gemma.tokenizer("Our life is frittered away by detail.")["input_ids"])[None]
+    view, states = gemma.view, _traced(gemma.view, ids)
+    with torch.no_grad():
+        out = gemma.hf(ids, output_hidden_states=True)
+    for t in (0, view.n_layers // 2, view.n_layers - 1):
+        torch.testing.assert_close(states[t], out.hidden_states[t], rtol=1e-5, atol=1e-4)
+    last = view.final_norm(states[view.n_layers])
+    torch.testing.assert_close(last, out.hidden_states[-1], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(view.logits(states[view.n_layers]), out.logits.float(), rtol=1e-3, atol=1e-3)
+
+
 def _ids(T: int = 9, seed: int = 5) -> torch.Tensor:
     return torch.randint(0, 50257, (2, T), generator=torch.Generator().manual_seed(seed))
 
