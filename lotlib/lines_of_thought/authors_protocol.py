@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from ..intervals import Estimate, percentile_estimate, resampling_weights
 from .ensemble import align_bases
+from .extrapolation import centered_percentile
 from .null_tests import structureless_cloud
 from .residuals import fit_laws, pair_mask
 
@@ -315,8 +316,6 @@ def authors_summary(
     fit, late = pair_mask(T + 1, fit_first, fit_last), pair_mask(T + 1, late_from, T)
     log_mean = fit_laws(np.log(pairs.mean_var), fit)
     mean_log = fit_laws(pairs.mean_log_var, fit)
-    from .extrapolation import centered_percentile
-
     laws = {
         "lambda_log_mean": log_mean["lambda"],
         "alpha_log_mean": log_mean["alpha"],
