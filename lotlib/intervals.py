@@ -133,6 +133,13 @@ def bootstrap(
     return Estimate(value, float(lo), float(hi), n, unit, "bootstrap", level)
 
 
+def zero_band(low: float, high: float) -> tuple[float, float]:
+    """The values that read as "about zero" for a statistic whose values on Gaussian samples of the same size
+    (its sampling floor) run from `low` to `high`: from 0 to `high`, or from `low` where that is below 0 (a
+    signed statistic such as an excess kurtosis)."""
+    return min(0.0, float(low)), float(high)
+
+
 def resampling_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
     """`(1 + n_boot, n)`: row 0 all ones (the sample itself), then how many times each of the `n` units is
     drawn in each bootstrap resample (the same resamples as `bootstrap` for `seed`). A

@@ -59,7 +59,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..intervals import Estimate, as_estimate
+from ..intervals import Estimate, as_estimate, zero_band
 from .pipeline import project_root
 from .summary import NOT_APPLICABLE, load_summaries
 
@@ -194,7 +194,7 @@ def _problems(entry: dict) -> list[str]:
             problems.append(f"as_paper.scale not in {SCALES}")
         else:
             try:
-                band(as_paper["printed"], as_paper["scale"], 0.0)
+                band(as_paper["printed"], as_paper["scale"], (0.0, 0.0))
             except ValueError as error:
                 problems.append(str(error))
     if test.get("kind") == "paper" and as_paper is None:
@@ -229,20 +229,18 @@ def _widened(number: str, percent: bool) -> tuple[float, float]:
 
 
 def band(
-    printed: str, scale: str, floor: float | tuple[float, float] | None = None
+    printed: str, scale: str, floor: tuple[float, float] | None = None
 ) -> tuple[float, float]:
     """The band of values that agree with a paper number printed as `printed` ("0.18", "50-51%", "1-1.5",
     "~0"), under `TOLERANCE_RULE`: the printed precision, widened by `CROSS_MODEL_FACTOR` for a `rate`;
-    "~0" runs from 0 to the upper end of `floor`, the statistic's values on Gaussian samples of the same size
-    (low, high), or from its lower end where that is below 0 (a signed statistic, such as an excess
-    kurtosis). A single number is the upper end."""
+    "~0" is `intervals.zero_band` of `floor`, the range (low, high) of the statistic on Gaussian samples
+    of the same size."""
     if printed.replace(" ", "") in ("~0", "0"):
-        low, high = floor if isinstance(floor, tuple) else (0.0, floor)
-        if high is None or not (math.isfinite(high) and math.isfinite(low)):
+        if floor is None or not all(math.isfinite(x) for x in floor):
             raise ValueError(
                 f"a paper value printed as {printed!r} needs as_paper.floor (a sampling floor)"
             )
-        return min(0.0, float(low)), float(high)
+        return zero_band(*floor)
     match = _PRINTED.match(printed)
     if not match:
         raise ValueError(

@@ -40,7 +40,7 @@ from scipy.linalg import expm
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate, resampling_weights
+from ..intervals import Estimate, resampling_weights, zero_band
 from . import langevin
 from .residuals import PairLayers, ResidualNulls, held_out_pairs, split_for_bases
 
@@ -284,13 +284,12 @@ HELD_OUT_UNGATED = {
 
 def paper_floor_bands(n: int, d: int) -> dict[str, tuple[float, float]]:
     """The bands of the paper's "~0" for the authors' statistics at n pilots and d coordinates, as the report
-    sets them (`report.band` of `authors_protocol.gaussian_floor`)."""
-    from ..book.report import band
+    sets them (`intervals.zero_band` of `authors_protocol.gaussian_floor`)."""
     from .authors_protocol import gaussian_floor
 
     floor = gaussian_floor(n, d)
     return {
-        key: band("~0", "share", (floor[name].lo, floor[name].hi))
+        key: zero_band(floor[name].lo, floor[name].hi)
         for key, name in (("mean_abs_z", "mean_abs_z"), ("kurtosis_late", "kurtosis"))
     }
 
@@ -438,7 +437,7 @@ class Case:
 
     `bands()` names the statistics the book judges against a band rather than by an interval that holds a
     value (the paper's "~0": from 0 to the statistic's Gaussian sampling floor at the replication's size,
-    `report.band`), each with its band: `replicate` adds a verdict row per such statistic. `ungated` names
+    `intervals.zero_band`), each with its band: `replicate` adds a verdict row per such statistic. `ungated` names
     the statistics whose coverage is shown but not gated, each with the reason (`Coverage.ungated`)."""
 
     name: str

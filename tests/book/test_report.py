@@ -92,7 +92,6 @@ def test_the_tolerance_rule_bands():
     assert band("50-51%", "share") == pytest.approx((0.495, 0.515))
     assert band("60%", "share") == pytest.approx((0.595, 0.605))
     assert band("2.5", "share") == pytest.approx((2.45, 2.55))
-    assert band("~0", "share", floor=0.03) == (0.0, 0.03)
     assert band("~0", "share", floor=(0.01, 0.03)) == (0.0, 0.03)  # a non-negative statistic: from 0
     assert band("~0", "share", floor=(-0.02, 0.03)) == (-0.02, 0.03)  # a signed one: from the floor's low end
     with pytest.raises(ValueError, match="needs as_paper.floor"):
