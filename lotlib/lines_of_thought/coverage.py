@@ -640,13 +640,12 @@ def book_cases(
     ]
     if wide:
         cloud = GaussianCloud(D=wide, L=L, decay=0.97)
-        authors = partial(authors_b4, n_boot=n_boot)
         cases.append(
             Case(
                 f"Gaussian cloud, D = {wide} · B4 authors (bases refitted)",
                 3 * wide,
                 cloud.sample,
-                authors,
+                partial(authors_b4, n_boot=n_boot),
                 partial(authors_b4, n_boot=2),
                 cloud.truth,
                 bands=partial(paper_floor_bands, 3 * wide, wide),
