@@ -25,7 +25,7 @@ from pathlib import Path
 from ..models.forward_clock import FORWARD_LOG, forward_seconds
 from ..storage.atomic import write_atomic, write_text_atomic
 from .parameters import check_parameters
-from .spec import NotebookSpec, read_spec
+from .spec import PACKAGE, NotebookSpec, read_spec
 
 KERNEL = "python3"
 KERNEL_START_TIMEOUT = (
@@ -90,12 +90,24 @@ def model_revision_of(spec: NotebookSpec, parameters: dict) -> str | None:
     return model_revision(str({**spec.defaults, **parameters}["model"]))
 
 
+def portable_name(path: Path, notebook: Path) -> str:
+    """`path` as a key names it: relative to the folder that holds the lotlib package, or to the project of
+    `notebook` (the folder above its `notebooks/`), else in full (a file outside both)."""
+    path = Path(path).resolve()
+    for anchor in (PACKAGE.parent, notebook.resolve().parent.parent):
+        if path.is_relative_to(anchor):
+            return path.relative_to(anchor).as_posix()
+    return str(path)
+
+
 def execution_key(
     spec: NotebookSpec, parameters: dict, revision: str | None, depends_on=()
 ) -> str:
     """Hash of what an execution's result depends on: the notebook, its parameters, the resolved `revision` of
     its model (`model_revision_of`: a hub model's new commit re-executes it), the lotlib modules it imports
-    (transitively) and any declared input files (one that does not exist yet hashes as missing)."""
+    (transitively) and any declared input files (one that does not exist yet hashes as missing). Files are
+    named relative to the project or the installed package (`portable_name`), so a checkout moved or copied
+    elsewhere keeps its executions."""
 
     def digest(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
@@ -105,7 +117,7 @@ def execution_key(
         {
             "parameters": parameters,
             "model_revision": revision,
-            "inputs": {str(p): digest(p) for p in files},
+            "inputs": {portable_name(p, spec.source): digest(p) for p in files},
         },
         sort_keys=True,
         default=str,

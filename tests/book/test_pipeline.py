@@ -142,6 +142,23 @@ def test_execution_key_follows_only_imported_lotlib_modules():
     assert not any(f.startswith("lines_of_thought/") for f in probes)
 
 
+def test_a_checkout_moved_elsewhere_keeps_its_execution_keys(tmp_path):
+    from lotlib.book.pipeline import execution_key
+
+    def key(project: Path, code: str = NOTEBOOK + "import lotlib.intervals\n", summary: str = "{}") -> str:
+        (project / "notebooks").mkdir(parents=True, exist_ok=True)
+        (project / "notebooks" / "tiny.py").write_text(code)
+        (project / "build").mkdir(exist_ok=True)
+        (project / "build" / "other.summary.json").write_text(summary)
+        spec = read_spec(project / "notebooks" / "tiny.py")
+        return execution_key(spec, {"n": 3}, None, [project / "build" / "other.summary.json"])
+
+    here = key(tmp_path / "here")
+    assert key(tmp_path / "moved" / "there") == here  # same notebook, modules and inputs elsewhere
+    assert key(tmp_path / "edited", code=NOTEBOOK + "import lotlib.intervals\nx = 1\n") != here
+    assert key(tmp_path / "new-input", summary='{"values": {}}') != here
+
+
 @pytest.mark.slow
 def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkeypatch):
     source = tmp_path / "chapter.py"
