@@ -72,13 +72,15 @@ def test_every_finding_is_judged_against_its_nulls(quick_book, builds):
 
 @pytest.fixture(scope="session")
 def gpt2_book(tmp_path_factory, builds) -> Path:
-    """The quick book on a GPT-2-architecture model (12 blocks, random weights, GPT-2's real tokenizer)."""
+    """The quick book on a GPT-2-architecture model (12 blocks, random weights, GPT-2's real tokenizer), without
+    a null book: its weights are already random, and the default model's book runs the null path."""
     from transformers import GPT2Config
 
     config = GPT2Config(n_layer=12, n_embd=64, n_head=4, n_positions=128, vocab_size=50257)
     folder = _save_tiny(tmp_path_factory.mktemp("gpt2-book"), config, gpt2_tokenizer())
     root = project_root(ROOT)
-    return build_book(root, quick=True, model=str(folder), build=builds, overrides=parameter_section(root, "tests"))
+    return build_book(root, quick=True, model=str(folder), null=False, build=builds,
+                      overrides=parameter_section(root, "tests"))
 
 
 def test_the_quick_book_runs_on_a_gpt2_architecture(gpt2_book):
