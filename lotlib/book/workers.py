@@ -29,6 +29,7 @@ STARTED, DONE, WAITING = "started", "done", "waiting"
 # main thread only; a SIGINT the kernel hands to a worker-driving thread would otherwise wait for the
 # heartbeat (60 s in the book) before it stops the build.
 SIGNAL_LATENCY = 0.5
+WORKER_GRACE = 10.0  # seconds a worker has to end by itself before it is signalled
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,15 @@ def _locally(runs: list[Run], workers: int, heartbeat: float | None):
     for run in runs:
         tasks.put(run)
     processes: list[subprocess.Popen] = []
-    stop = threading.Event()
-    for _ in range(min(workers, len(runs))):
+    stop, all_done = threading.Event(), False
+    drivers = [
         threading.Thread(
             target=_drive, args=(tasks, events, processes, stop), daemon=True
-        ).start()
+        )
+        for _ in range(min(workers, len(runs)))
+    ]
+    for driver in drivers:
+        driver.start()
     try:
         finished, quiet_since = 0, time.monotonic()
         while finished < len(runs):
@@ -137,9 +142,19 @@ def _locally(runs: list[Run], workers: int, heartbeat: float | None):
             quiet_since = time.monotonic()
             finished += event[0] == DONE
             yield event
+        all_done = True
     finally:
         stop.set()
+        if all_done:  # each worker reads the end of its input and exits: no SIGTERM while it shuts down
+            _join(drivers, WORKER_GRACE)
         _terminate(list(processes))
+
+
+def _join(threads: list[threading.Thread], seconds: float) -> None:
+    """Wait for `threads` to end, `seconds` at most for all of them."""
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _drive(tasks, events, processes: list, stop: threading.Event) -> None:
@@ -185,7 +200,7 @@ def _ask(worker: subprocess.Popen, run: Run) -> dict:
     return died(run, how)
 
 
-def _terminate(processes: list[subprocess.Popen], grace: float = 10.0) -> None:
+def _terminate(processes: list[subprocess.Popen], grace: float = WORKER_GRACE) -> None:
     """Stop worker processes and what runs in their sessions (their kernels): SIGTERM to every session at
     once, then SIGKILL to those still running `grace` seconds later (one grace for all, not one each)."""
     running = [p for p in processes if p.poll() is None]

@@ -71,6 +71,23 @@ time.sleep(60)
 
 
 @pytest.mark.slow
+def test_a_pool_that_finished_lets_its_workers_exit_by_themselves(tmp_path, monkeypatch):
+    """No SIGTERM reaches a worker that is already shutting down (its handler then printed a SystemExit
+    traceback from inside the interpreter's exit): every worker has exited, with code 0, before the pool's
+    final stop looks for processes to signal."""
+    from lotlib.book import workers
+
+    seen = []
+    monkeypatch.setattr(workers, "_terminate", lambda processes: seen.extend(p.poll() for p in processes))
+    source = tmp_path / "sleeper.py"
+    source.write_text(SLEEPER)
+    runs = [Run(f"run{i}", str(source), str(tmp_path / f"run{i}.ipynb"), {"seconds": 0.0}) for i in range(3)]
+    statuses = [status for event, _, status in run_pool(runs, workers=2) if event == workers.DONE]
+    assert [s["status"] for s in statuses] == ["ok"] * 3
+    assert seen == [0, 0]
+
+
+@pytest.mark.slow
 def test_a_parent_killed_outright_leaves_no_worker_or_kernel_behind(tmp_path):
     """SIGKILL runs no cleanup in the pool's parent (a test runner ended by SIGTERM neither): the worker sees
     its parent gone and ends its session, its kernel with it, well before the run would have ended (60 s)."""
