@@ -117,7 +117,7 @@ def _locally(runs: list[Run], workers: int, heartbeat: float | None):
     for run in runs:
         tasks.put(run)
     processes: list[subprocess.Popen] = []
-    stop, all_done = threading.Event(), False
+    stop = threading.Event()
     drivers = [
         threading.Thread(
             target=_drive, args=(tasks, events, processes, stop), daemon=True
@@ -126,8 +126,8 @@ def _locally(runs: list[Run], workers: int, heartbeat: float | None):
     ]
     for driver in drivers:
         driver.start()
+    finished, quiet_since = 0, time.monotonic()
     try:
-        finished, quiet_since = 0, time.monotonic()
         while finished < len(runs):
             try:  # a short wait: a signal that another thread received is handled within it
                 event = events.get(timeout=SIGNAL_LATENCY)
@@ -142,10 +142,10 @@ def _locally(runs: list[Run], workers: int, heartbeat: float | None):
             quiet_since = time.monotonic()
             finished += event[0] == DONE
             yield event
-        all_done = True
     finally:
         stop.set()
-        if all_done:  # each worker reads the end of its input and exits: no SIGTERM while it shuts down
+        # every run finished: each worker reads the end of its input and exits, no SIGTERM while it shuts down
+        if finished == len(runs):
             _join(drivers, WORKER_GRACE)
         _terminate(list(processes))
 
