@@ -2,12 +2,14 @@
 
 Every verdict-bearing number of the book is an `Estimate`: the value measured on the whole sample, an
 interval, the size `n` of the sample and its `unit` (what was resampled: pseudo-sentences, pilots, heads,
-nouns, seeds...). Three ways to get one:
+nouns, seeds...). Four ways to get one:
 
 - `bootstrap(statistic, n)`: the unit of sampling is resampled with replacement (seeded); the statistic
   receives the indices of one resample. Percentile interval.
 - `over_seeds(values)`: the randomness is in the method (Langevin noise, UMAP, a re-initialisation, a
   classifier's split); the value is the mean over seeds, the interval a t-interval of that mean.
+- `jackknife_estimate(value, jackknife, n)`: the statistic with each unit (or group of units) left out; a
+  t-interval of the jackknife's standard error, for smooth statistics of a few dozen units.
 - `exact(value)`: nothing was sampled (a property of the weights, checked on all of them); lo = hi = value.
 
 `Estimate.to_json()` is what a chapter's summary stores: `{"value", "lo", "hi", "n", "unit", "method"}`.
@@ -176,25 +178,38 @@ def jackknife_weights(n: int, groups: int = 50) -> np.ndarray:
     return weights
 
 
-def jackknife_log_estimate(
-    value: float, jackknife: np.ndarray, n: int, *, unit: str, level: float = LEVEL
+def jackknife_estimate(
+    value: float,
+    jackknife: np.ndarray,
+    n: int,
+    *,
+    unit: str,
+    log: bool = False,
+    level: float = LEVEL,
 ) -> Estimate:
-    """The interval of a non-negative statistic (a ratio of spreads, a distance) from its jackknife: the statistic
-    with each unit or group left out (`jackknife` `(g,)`, the rows of `jackknife_weights`), on the log scale,
-    log value -+ t_(g-1) x the jackknife's standard error, over `n` units of `unit`. The jackknife's variance
-    errs large (Efron-Stein), and the log scale keeps the interval positive and takes the ratio's skew. Where
-    the statistic or a jackknife value is 0 (a distance that reads 0), the same on the raw scale, from 0 up."""
+    """The interval of a smooth statistic from its jackknife: the statistic with each unit or group left out
+    (`jackknife` `(g,)`, the rows of `jackknife_weights`), value -+ t_(g-1) x the jackknife's standard error,
+    over `n` units of `unit`. The jackknife's variance errs large (Efron-Stein), which keeps the interval's
+    coverage where a percentile bootstrap of a few dozen heavy-tailed units falls short
+    (`benchmarks/coverage.py`). `log`: for a non-negative statistic (a ratio of spreads, a distance), on the
+    log scale, which keeps the interval positive and takes the ratio's skew; where the statistic or a
+    jackknife value is 0 (a distance that reads 0), on the raw scale from 0 up, and no interval for a
+    negative one. Not for a statistic at the edge of its range (a norm whose population value is 0): the
+    jackknife assumes it moves smoothly with the data."""
     from scipy.stats import t
 
     found = np.append(np.asarray(jackknife, dtype=np.float64), value)
     g = len(found) - 1
-    if g < 2 or not np.all(np.isfinite(found)) or np.any(found < 0):
+    if g < 2 or not np.all(np.isfinite(found)) or (log and np.any(found < 0)):
         return Estimate(float(value), np.nan, np.nan, n, unit, "jackknife", level)
-    positive = bool(np.all(found > 0))
-    scale = np.log(found) if positive else found
+    on_log = log and bool(np.all(found > 0))
+    scale = np.log(found) if on_log else found
     se = np.sqrt((g - 1) / g * np.sum((scale[:-1] - scale[:-1].mean()) ** 2))
     lo, hi = scale[-1] + np.array([-1, 1]) * t.ppf((1 + level) / 2, g - 1) * se
-    lo, hi = (np.exp(lo), np.exp(hi)) if positive else (max(lo, 0.0), hi)
+    if on_log:
+        lo, hi = np.exp(lo), np.exp(hi)
+    elif log:
+        lo = max(lo, 0.0)
     return Estimate(float(value), float(lo), float(hi), n, unit, "jackknife", level)
 
 

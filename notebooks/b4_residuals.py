@@ -41,10 +41,14 @@
 #
 # **How sure we are.** Every number a verdict rests on is **scored out of sample**: the pilots are split
 # (seeded, half and half), the singular bases U(t), Σ(t) are fitted on one half, and the residuals whose law
-# is tested are those of the other half, which the bases never saw. The 95% bootstrap interval is over those
-# held-out **pilots** (pseudo-sentences, the unit of sampling): `n_boot` resamples, each evaluated on all
-# pairs of layers at once as weighted moments of the residuals
-# (`lotlib.lines_of_thought.residuals.resampled_pairs`). The bases stay fixed in every resample, which is
+# is tested are those of the other half, which the bases never saw. The 95% intervals are over those held-out
+# **pilots** (pseudo-sentences, the unit of sampling), each resample evaluated on all pairs of layers at once
+# as weighted moments of the residuals (`lotlib.lines_of_thought.residuals.resampled_pairs`): a jackknife
+# (50 groups of pilots left out in turn) for every statistic but the offset of the mean and the correlation
+# between coordinates, which read 0 when the law holds and take the percentile interval of `n_boot`
+# bootstrap resamples, as in chapter B5. (On a
+# few dozen heavy-tailed pilots, percentile intervals of λ·L, α_rel and the kurtosis were too narrow; the
+# jackknife's err wide: `benchmarks/coverage.py`.) The bases stay fixed in every resample, which is
 # right for pilots they were not fitted on: each interval is about these bases (refitting 2 × L SVDs per
 # resample would cost minutes; a basis fitted on the pilots it scores makes their residuals look lighter
 # tailed and better centered than they are, and intervals with the bases fixed then missed the truth on
@@ -73,7 +77,7 @@ early_layers: "Layer | None" = None  # departures t < this are "early" (None: L/
 t_pdf: "Layer | None" = None  # departure t of noise PDFs, correlations (None: L//2)
 pdf_taus: list[int] = [1, 2, 4, 8]  # tau of the noise PDFs
 n_corr: int = 40  # coordinates in the correlation matrix (largest sigma at arrival)
-n_boot: int = 200  # bootstrap resamples of the pilots (each re-evaluates all pairs)
+n_boot: int = 200  # bootstrap resamples of the pilots (offset, correlation)
 seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian reference
 n_s_paper: "PaperPilots" = "2.8D"  # pilots of the authors' protocol (paper's ratio)
 n_boot_paper: int = 100  # its bootstrap resamples (each refits every layer's basis)

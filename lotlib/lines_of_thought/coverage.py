@@ -42,7 +42,13 @@ from tqdm.auto import tqdm
 
 from ..intervals import Estimate, resampling_weights, zero_band
 from . import langevin
-from .residuals import PairLayers, ResidualNulls, held_out_pairs, split_for_bases
+from .residuals import (
+    PairLayers,
+    ResidualNulls,
+    held_out_pairs,
+    held_out_weights,
+    split_for_bases,
+)
 
 TRUTH_SEED = (
     1_000_003  # the large samples' seed, apart from every replication's (seed + 1 + r)
@@ -185,12 +191,13 @@ def _b4_values(
     found,
     weights: np.ndarray,
     pairs: PairLayers,
+    n_boot: int,
 ) -> dict[str, Estimate]:
     """B4's statistics of the scored pilots X_scored `(n, L+1, D)` with their `ResampledPairs` `found` in
-    `bases`: lambda L and alpha of both conventions, alpha_rel, the rms offset and the median late
-    kurtosis (the nulls left out)."""
+    `bases` over the rows `weights` (`residuals.held_out_weights` of `n_boot`): lambda L and alpha of both
+    conventions, alpha_rel, the rms offset and the median late kurtosis (the nulls left out)."""
     nulls = ResidualNulls(
-        {"model": X_scored}, {"model": bases}, {"model": found}, weights, pairs
+        {"model": X_scored}, {"model": bases}, {"model": found}, weights, pairs, n_boot
     )
     laws = nulls.laws()["model"]
     dimensionless = nulls.dimensionless({"model": laws})["model"]
@@ -217,11 +224,11 @@ def held_out_b4(
     `(N, L+1, D)`, under `_b4_values`' names."""
     pairs = _b4_pairs(X.shape[1] - 1)
     held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed)
-    weights = resampling_weights(len(held), n_boot, seed)
+    weights = held_out_weights(len(held), n_boot, seed)
     bases, found = held_out_pairs(
         X, fitted, held, pairs.layers, weights, progress=False
     )
-    return _b4_values(X[held], bases, found, weights, pairs)
+    return _b4_values(X[held], bases, found, weights, pairs, n_boot)
 
 
 def b4_fitted_truth(
@@ -249,7 +256,8 @@ def b4_fitted_truth(
         progress=False,
     )
     return {
-        k: e.value for k, e in _b4_values(fresh, bases, found, weights, pairs).items()
+        k: e.value
+        for k, e in _b4_values(fresh, bases, found, weights, pairs, 1).items()
     }
 
 

@@ -632,8 +632,8 @@ def variance_ratios(
 ) -> dict[str, dict[str, Estimate]]:
     """Total variance of each prediction `(n_h, samples, n_layers + 1, D)` at t0 + n_layers over the true held-out
     ensemble's, along u1..u4 of that layer and in all D, with jackknife intervals on the log scale over the
-    held-out pilots (`intervals.jackknife_log_estimate`)."""
-    from ..intervals import jackknife_log_estimate, jackknife_weights
+    held-out pilots (`intervals.jackknife_estimate`)."""
+    from ..intervals import jackknife_estimate, jackknife_weights
 
     n = len(model.held)
     rows = np.vstack([np.ones(n), jackknife_weights(n)])
@@ -644,7 +644,9 @@ def variance_ratios(
         if B is not None:
             sim, tr = sim @ B, tr @ B
         values = total_variance(sim, rows) / total_variance(tr[:, None], rows)
-        return jackknife_log_estimate(values[0], values[1:], n, unit="held-out pilots")
+        return jackknife_estimate(
+            values[0], values[1:], n, unit="held-out pilots", log=True
+        )
 
     return {
         name: {"u1..u4": ratio(Z, basis), "all D": ratio(Z, None)}
@@ -913,7 +915,7 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
     """Mean and covariance carried by the scheme from the held-out pilots at t0 (`propagators`, `moments`) with
     the chosen noise, constant-variance noise and no noise, against the held-out truth at every layer."""
     from ..intervals import (
-        jackknife_log_estimate,
+        jackknife_estimate,
         jackknife_weights,
         percentile_estimate,
         resampling_weights,
@@ -948,7 +950,9 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
         and the variance ratio by their jackknife (`variance_ratios`)."""
         if key == FP_STATS[0]:
             return percentile_estimate(v[: len(boot)], n, unit="held-out pilots")
-        return jackknife_log_estimate(v[0], v[len(boot) :], n, unit="held-out pilots")
+        return jackknife_estimate(
+            v[0], v[len(boot) :], n, unit="held-out pilots", log=True
+        )
 
     resamples = np.vstack([boot, jackknife_weights(n)])
     last = {

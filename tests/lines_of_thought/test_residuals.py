@@ -201,22 +201,22 @@ def test_jackknife_log_interval_of_a_mean_is_its_standard_error():
     of the group means. A statistic that reads 0 gets the raw scale from 0; a negative one no interval."""
     from scipy.stats import t
 
-    from lotlib.intervals import jackknife_log_estimate, jackknife_weights
+    from lotlib.intervals import jackknife_estimate, jackknife_weights
 
     x = np.random.default_rng(2).gamma(9.0, size=200)
     for groups in (200, 50):
         weights = jackknife_weights(200, groups)
         assert weights.shape == (groups, 200) and np.all((weights == 0).sum(0) == 1)  # each unit left out once
         left_out = weights @ x / weights.sum(1)
-        estimate = jackknife_log_estimate(x.mean(), left_out, 200, unit="values")
+        estimate = jackknife_estimate(x.mean(), left_out, 200, unit="values", log=True)
         blocks = x.reshape(groups, -1).mean(1)
         se = blocks.std(ddof=1) / np.sqrt(groups) / x.mean()
         half = np.log(estimate.hi / estimate.lo) / 2
         assert half == pytest.approx(t.ppf(0.975, groups - 1) * se, rel=0.01)
         assert estimate.lo < x.mean() < estimate.hi and estimate.method == "jackknife"
-    zero = jackknife_log_estimate(0.0, left_out - left_out.min(), 200, unit="values")  # a distance that reads 0
+    zero = jackknife_estimate(0.0, left_out - left_out.min(), 200, unit="values", log=True)  # a distance that reads 0
     assert zero.lo == 0.0 and zero.hi == pytest.approx(t.ppf(0.975, 49) * se * x.mean(), rel=0.01)
-    assert np.isnan(jackknife_log_estimate(-1.0, left_out, 200, unit="values").lo)
+    assert np.isnan(jackknife_estimate(-1.0, left_out, 200, unit="values", log=True).lo)
 
 
 def _walk(N=80, T=9, D=12, seed=0):
@@ -258,6 +258,38 @@ def test_residual_nulls_summaries_against_direct_computations():
     assert nulls.law_table(laws).shape == (9, 3)
     # the structureless cloud lands about as far as a map that knows nothing: rho ~ 2
     assert 1.5 < values["alpha_relative_cloud"].value < 2.5 > values["alpha_relative"].value
+
+
+def test_held_out_intervals_are_the_jackknife_of_the_statistic_and_the_offsets_bootstrap():
+    """Each jackknife row of `held_out_weights` is the held-out pilots without one group: alpha_rel of that row
+    equals alpha_rel recomputed from scratch on those pilots, and the interval is the t-interval of those
+    values; the offset (0 when the law holds) takes the percentile interval of the bootstrap rows."""
+    from scipy.stats import t
+
+    from lotlib.intervals import jackknife_weights
+    from lotlib.lines_of_thought.residuals import held_out_weights, resampled_pairs
+
+    X, pairs = _walk(), PairLayers.of(8, "test")
+    nulls = residual_nulls(X, pairs, n_boot=10, seed=0)
+    held = nulls.ensembles["model"]
+    n = len(held)
+    weights = held_out_weights(n, 10, 0)
+    np.testing.assert_array_equal(nulls.weights, weights)
+    assert weights.shape == (1 + 10 + n, n) and np.array_equal(weights[11:], jackknife_weights(n))
+    U, S = nulls.bases["model"]
+    Y = singular_coordinates(held, U)
+    left = []
+    for row in weights[11:]:
+        kept = np.ones((1, int(row.sum())))
+        alone = resampled_pairs(Y[row > 0], S, pairs.layers, kept, progress=False)
+        left.append(np.exp(alone.log_relative_var()[0][pairs.fit].mean()))
+    found = nulls.claim_values(nulls.laws())
+    alpha = found["alpha_relative"]
+    assert alpha.method == "jackknife"
+    se = np.sqrt((n - 1) / n * np.sum((np.array(left) - np.mean(left)) ** 2))
+    assert alpha.hi - alpha.lo == pytest.approx(2 * t.ppf(0.975, n - 1) * se, rel=1e-6)
+    offset = found["mean_offset"]
+    assert offset.method == "bootstrap" and offset.lo <= offset.hi
 
 
 def test_subset_fits_variances_and_consistency():
