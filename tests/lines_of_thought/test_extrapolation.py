@@ -209,6 +209,9 @@ def test_centered_percentile_keeps_the_spread_and_moves_it_to_the_value():
     assert np.isnan(centered_percentile([1.0, np.nan], 5, unit="pilots").lo)
     clipped = centered_percentile(np.r_[0.98, 0.9, 0.95, 1.0], 3, unit="pilots", bounds=(0.0, 1.0))
     assert clipped.hi == 1.0 and clipped.lo < 0.98
+    both = centered_percentile(np.r_[10.0, draws], 5, unit="pilots", level=0.5, with_raw=True)
+    assert (both.lo, both.hi) == (lo, 10.0 + hi - 3.0)  # from the raw low end to the moved high end
+    assert both.method == "bootstrap (centered and raw)"
 
 
 def test_same_pilot_svm_is_the_paper_protocol():
