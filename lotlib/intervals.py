@@ -178,6 +178,13 @@ def jackknife_weights(n: int, groups: int = 50) -> np.ndarray:
     return weights
 
 
+def bootstrap_and_jackknife_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
+    """`(1 + n_boot + g, n)`: the rows of `resampling_weights` (the sample, then `n_boot` bootstrap resamples,
+    seeded) followed by the g-group jackknife (`jackknife_weights`), for statistics of which some take a
+    percentile interval of rows `1..n_boot` and the others `jackknife_estimate` of the rows after them."""
+    return np.vstack([resampling_weights(n, n_boot, seed), jackknife_weights(n)])
+
+
 def jackknife_estimate(
     value: float,
     jackknife: np.ndarray,

@@ -40,13 +40,17 @@ from scipy.linalg import expm
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate, resampling_weights, zero_band
+from ..intervals import (
+    Estimate,
+    bootstrap_and_jackknife_weights,
+    resampling_weights,
+    zero_band,
+)
 from . import langevin
 from .residuals import (
     PairLayers,
     ResidualNulls,
     held_out_pairs,
-    held_out_weights,
     split_for_bases,
 )
 
@@ -194,7 +198,7 @@ def _b4_values(
     n_boot: int,
 ) -> dict[str, Estimate]:
     """B4's statistics of the scored pilots X_scored `(n, L+1, D)` with their `ResampledPairs` `found` in
-    `bases` over the rows `weights` (`residuals.held_out_weights` of `n_boot`): lambda L and alpha of both
+    `bases` over the rows `weights` (`intervals.bootstrap_and_jackknife_weights` of `n_boot`): lambda L and alpha of both
     conventions, alpha_rel, the rms offset and the median late kurtosis (the nulls left out)."""
     nulls = ResidualNulls(
         {"model": X_scored}, {"model": bases}, {"model": found}, weights, pairs, n_boot
@@ -224,7 +228,7 @@ def held_out_b4(
     `(N, L+1, D)`, under `_b4_values`' names."""
     pairs = _b4_pairs(X.shape[1] - 1)
     held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed)
-    weights = held_out_weights(len(held), n_boot, seed)
+    weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)
     bases, found = held_out_pairs(
         X, fitted, held, pairs.layers, weights, progress=False
     )

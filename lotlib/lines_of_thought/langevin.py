@@ -915,8 +915,8 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
     """Mean and covariance carried by the scheme from the held-out pilots at t0 (`propagators`, `moments`) with
     the chosen noise, constant-variance noise and no noise, against the held-out truth at every layer."""
     from ..intervals import (
+        bootstrap_and_jackknife_weights,
         jackknife_estimate,
-        jackknife_weights,
         percentile_estimate,
         resampling_weights,
     )
@@ -929,7 +929,6 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
         "noiseless drift": model.noise_cov["noiseless"],
     }
     unit = resampling_weights(n, 0)
-    boot = resampling_weights(n, n_boot, seed)
     rows = [
         {
             "layer t": model.t0 + tau,
@@ -949,12 +948,12 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
         """The mean error (which reads 0 for a perfect prediction) by its bootstrap, the covariance distance
         and the variance ratio by their jackknife (`variance_ratios`)."""
         if key == FP_STATS[0]:
-            return percentile_estimate(v[: len(boot)], n, unit="held-out pilots")
+            return percentile_estimate(v[: 1 + n_boot], n, unit="held-out pilots")
         return jackknife_estimate(
-            v[0], v[len(boot) :], n, unit="held-out pilots", log=True
+            v[0], v[1 + n_boot :], n, unit="held-out pilots", log=True
         )
 
-    resamples = np.vstack([boot, jackknife_weights(n)])
+    resamples = bootstrap_and_jackknife_weights(n, n_boot, seed)
     last = {
         name: {
             k: estimate(k, v)

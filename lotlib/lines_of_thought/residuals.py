@@ -31,10 +31,9 @@ from tqdm.auto import tqdm
 
 from ..intervals import (
     Estimate,
+    bootstrap_and_jackknife_weights,
     jackknife_estimate,
-    jackknife_weights,
     percentile_estimate,
-    resampling_weights,
 )
 from .ensemble import align_bases, ensemble_svd
 from .extrapolation import residuals
@@ -481,7 +480,7 @@ class ResidualNulls:
     """The model's scored trajectories X `(N, T, D)` and two nulls with the same norm growth ("structureless
     cloud", "shuffled pilots"), each with its own aligned bases (`bases`: name -> (U, S), fitted on other
     pilots: `residual_nulls`) and its `ResampledPairs` over the same `weights` `(B, N)` of the scored pilots
-    (`resampled`, `held_out_weights`): row 0 the sample, rows 1..n_boot bootstrap resamples, then the
+    (`resampled`, `bootstrap_and_jackknife_weights`): row 0 the sample, rows 1..n_boot bootstrap resamples, then the
     delete-a-group jackknife.
 
     Intervals as in B5 (`langevin.fokker_planck`): a statistic that reads 0 when the law holds (the offset
@@ -617,7 +616,8 @@ class ResidualNulls:
         return {
             name: self.bootstrap(
                 offdiagonal_correlation(
-                    residuals(Z, *self.bases[name], t, 1), self.weights
+                    residuals(Z, *self.bases[name], t, 1),
+                    self.weights[: 1 + self.n_boot],
                 )
             )
             for name, Z in self.ensembles.items()
@@ -694,12 +694,6 @@ def split_for_bases(
     return held, fitted
 
 
-def held_out_weights(n: int, n_boot: int, seed: int = 0) -> np.ndarray:
-    """`(1 + n_boot + g, n)`: the sample, `n_boot` bootstrap resamples (`resampling_weights`, seeded) and the
-    g-group jackknife (`jackknife_weights`) of `n` scored pilots: the rows `ResidualNulls` reads."""
-    return np.vstack([resampling_weights(n, n_boot, seed), jackknife_weights(n)])
-
-
 def residual_nulls(
     X: np.ndarray,
     pairs: PairLayers,
@@ -711,11 +705,11 @@ def residual_nulls(
     """`ResidualNulls` of trajectories X `(N, T, D)` and its nulls (`structureless_cloud`, `shuffled_pilots`,
     seeded), each scored out of sample (`held_out_pairs`): bases fitted on a seeded share 1 - `held_out` of
     its pilots (the same split for all three), residuals of the others, over the same rows of weights of
-    the held-out pilots (`held_out_weights`). `ResidualNulls.ensembles` keeps the held-out pilots."""
+    the held-out pilots (`bootstrap_and_jackknife_weights`). `ResidualNulls.ensembles` keeps the held-out pilots."""
     from .null_tests import structureless_cloud  # it imports this module
 
     held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
-    weights = held_out_weights(len(held), n_boot, seed)
+    weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)
     ensembles = {
         "model": X,
         "structureless cloud": structureless_cloud(X, seed),

@@ -261,19 +261,19 @@ def test_residual_nulls_summaries_against_direct_computations():
 
 
 def test_held_out_intervals_are_the_jackknife_of_the_statistic_and_the_offsets_bootstrap():
-    """Each jackknife row of `held_out_weights` is the held-out pilots without one group: alpha_rel of that row
+    """Each jackknife row of `bootstrap_and_jackknife_weights` is the held-out pilots without one group: alpha_rel of that row
     equals alpha_rel recomputed from scratch on those pilots, and the interval is the t-interval of those
     values; the offset (0 when the law holds) takes the percentile interval of the bootstrap rows."""
     from scipy.stats import t
 
-    from lotlib.intervals import jackknife_weights
-    from lotlib.lines_of_thought.residuals import held_out_weights, resampled_pairs
+    from lotlib.intervals import bootstrap_and_jackknife_weights, jackknife_weights
+    from lotlib.lines_of_thought.residuals import resampled_pairs
 
     X, pairs = _walk(), PairLayers.of(8, "test")
     nulls = residual_nulls(X, pairs, n_boot=10, seed=0)
     held = nulls.ensembles["model"]
     n = len(held)
-    weights = held_out_weights(n, 10, 0)
+    weights = bootstrap_and_jackknife_weights(n, 10, 0)
     np.testing.assert_array_equal(nulls.weights, weights)
     assert weights.shape == (1 + 10 + n, n) and np.array_equal(weights[11:], jackknife_weights(n))
     U, S = nulls.bases["model"]
