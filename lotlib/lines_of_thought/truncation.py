@@ -21,6 +21,7 @@ its pilots (`resampled_truncation`).
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -70,6 +71,59 @@ def top_overlap(logp: Tensor, logq: Tensor, top: int = 5) -> Tensor:
     return (a[:, :, None] == b[:, None, :]).sum((1, 2))
 
 
+@dataclass(frozen=True)
+class TruncatedReadout:
+    """How the model reads a state truncated to the first K columns of a basis, for a whole grid of K at once.
+
+    The final norm is linear up to one scale per state (centering and gamma are linear, and the state is divided
+    by its norm after centering), so the unembedding reads the state B_K c_K (c = B^T x) as
+    r_K (W gamma P B)[:, :K] c_K + (W beta + b), r_K the norm's scale of P B_K c_K. Each step of an increasing
+    grid adds the next columns' terms to the last step's: one (V, D) product per state for the whole grid,
+    not one per K. Built once per basis (`of`): `basis` `(D, k)`, `centered` P B `(D, k)`, `reading`
+    (W gamma P B)^T `(k, V)`, `offset` W beta + b `(V,)` or None.
+    """
+
+    view: ModelView
+    basis: Tensor
+    centered: Tensor
+    reading: Tensor
+    offset: Tensor | None
+
+    @classmethod
+    @torch.inference_mode()
+    def of(cls, view: ModelView, basis: np.ndarray | Tensor) -> TruncatedReadout:
+        """The readout of `view` for `basis` `(D, k)` (float32, on the model's device)."""
+        B = torch.as_tensor(basis, dtype=torch.float32, device=view.device)
+        norm, (W, b) = view.final_norm, view.unembedding()
+        centered = norm.center(B.T).T
+        reading = centered.T @ (W * norm.gamma.to(W.device, torch.float32)).T
+        offset = b
+        if norm.beta is not None:
+            offset = W @ norm.beta.to(W.device, torch.float32) + (0 if b is None else b)
+        return cls(view, B, centered, reading.contiguous(), offset)
+
+    @torch.inference_mode()
+    def logprobs(self, rows: Tensor, ks: list[int]) -> Iterator[Tensor]:
+        """log p_K of states `rows` `(n, D)` (before the final norm, on the model's device) projected on the
+        first K columns of the basis, for each K of the increasing grid `ks` (a K above k keeps all k):
+        yields `(n, V)` per K, in order."""
+        if list(ks) != sorted(set(ks)) or ks[0] < 1:
+            raise ValueError(f"ks must increase strictly from 1 on, got {list(ks)}")
+        eps = self.view.final_norm.eps
+        coords = rows.float() @ self.basis
+        raw = torch.zeros(len(rows), self.reading.shape[1], device=rows.device)
+        state = torch.zeros(len(rows), self.basis.shape[0], device=rows.device)
+        start = 0
+        for K in ks:
+            raw += coords[:, start:K] @ self.reading[start:K]
+            state += coords[:, start:K] @ self.centered[:, start:K].T
+            start = K
+            logits = raw * torch.rsqrt(state.pow(2).mean(-1, keepdim=True) + eps)
+            if self.offset is not None:
+                logits += self.offset
+            yield self.view.finish_logits(logits).log_softmax(-1)
+
+
 @torch.inference_mode()
 def truncation_scores(
     view: ModelView,
@@ -77,15 +131,16 @@ def truncation_scores(
     basis: np.ndarray,
     ks: list[int],
     top: int = 5,
-    batch_size: int = 256,
+    batch_size: int = 64,
     progress: bool = True,
 ) -> Truncation:
-    """KL(p_K || p) and top-`top` overlap for each K in `ks` (last-layer protocol).
+    """KL(p_K || p) and top-`top` overlap for each K in `ks` (increasing; last-layer protocol).
 
     x: last-layer states before the final norm `(n, D)`; basis: `(D, k)` orthonormal columns sorted by
-    decreasing singular value. p_K is the distribution of x projected on the first K columns.
+    decreasing singular value. p_K is the distribution of x projected on the first K columns
+    (`TruncatedReadout`).
     """
-    B = torch.as_tensor(basis, dtype=torch.float32, device=view.device)
+    readout = TruncatedReadout.of(view, basis)
     divergence, overlap = np.empty((len(ks), len(x))), np.empty((len(ks), len(x)))
     for start in tqdm(
         range(0, len(x), batch_size), desc="truncated KL", disable=not progress
@@ -94,9 +149,7 @@ def truncation_scores(
             x[start : start + batch_size], dtype=torch.float32, device=view.device
         )
         logp = next_token_logprobs(view, rows)
-        coords = rows @ B
-        for j, K in enumerate(ks):
-            truncated = next_token_logprobs(view, coords[:, :K] @ B[:, :K].T)
+        for j, truncated in enumerate(readout.logprobs(rows, ks)):
             divergence[j, start : start + len(rows)] = kl(truncated, logp).cpu().numpy()
             overlap[j, start : start + len(rows)] = (
                 top_overlap(truncated, logp, top).cpu().numpy()

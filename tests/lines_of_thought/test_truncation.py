@@ -5,7 +5,8 @@ import torch
 
 from lotlib import capture, gibberish, load_model
 from lotlib.lines_of_thought.ensemble import ensemble_svd
-from lotlib.lines_of_thought.truncation import (consecutive_kl, kl, next_token_logprobs, propagated_truncated_kl,
+from lotlib.lines_of_thought.truncation import (TruncatedReadout, consecutive_kl, kl, next_token_logprobs,
+                                                propagated_truncated_kl,
                                                 propagated_truncation, top_overlap, truncated_kl, truncation_scores)
 
 
@@ -243,3 +244,20 @@ def test_truncation_cost_scores_the_true_next_token_of_held_out_pilots(tiny_gpt2
         truncation_cost(ens, 82, ks=[4])
     with pytest.raises(ValueError, match="successor"):
         next_tokens(ids, np.array([82]))
+
+
+def test_the_readout_of_a_whole_grid_equals_reading_each_truncation_from_scratch(tiny):
+    """One unembedding product per state for the grid (`TruncatedReadout`) gives each K's log-probabilities as
+    projecting the state on the first K columns and reading it through the model's own final norm and head
+    (LayerNorm with beta on GPT-2, RMSNorm on Llama); a K beyond the basis keeps all of it."""
+    model, _, X = tiny
+    U, _ = ensemble_svd(X[:20, -1:])
+    basis, rows = U[0][:, :12], torch.as_tensor(X[:, -1])
+    ks = [1, 2, 5, 12, 40]
+    got = list(TruncatedReadout.of(model.view, basis).logprobs(rows, ks))
+    B = torch.as_tensor(basis, dtype=torch.float32)
+    for K, logp in zip(ks, got):
+        direct = next_token_logprobs(model.view, rows @ B[:, :K] @ B[:, :K].T)
+        np.testing.assert_allclose(logp.numpy(), direct.numpy(), atol=2e-5)
+    with pytest.raises(ValueError, match="ks must increase"):
+        next(TruncatedReadout.of(model.view, basis).logprobs(rows, [4, 2]))
