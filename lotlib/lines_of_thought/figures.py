@@ -1059,11 +1059,17 @@ def authors_heatmaps(ensembles: dict, layers, title: str) -> None:
 
 
 def svm_protocols_figure(paper: dict, verdicts: dict, tau_max: int, title: str) -> None:
-    """B3: SVM accuracy at tau = 1 and `tau_max` with 95% intervals by the paper's protocol (`paper`,
-    `extrapolation.same_pilot_svm`) and the book's held-out test with its cloud (`verdicts`,
-    `extrapolation.repeated_svm`), chance (grey) and the paper's two values (crosses)."""
+    """B3: SVM accuracy at tau = 1 and `tau_max` with 95% intervals by the paper's protocol in its two readings
+    (`paper`: `extrapolation.same_pilot_svm` with bases from all pilots, keys `paper_svm_tau{1,10}`, and from
+    the training pilots, the same keys ending in `_training_bases`) and the book's held-out test with its
+    cloud (`verdicts`, `extrapolation.repeated_svm`), chance (grey) and the paper's two values (crosses)."""
     found = {
-        "paper's protocol (same pilots)": list(paper.values()),
+        **{
+            f"paper's protocol, bases from {pilots} pilots": [
+                paper[f"paper_svm_{w}{suffix}"] for w in ("tau1", "tau10")
+            ]
+            for pilots, suffix in (("all", ""), ("training", "_training_bases"))
+        },
         "book: held-out pilots": [
             verdicts[f"svm_extrapolated_{w}"] for w in ("tau1", "tau_max")
         ],
@@ -1072,7 +1078,8 @@ def svm_protocols_figure(paper: dict, verdicts: dict, tau_max: int, title: str) 
         ],
     }
     _, ax = plt.subplots(figsize=(7, 4))
-    for shift, (label, estimates) in zip((-0.2, 0.0, 0.2), found.items()):
+    shifts = np.linspace(-0.3, 0.3, len(found))
+    for shift, (label, estimates) in zip(shifts, found.items()):
         y = np.array([e.value for e in estimates])
         spread = np.array([[e.value - e.lo, e.hi - e.value] for e in estimates]).T
         x = np.array([1.0, tau_max]) + shift
