@@ -319,7 +319,7 @@ def is_current(output: Path, key: str, records: bool) -> bool:
     written from it (same key)."""
     if executed_metadata(output).get("key") != key:
         return False
-    return not records or (_read_json(summary_path(output)) or {}).get("key") == key
+    return not records or (read_json(summary_path(output)) or {}).get("key") == key
 
 
 def executed_metadata(executed: Path) -> dict:
@@ -332,7 +332,8 @@ def executed_metadata(executed: Path) -> dict:
         return {}
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict | None:
+    """A JSON file's content; None when it is missing or not JSON (a summary not written yet)."""
     try:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):

@@ -1,11 +1,13 @@
 """What `lotlib book` runs: every chapter on the book's model with its device and dtype, the chapters with
 findings on the null model, the report and atlas last with the summaries they read in their keys; a chapter
 that runs another notebook re-executes when that notebook changes."""
+import json
 from pathlib import Path
 
 import pytest
 
-from lotlib.book.build import (Chapter, book_folder, chapters_with_findings, execute_chapters, model_slug,
+from lotlib.book.build import (Chapter, book_folder, chapters_with_findings, execute_chapters, longest_first,
+                               model_slug,
                                null_model, parameter_section, plan_book, sphinx_problems)
 from lotlib.book.pipeline import project_root
 from lotlib.book.spec import read_spec
@@ -158,3 +160,19 @@ def test_a_missing_data_file_stops_the_book_before_any_chapter_runs(tmp_path, mo
     with pytest.raises(DataError, match="LOTLIB_DATA_DIR"):
         build_book(project_root(ROOT), quick=True, model="gemma3-270m", say=said.append)
     assert said == []  # nothing started
+
+
+def test_the_longest_chapters_start_first_and_those_never_timed_before_them(tmp_path):
+    """The pool's order: chapters without a recorded time in plan order, then by the seconds their last summary
+    recorded, longest first (B2 and C4 take hours at full size; they no longer wait for the short chapters)."""
+    root = project_root(ROOT)
+    first, _ = plan_book(root, quick=True, model="smollm2-135m", null=False, build=tmp_path)
+    recorded = {"a1_geometry": 30.0, "b2_ensemble_svd": 7200.0, "c4_null_tests": 900.5, "a3_reachable_tokens": 2}
+    for chapter in first:
+        if chapter.name in recorded:
+            summary = chapter.output.with_suffix(".summary.json")
+            summary.parent.mkdir(parents=True, exist_ok=True)
+            summary.write_text(json.dumps({"seconds": {"total": recorded[chapter.name], "forward": 1.0}}))
+    ordered = [c.name for c in longest_first(first)]
+    never = [c.name for c in first if c.name not in recorded]
+    assert ordered == never + ["b2_ensemble_svd", "c4_null_tests", "a1_geometry", "a3_reachable_tokens"]
