@@ -19,11 +19,13 @@ import json
 import logging
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 
 from ..models.forward_clock import FORWARD_LOG, forward_seconds
 from ..storage.atomic import write_atomic, write_text_atomic
+from ..storage.checkpoints import CHECKPOINT_VARIABLE
 from .parameters import check_parameters
 from .spec import PACKAGE, NotebookSpec, read_spec
 
@@ -200,9 +202,11 @@ def run_notebook(
     kept = f" (partial notebook kept in {partial})" if keep_partial else ""
     forward_log = output.with_suffix(".forward.log")
     forward_log.unlink(missing_ok=True)
+    checkpoints = checkpoint_folder(output, key)
     env = {
         **kernel_environment(spec, book, threads, environment),
         FORWARD_LOG: str(forward_log),
+        CHECKPOINT_VARIABLE: str(checkpoints),
     }
     start = time.perf_counter()
     try:
@@ -248,7 +252,20 @@ def run_notebook(
         write_text_atomic(summary, text)
     write_atomic(output, lambda tmp: nbformat.write(executed, str(tmp)))
     partial.unlink(missing_ok=True)
+    shutil.rmtree(checkpoints.parent, ignore_errors=True)
     return output
+
+
+def checkpoint_folder(output: Path, key: str) -> Path:
+    """Where the run of `output` with execution key `key` keeps its resumable loops' finished steps
+    (`lotlib.storage.checkpoints`): `<output>.checkpoints/<key>`. A stopped run's steps stay there for the
+    next run with the same key; those of other keys (the code or parameters changed since) are removed."""
+    root = output.with_suffix(".checkpoints")
+    if root.is_dir():
+        for other in root.iterdir():
+            if other.name != key[:24]:
+                shutil.rmtree(other, ignore_errors=True)
+    return root / key[:24]
 
 
 def missing_needs(spec: NotebookSpec, parameters: dict) -> list[str]:

@@ -21,13 +21,18 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ..intervals import LEVEL, Estimate, bootstrap, side_word
+from ..storage.checkpoints import resumable
 from .ensemble import align_bases, gaussian_cloud
+
+T = TypeVar("T")
 
 
 def extrapolate(
@@ -137,6 +142,46 @@ def split_accuracy(
     return float(classifier.score(features[~train], labels[~train]))
 
 
+def resample_rows(
+    statistic: Callable[[np.ndarray, np.random.Generator], T],
+    n: int,
+    *,
+    n_rep: int,
+    seed: int = 0,
+    desc: str | None = None,
+) -> list[T]:
+    """`statistic(pilots, rng)` on the sample (`arange(n)`, `default_rng(seed)`), then on each of `n_rep` draws
+    of n pilots with replacement with fresh randomness (`default_rng([seed, r + 1])`): `1 + n_rep` rows, the
+    sample's first. Each row is kept for a resumed run of the chapter (`lotlib.storage.checkpoints`). A tqdm
+    bar when `desc` is given."""
+    steps = resumable(desc or "resamples")
+    rows = [steps(0, lambda: statistic(np.arange(n), np.random.default_rng(seed)))]
+
+    def draw(r: int) -> T:
+        rng = np.random.default_rng([seed, r + 1])
+        return statistic(rng.integers(0, n, size=n), rng)
+
+    for r in tqdm(range(n_rep), desc=desc, disable=desc is None):
+        rows.append(steps(r + 1, partial(draw, r)))
+    return rows
+
+
+def percentile_estimates(
+    rows: list[dict[str, float]],
+    n: int,
+    *,
+    unit: str,
+    bounds: tuple[float, float] = (-np.inf, np.inf),
+) -> dict[str, Estimate]:
+    """`centered_percentile` of each statistic of `rows` (`resample_rows`: the sample's values first)."""
+    return {
+        key: centered_percentile(
+            [row[key] for row in rows], n, unit=unit, bounds=bounds
+        )
+        for key in rows[0]
+    }
+
+
 def refit_bootstrap(
     statistic: Callable[[np.ndarray, np.random.Generator], dict[str, float]],
     n: int,
@@ -152,20 +197,12 @@ def refit_bootstrap(
     `statistic(pilots, rng)` computes every value from the pilots `pilots` `(n,)` (indices 0..n-1, repeats
     allowed), refitting each fitted step on them, with the method's randomness (splits, clouds) from `rng`.
     The values: `statistic(arange(n), default_rng(seed))`. Each of the `n_rep` repetitions draws n pilots
-    with replacement and fresh randomness (`default_rng([seed, r + 1])`); the interval is the percentile
-    interval of the repetitions re-centered on the value and clipped to the statistics' `bounds`
-    (`centered_percentile`). A tqdm bar when `desc` is given.
+    with replacement and fresh randomness (`resample_rows`); the interval is the percentile interval of the
+    repetitions re-centered on the value and clipped to the statistics' `bounds` (`centered_percentile`).
+    A tqdm bar when `desc` is given.
     """
-    rows = [statistic(np.arange(n), np.random.default_rng(seed))]
-    for r in tqdm(range(n_rep), desc=desc, disable=desc is None):
-        rng = np.random.default_rng([seed, r + 1])
-        rows.append(statistic(rng.integers(0, n, size=n), rng))
-    return {
-        key: centered_percentile(
-            [row[key] for row in rows], n, unit=unit, bounds=bounds
-        )
-        for key in rows[0]
-    }
+    rows = resample_rows(statistic, n, n_rep=n_rep, seed=seed, desc=desc)
+    return percentile_estimates(rows, n, unit=unit, bounds=bounds)
 
 
 def centered_percentile(

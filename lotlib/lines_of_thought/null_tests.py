@@ -25,8 +25,10 @@ ones into training and test, and refits (`split_rows`, `separability_by_split`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -35,6 +37,7 @@ from tqdm.auto import tqdm
 
 from ..intervals import LEVEL, Estimate, resampling_weights, side_word
 from ..models.view import ModelView
+from ..storage.checkpoints import resumable
 from .ensemble import align_bases, ensemble_svd, gaussian_cloud
 from .residuals import (
     fit_laws,
@@ -540,12 +543,26 @@ def separability_by_split(
         unit="fit",
         disable=not progress,
     )
-    rows = {}
+    rows, steps, step = (
+        {},
+        resumable("separability"),
+        itertools.count(),
+    )  # fits kept for a resumed run
     for name, (A, B) in pairs.items():
         rows[name] = np.empty((len(jobs), A.shape[1]))
         for i, (s, resample) in enumerate(jobs):
-            rows[name][i] = layer_separability(
-                A, B, train_fraction, s, classifier, False, resample
+            rows[name][i] = steps(
+                next(step),
+                partial(
+                    layer_separability,
+                    A,
+                    B,
+                    train_fraction,
+                    s,
+                    classifier,
+                    False,
+                    resample,
+                ),
             )
             bar.update()
     bar.close()
@@ -633,13 +650,8 @@ def refitted_pairs(
     from .residuals import pair_statistics, unbiased_excess_kurtosis
 
     blocks = X[:, 1:]  # the pairs' layers; x(0) repeats tokens (a rank-deficient layer)
-    rows = {"trace": [], "kurtosis": [], "spread": [], "k": []}
-    for w in tqdm(
-        weights,
-        desc="residuals (bases refitted per resample)",
-        unit="resample",
-        disable=not progress,
-    ):
+
+    def moments(w: np.ndarray) -> dict[str, np.ndarray | int]:
         drawn = np.flatnonzero(w)
         counts = w[drawn].astype(int)
         layers_first = np.ascontiguousarray(
@@ -656,13 +668,22 @@ def refitted_pairs(
             ((1, 0), (1, 0), (0, 0)),
             constant_values=np.nan,
         )
-        rows["trace"].append(var.sum(-1))
-        rows["kurtosis"].append((var * kurtosis).sum(-1) / var.sum(-1))
-        rows["spread"].append(
-            X[np.repeat(drawn, counts)].astype(np.float64).var(0).sum(-1)
+        return {
+            "trace": var.sum(-1),
+            "kurtosis": (var * kurtosis).sum(-1) / var.sum(-1),
+            "spread": X[np.repeat(drawn, counts)].astype(np.float64).var(0).sum(-1),
+            "k": U.shape[-1],
+        }
+
+    desc = "residuals (bases refitted per resample)"
+    steps = resumable(desc)  # each resample kept for a resumed run
+    rows = [
+        steps(i, partial(moments, w))
+        for i, w in enumerate(
+            tqdm(weights, desc=desc, unit="resample", disable=not progress)
         )
-        rows["k"].append(U.shape[-1])
-    return {name: np.array(values) for name, values in rows.items()}
+    ]
+    return {name: np.array([row[name] for row in rows]) for name in rows[0]}
 
 
 def residual_law(X: np.ndarray, weights: np.ndarray, n_boot_refit: int = 0) -> dict:

@@ -419,19 +419,21 @@ def resampled_truncation(
     (`weighted_svd`, sorted by decreasing singular value), both protocols (`truncation_protocols`: the last
     layer on `picked`, every layer on `sub`) and the random-directions null (the last-layer protocol of
     `picked` on D random orthonormal directions, seeded, K = 1 and D/4). Each of the `n_rep` repetitions
-    (`extrapolation.refit_bootstrap`) draws N pilots with replacement, **refits the bases on the draw**,
+    (`extrapolation.resample_rows`, kept for a resumed run) draws N pilots with replacement, **refits the
+    bases on the draw**,
     draws new random directions, and rescores the draw's pilots in the positions `picked` and `sub` (as
     many as the sample scores; each distinct pilot once, weighted by its count). Criteria (`criteria`):
     the sample's values, percentile intervals over the repetitions re-centered on them
     (`extrapolation.centered_percentile`; K0's interval, moved like the others, need not fall on the
     grid, and stops at 1)."""
-    from .extrapolation import refit_bootstrap, weighted_svd
+    from .extrapolation import percentile_estimates, resample_rows, weighted_svd
 
     N, D = len(X), X.shape[2]
     layers = X if len(sub) > 1 else X[:, -1:]
-    runs: list[dict[str, tuple[Truncation, np.ndarray]]] = []  # the sample's first
 
-    def run(pilots: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
+    def run(
+        pilots: np.ndarray, rng: np.random.Generator
+    ) -> dict[str, tuple[Truncation, np.ndarray]]:
         distinct, rows = np.unique(pilots, return_inverse=True)
         bases = weighted_svd(layers[distinct], np.bincount(rows))[0]
         (last, n_last), (every, n_every) = (
@@ -445,21 +447,21 @@ def resampled_truncation(
             model.view, X[last, -1], directions, [1, D // 4], top=top, progress=False
         )
         weights = {"last layer": n_last, "every layer": n_every, RANDOM: n_last}
-        runs.append({name: (result, weights[name]) for name, result in scored.items()})
-        return {
+        return {name: (result, weights[name]) for name, result in scored.items()}
+
+    runs = resample_rows(
+        run, N, n_rep=n_rep, seed=seed, desc="truncation resamples (bases refit)"
+    )
+    values = [
+        {
             f"{key}|{name}": value
-            for name, (result, w) in runs[-1].items()
+            for name, (result, w) in one.items()
             for key, value in criteria(result, D, w, k0=name != RANDOM).items()
         }
-
-    found = refit_bootstrap(
-        run,
-        N,
-        n_rep=n_rep,
-        seed=seed,
-        unit="pilots (bases refit)",
-        desc="truncation resamples (bases refit)",
-        bounds=(0.0, np.inf),
+        for one in runs
+    ]
+    found = percentile_estimates(
+        values, N, unit="pilots (bases refit)", bounds=(0.0, np.inf)
     )
     grouped: dict[str, dict] = {}
     for key, estimate in found.items():

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 from lotlib.cli import main
@@ -442,3 +443,54 @@ def test_a_chapter_that_needs_what_the_model_lacks_is_a_page_saying_so(tmp_path,
     with pytest.raises(NotebookFailed, match="a chapter that does not apply ran"):
         run_notebook(source, tmp_path / "gpt2.ipynb", {"model": str(tiny_gpt2_dir)}, progress=False,
                      keep_partial=False)
+
+
+RESUMING = '''# %% tags=["parameters"]
+log: str = "calls.txt"  # one line per step the statistic computes
+
+# %%
+import os
+from pathlib import Path
+
+import numpy as np
+
+from lotlib.book.summary import record
+from lotlib.lines_of_thought.extrapolation import resample_rows
+
+stop_at = int(os.environ.get("LOTLIB_TEST_STOP_AT", "-1"))
+
+
+def statistic(pilots, rng):
+    done = Path(log).read_text().count("\\n") if Path(log).exists() else 0
+    if done == stop_at:
+        raise RuntimeError("stopped")
+    with open(log, "a") as f:
+        f.write(f"{pilots.sum()}\\n")
+    return float(np.mean(pilots) + rng.normal())
+
+
+record({"rows": resample_rows(statistic, 10, n_rep=5, seed=0)})
+'''
+
+
+@pytest.mark.slow
+def test_a_stopped_run_resumes_its_resamples_where_it_stopped(tmp_path, monkeypatch):
+    """A run stopped in the middle of a resampling loop keeps the steps it finished (`<output>.checkpoints/<key>`);
+    the next run with the same key computes only the others, gives the values an unstopped run gives, and
+    removes the checkpoints when it succeeds."""
+    from lotlib.lines_of_thought.extrapolation import resample_rows
+
+    source, out, log = tmp_path / "resuming.py", tmp_path / "resuming.ipynb", tmp_path / "calls.txt"
+    source.write_text(RESUMING)
+    monkeypatch.setenv("LOTLIB_TEST_STOP_AT", "3")
+    with pytest.raises(NotebookFailed, match="stopped"):
+        run_notebook(source, out, {"log": str(log)}, progress=False, keep_partial=False)
+    assert log.read_text().count("\n") == 3
+    kept = list(out.with_suffix(".checkpoints").glob("*/*/step-*.pkl"))
+    assert sorted(p.name for p in kept) == ["step-0.pkl", "step-1.pkl", "step-2.pkl"]
+    monkeypatch.delenv("LOTLIB_TEST_STOP_AT")
+    run_notebook(source, out, {"log": str(log)}, progress=False)
+    assert log.read_text().count("\n") == 6  # steps 3, 4 and 5 only
+    expected = resample_rows(lambda p, rng: float(np.mean(p) + rng.normal()), 10, n_rep=5, seed=0)
+    assert json.loads(out.with_suffix(".summary.json").read_text())["values"]["rows"] == pytest.approx(expected)
+    assert not out.with_suffix(".checkpoints").exists()
