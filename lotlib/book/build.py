@@ -299,16 +299,22 @@ def _with_inputs(
 
 
 def _cells_done(chapter: Chapter) -> str:
-    """ "cell i of n" from the partial notebook papermill saves as it goes ("" when there is none)."""
+    """ "cell i of n" from the partial notebook papermill saves as it goes ("" when there is none), and how
+    many steps of its resumable loops the run has kept ("checkpoints": a chapter in a loop of hours shows
+    them grow)."""
     import nbformat
 
+    kept = sum(
+        1 for _ in chapter.output.with_suffix(".checkpoints").glob("*/*/step-*.pkl")
+    )
+    steps = f", {kept} resample steps kept" if kept else ""
     try:
         nb = nbformat.read(chapter.output.with_suffix(".partial.ipynb"), 4)
     except (OSError, ValueError):
-        return ""
+        return f" ({steps[2:]})" if steps else ""
     code = [c for c in nb.cells if c.cell_type == "code"]
     done = sum(1 for c in code if c.get("execution_count"))
-    return f" (cell {done} of {len(code)})"
+    return f" (cell {done} of {len(code)}{steps})"
 
 
 def _forward_share(profile: dict) -> str:

@@ -176,3 +176,21 @@ def test_the_longest_chapters_start_first_and_those_never_timed_before_them(tmp_
     ordered = [c.name for c in longest_first(first)]
     never = [c.name for c in first if c.name not in recorded]
     assert ordered == never + ["b2_ensemble_svd", "c4_null_tests", "a1_geometry", "a3_reachable_tokens"]
+
+
+def test_the_heartbeat_names_the_cell_and_the_resample_steps_kept(tmp_path):
+    import nbformat
+
+    from lotlib.book.build import _cells_done
+
+    chapter = plan_book(project_root(ROOT), quick=True, model="smollm2-135m", null=False, build=tmp_path)[0][0]
+    assert _cells_done(chapter) == ""
+    kept = chapter.output.with_suffix(".checkpoints") / "key" / "000-truncation_resamples"
+    kept.mkdir(parents=True)
+    for i in range(3):
+        (kept / f"step-{i}.pkl").write_bytes(b"")
+    assert _cells_done(chapter) == " (3 resample steps kept)"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1", execution_count=1),
+                                         nbformat.v4.new_code_cell("2")])
+    nbformat.write(nb, chapter.output.with_suffix(".partial.ipynb"))
+    assert _cells_done(chapter) == " (cell 1 of 2, 3 resample steps kept)"
