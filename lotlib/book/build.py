@@ -361,9 +361,10 @@ def execute_chapters(
     scheduler: str | None = None,
 ) -> None:
     """Execute (or reuse) the chapters on the worker pool, `jobs` at a time (or on the Dask cluster at
-    `scheduler`), the longest first (`longest_first`). One line when a chapter starts and one when it ends, with its time; every `heartbeat`
-    seconds a line naming the chapters still running, for how long and at which cell. A failed chapter does
-    not stop the others; all failures are raised together."""
+    `scheduler`), the longest first (`longest_first`). One line when a chapter starts and one when it ends,
+    with its time; every `heartbeat` seconds a line naming the chapters still running, for how long, at which
+    cell and with how many resample steps kept. A failed chapter does not stop the others; all failures are
+    raised together."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     chapters = longest_first(chapters)
     runs = {c.label: c for c in chapters}

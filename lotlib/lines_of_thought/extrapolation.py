@@ -324,10 +324,11 @@ def same_pilot_svm(
     def accuracies(pilots: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
         distinct, rows = np.unique(pilots, return_inverse=True)
         sample = Xs[distinct].astype(np.float64)
-        counts = np.bincount(rows, minlength=len(distinct))
+        fit = rows  # the draw's rows the bases are fit on
         if bases_from == "training":
             train = training_rows(pilots, rng, train_fraction)
-            counts = np.bincount(rows[train], minlength=len(distinct))
+            fit = rows[train]
+        counts = np.bincount(fit, minlength=len(distinct))
         U, S = align_bases(*weighted_svd(sample, counts), reference=0)
 
         def accuracy(t: int, tau: int) -> float:
