@@ -1,0 +1,81 @@
+"""Kernels forked from a zygote start as fresh ones do (the run's environment, folder and session, inline
+figures, the project's code as it is now), one zygote per environment, and no kernel outlives its zygote."""
+import asyncio
+import json
+import os
+import time
+
+import nbformat
+import pytest
+
+from lotlib.book import kernel
+from lotlib.book.pipeline import run_notebook
+
+PROBE = '''# %% tags=["parameters"]
+n: int = 1
+
+# %%
+import json, os, sys
+preloaded = "torch" in sys.modules
+import matplotlib.pyplot as plt
+plt.plot([0, n])
+print(json.dumps({"preloaded": preloaded, "cwd": os.getcwd(), "forward_log": os.environ.get("LOTLIB_FORWARD_LOG"),
+                  "session_leader": os.getsid(0) == os.getpid(), "lotlib_loaded": "lotlib.models" in sys.modules,
+                  "cwd_importable": "" in sys.path, "argv": sys.argv[0]}))
+'''
+
+
+def _probe(tmp_path, name: str) -> tuple[dict, list]:
+    source = tmp_path / "probe.py"
+    source.write_text(PROBE)
+    out = run_notebook(source, tmp_path / name / "probe.ipynb", {"n": 2}, progress=False, reuse=False)
+    outputs = [o for c in nbformat.read(out, 4).cells for o in c.get("outputs", [])]
+    printed = json.loads(next(o["text"] for o in outputs if "text" in o))
+    return printed, [sorted(o["data"]) for o in outputs if "data" in o]
+
+
+@pytest.mark.slow
+def test_a_forked_kernel_starts_as_a_fresh_one_does(tmp_path, monkeypatch):
+    first, figures = _probe(tmp_path, "first")
+    second, _ = _probe(tmp_path, "second")
+    monkeypatch.setenv(kernel.ZYGOTE_VARIABLE, "0")
+    fresh, fresh_figures = _probe(tmp_path, "fresh")
+    assert first["preloaded"] and second["preloaded"] and not fresh["preloaded"]  # torch came with the fork
+    for probe, name in ((first, "first"), (second, "second"), (fresh, "fresh")):
+        assert probe["cwd"] == str(tmp_path / name)  # each run in its own output folder
+        assert probe["forward_log"] == str(tmp_path / name / "probe.forward.log")  # its own run variables
+        assert probe["session_leader"] and not probe["lotlib_loaded"]
+        assert {k: probe[k] for k in ("cwd_importable", "argv")} == {k: fresh[k] for k in ("cwd_importable", "argv")}
+    assert figures == fresh_figures == [["image/png", "text/plain"]]  # the inline backend, as in a fresh kernel
+
+
+def test_one_zygote_serves_every_run_of_one_environment(monkeypatch):
+    base = {"PATH": os.environ["PATH"], "HOME": "/tmp"}
+    python = os.path.realpath(os.sys.executable)
+    try:
+        one = kernel.zygote_for(python, {**base, "LOTLIB_FORWARD_LOG": "a", "JPY_SESSION_NAME": "x"})
+        assert kernel.zygote_for(python, {**base, "LOTLIB_FORWARD_LOG": "b"}) is one  # per-run variables
+        other = kernel.zygote_for(python, {**base, "HF_HUB_OFFLINE": "1"})  # read when a library is imported
+        assert other is not None and other is not one
+        assert kernel.zygote_for(python, {**base, kernel.ZYGOTE_VARIABLE: "0"}) is None
+    finally:
+        kernel.close_zygotes()
+    assert one.process.poll() is not None and other.process.poll() is not None
+
+
+@pytest.mark.slow
+def test_a_kernel_ends_with_its_zygote():
+    async def start() -> kernel.LocalKernelManager:
+        manager = kernel.LocalKernelManager(kernel_name="python3")
+        await manager.start_kernel()
+        return manager
+
+    manager = asyncio.run(start())
+    process = manager.provisioner.process
+    assert isinstance(process, kernel.ForkedKernel) and process.poll() is None
+    kernel.close_zygotes()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    assert process.poll() is not None  # ipykernel's parent poller saw its zygote go
+    asyncio.run(manager.cleanup_resources())
