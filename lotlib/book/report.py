@@ -38,6 +38,10 @@ rule, or the book's own reason. A value *passes* when its whole interval passes,
 interval fails, and *straddles* otherwise; a value without a finite interval is not judged (*no interval*)
 unless the claim is `deterministic`.
 
+Where the paper leaves a step of its protocol open and the readings disagree (B3: on which pilots the SVM's
+bases are fit), `as_paper.second_reading` names the other one: the report shows its value and verdict, by the
+same band, beside the first; the first alone counts in the headline.
+
 A finding *holds* only when ours passes, at least one null ran and failed, and every null it names ran and
 failed: the untrained model of the same architecture (the same chapter run on `untrained:<model>`, always),
 for a judged finding of Traveling Words the paper's own architecture with random weights (`PAPER_NULL_MODEL`,
@@ -197,6 +201,11 @@ def _problems(entry: dict) -> list[str]:
                 band(as_paper["printed"], as_paper["scale"], (0.0, 0.0))
             except ValueError as error:
                 problems.append(str(error))
+        second = as_paper.get("second_reading")
+        if second is not None and not {"key", "reading"} <= set(second):
+            problems.append(
+                "as_paper.second_reading needs key and reading (what it reads otherwise)"
+            )
     if test.get("kind") == "paper" and as_paper is None:
         problems.append(
             "a test of kind paper needs as_paper (the band it is judged by)"
@@ -255,10 +264,12 @@ def band(
 
 
 def against_paper(
-    claim: dict, values: dict
+    claim: dict, values: dict, reading: str = "key"
 ) -> tuple[str, object, tuple[float, float] | None]:
     """Question 1 for `claim` from a chapter's recorded `values`: the verdict word (`AGAINST_PAPER`), the value
-    by the paper's statistic and protocol, and the band it is judged against (None without a paper number)."""
+    by the paper's statistic and protocol, and the band it is judged against (None without a paper number).
+    `reading="second_reading"`: the same for the value of `as_paper.second_reading` (another reading of a
+    protocol the paper leaves open, judged by the same band)."""
     if claim["nature"] == "identity":
         return (
             "not applicable",
@@ -270,7 +281,7 @@ def against_paper(
     spec = claim.get("as_paper")
     if spec is None:
         return "qualitative", None, None
-    value = values.get(spec["key"])
+    value = values.get(spec["key"] if reading == "key" else spec[reading]["key"])
     if is_not_applicable(value):
         return "not applicable", value, None
     floor = _floor_range(values.get(spec.get("floor"))) if spec.get("floor") else None
@@ -475,6 +486,10 @@ def judge(
     architecture's (`paper_null`); None: that book was not built, and the null is missing. Returns the row's
     verdicts, values, nulls, band and test."""
     answer, as_paper, band_ = against_paper(claim, values)
+    second = (claim.get("as_paper") or {}).get("second_reading")
+    if second is not None:
+        second_answer, second_value, _ = against_paper(claim, values, "second_reading")
+        second = (second["reading"], second_answer, second_value)
     ours, nulls = values.get(claim["key"]), []
     judge_ = partial(
         outcome,
@@ -493,6 +508,7 @@ def judge(
     return {
         "against paper": answer,
         "as paper": as_paper,
+        "second reading": second,
         "band": band_,
         "verdict": verdict_,
         "ours": ours,
@@ -613,9 +629,7 @@ def chapter_outcomes(
                 "claim": c["id"],
                 "nature": c["nature"],
                 "against paper": row["against paper"],
-                "paper's protocol": format_value(row["as paper"])
-                if c.get("as_paper")
-                else "—",
+                "paper's protocol": _paper_text(row) if c.get("as_paper") else "—",
                 "band": _band_text(row["band"]),
                 "test": row["test"],
                 "ours": format_value(row["ours"]),
@@ -627,6 +641,17 @@ def chapter_outcomes(
             }
         )
     return pd.DataFrame(rows)
+
+
+def _paper_text(row, sample: bool = True) -> str:
+    """Our value by the paper's protocol and, where the claim has one, its second reading with its verdict."""
+    text = format_value(row["as paper"], sample=sample)
+    if row["second reading"] is not None:
+        reading, answer, value = row["second reading"]
+        text += (
+            f"; read with {reading}: {format_value(value, sample=sample)} ({answer})"
+        )
+    return text
 
 
 def _band_text(band_) -> str:
@@ -669,8 +694,13 @@ def closing_sentences(
             printed = c["as_paper"]["printed"]
             line += (
                 f" {SAID_PAPER[row['against paper']].format(printed=printed)} by its protocol: "
-                f"{format_value(row['as paper'])}, band {_band_text(row['band'])}; the book's test"
+                f"{format_value(row['as paper'])}, band {_band_text(row['band'])}"
             )
+            if row["second reading"] is not None:
+                reading, answer, value = row["second reading"]
+                said = SAID_PAPER.get(answer, answer).format(printed=printed)
+                line += f"; read with {reading}, it {said}: {format_value(value)}"
+            line += "; the book's test"
         line += f" {SAID[row['outcome']]} on {model}: {format_value(row['ours'])}, test {row['test']}"
         for null in row["nulls"]:
             if null.name in BOOK_NULLS:
@@ -824,9 +854,7 @@ def claims_view(rows: pd.DataFrame, with_nulls: bool):
     def paper(row) -> str:
         text = f"{badge(row['against paper'], row['protocol'])}<br>{html.escape(str(row['paper value']))}"
         if row["band"] is not None:
-            text += (
-                f"<br>ours: {html.escape(format_value(row['as paper'], sample=False))}"
-            )
+            text += f"<br>ours: {html.escape(_paper_text(row, sample=False))}"
             text += f" (band {_band_text(row['band'])})"
         return text
 
@@ -871,10 +899,16 @@ def claims_view(rows: pd.DataFrame, with_nulls: bool):
 
 
 def claim_keys(claim: dict) -> set[str]:
-    """Every summary key a claim reads: its value, its nulls' and the paper protocol's value and floor."""
+    """Every summary key a claim reads: its value, its nulls' and the paper protocol's value, floor and
+    second reading."""
     paper = claim.get("as_paper") or {}
     keys = {claim["key"], *(n["key"] for n in claim["nulls"])}
-    return keys | {paper[k] for k in ("key", "floor") if paper.get(k)}
+    second = paper.get("second_reading") or {}
+    return (
+        keys
+        | {paper[k] for k in ("key", "floor") if paper.get(k)}
+        | ({second["key"]} if second else set())
+    )
 
 
 def conclude_not_applicable(

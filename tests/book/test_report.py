@@ -335,3 +335,37 @@ def test_a_closing_sentence_answers_both_questions(tmp_path):
     (sentence,) = closing_sentences("chapter", values, "m", "", tmp_path)
     assert sentence.startswith("X-rate agrees with the paper's 0.18 by its protocol: 0.2 [0.19, 0.21]")
     assert "the book's test does not hold on m: 0.5 [0.45, 0.55]" in sentence
+
+
+def test_a_second_reading_is_judged_by_the_same_band_and_shown_beside_the_first(tmp_path):
+    from lotlib.book.report import chapter_outcomes, claim_keys, closing_sentences
+
+    claim = """
+- id: X-svm
+  paper: B
+  nature: finding
+  claim: "an accuracy"
+  paper_value: 0.505
+  key: held_out
+  test: {kind: paper}
+  as_paper:
+    key: all_bases
+    printed: "50-51%"
+    scale: share
+    protocol: "the authors' code, our split"
+    second_reading: {key: training_bases, reading: "the bases fit on the training pilots"}
+"""
+    (tmp_path / "chapter.yml").write_text(claim)
+    values = {"held_out": est(0.6, 0.55, 0.65), "all_bases": est(0.4, 0.39, 0.41), "training_bases": est(0.5, 0.48, 0.52)}
+    (entry,) = load_claims(tmp_path)
+    assert against_paper(entry, values)[0] == "differs"  # the band of 50-51% is [0.495, 0.515]
+    assert against_paper(entry, values, "second_reading")[:2] == ("agrees", values["training_bases"])
+    assert "training_bases" in claim_keys(entry)
+    (sentence,) = closing_sentences("chapter", values, "m", "", tmp_path)
+    assert "differs from the paper's 50-51% by its protocol: 0.4 [0.39, 0.41]" in sentence
+    assert "; read with the bases fit on the training pilots, it agrees with the paper's 50-51%: 0.5 [0.48, 0.52]" in sentence
+    row = chapter_outcomes("chapter", values, tmp_path).iloc[0]
+    assert row["against paper"] == "differs" and "(agrees)" in row["paper's protocol"]  # the headline keeps the first
+    (tmp_path / "chapter.yml").write_text(claim.replace(', reading: "the bases fit on the training pilots"', ""))
+    with pytest.raises(ValueError, match="second_reading needs key and reading"):
+        load_claims(tmp_path)
