@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lotlib.book import kernel
+from lotlib.book.zygote import ZYGOTE_VARIABLE
 from lotlib.book.build import book_parameters
 from lotlib.book.pipeline import project_root, run_notebook
 
@@ -31,7 +31,7 @@ def main() -> None:
         for round_ in range(args.rounds):
             for name in args.chapters:
                 for way, flag in WAYS.items():
-                    os.environ[kernel.ZYGOTE_VARIABLE] = flag
+                    os.environ[ZYGOTE_VARIABLE] = flag
                     start = time.perf_counter()
                     run_notebook(root / "notebooks" / f"{name}.py", Path(out) / way / f"{name}.ipynb",
                                  book_parameters(root, name, quick=True), progress=False, reuse=False, threads=1)

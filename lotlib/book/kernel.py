@@ -21,6 +21,8 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
+from .zygote import ZYGOTE_VARIABLE, serving_key
+
 
 class LocalKernelManager(AsyncKernelManager):
     """An AsyncKernelManager whose kernel talks over Unix domain sockets in Jupyter's runtime folder (an
@@ -72,7 +74,6 @@ def kernel_manager(env: dict[str, str]) -> type[LocalKernelManager]:
     return type("RunKernelManager", (LocalKernelManager,), {"run_env": dict(env)})
 
 
-ZYGOTE_VARIABLE = "LOTLIB_KERNEL_ZYGOTE"  # "0": every kernel is a fresh process, as Jupyter starts them
 MAX_ZYGOTES = 2  # zygotes kept at once (one per environment); an idle one makes room for a new environment
 
 
@@ -183,8 +184,6 @@ def zygote_for(python: str, env: dict[str, str]) -> Zygote | None:
     """The zygote that forks kernels run by `python` with environment `env` (`zygote.serving_key`), started
     on first use; None where kernels are not forked (not Linux, `LOTLIB_KERNEL_ZYGOTE=0`, or `MAX_ZYGOTES`
     zygotes all have running kernels)."""
-    from .zygote import serving_key
-
     if not sys.platform.startswith("linux") or env.get(ZYGOTE_VARIABLE, "1") == "0":
         return None
     key = (python, serving_key(env))

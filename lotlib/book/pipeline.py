@@ -28,6 +28,7 @@ from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.checkpoints import CHECKPOINT_VARIABLE
 from .parameters import check_parameters
 from .spec import PACKAGE, NotebookSpec, read_spec
+from .zygote import FORKED_FOR, ZYGOTE_VARIABLE
 
 KERNEL = "python3"
 KERNEL_START_TIMEOUT = (
@@ -208,6 +209,10 @@ def run_notebook(
         FORWARD_LOG: str(forward_log),
         CHECKPOINT_VARIABLE: str(checkpoints),
     }
+    if (
+        not spec.packages & FORKED_FOR
+    ):  # a light notebook: a fresh kernel (`lotlib.book.zygote`)
+        env[ZYGOTE_VARIABLE] = "0"
     start = time.perf_counter()
     try:
         executed = _execute(staged, partial, parameters, env, progress, spec, kept)

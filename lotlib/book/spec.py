@@ -60,6 +60,14 @@ class NotebookSpec:
         """The notebook's source and the lotlib files its code imports, transitively."""
         return [self.source, *lotlib_dependencies(self.code)]
 
+    @cached_property
+    def packages(self) -> set[str]:
+        """The top-level packages the code imports, itself or through the lotlib modules it imports."""
+        found = top_level_imports(self.code)
+        for path in self.dependencies[1:]:
+            found |= top_level_imports(path.read_text())
+        return found
+
 
 def read_spec(source: str | Path) -> NotebookSpec:
     """Read notebook `source` once into its spec (parameters parsed, code kept)."""
@@ -137,6 +145,19 @@ def _imported_modules(
                 if base == "lotlib" and alias.name in _EXPORTS:
                     found.add(f"lotlib.{_EXPORTS[alias.name]}")
     return found
+
+
+def top_level_imports(code: str) -> set[str]:
+    """The first component of every absolute import in `code` (`from a.b import c` -> "a")."""
+    with PARSING:
+        tree = ast.parse(code)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
 
 
 def _module_file(name: str) -> Path | None:

@@ -40,6 +40,10 @@ PRELOADED = (  # what a chapter's first cell imports, heaviest first; a module t
 )
 # read when a chapter runs, never when a library is imported
 RUN_VARIABLE_PREFIXES = ("LOTLIB_", "JPY_")
+ZYGOTE_VARIABLE = "LOTLIB_KERNEL_ZYGOTE"  # "0": every kernel is a fresh process, as Jupyter starts them
+# A notebook that imports neither (itself or through the lotlib modules it imports) gets a fresh kernel: a
+# zygote's imports would cost it more than a kernel of its own (ipykernel alone starts in about a second).
+FORKED_FOR = frozenset({"torch", "transformers"})
 
 
 def serving_key(env: dict[str, str]) -> tuple:

@@ -10,6 +10,8 @@ import pytest
 
 from lotlib.book import kernel
 from lotlib.book.pipeline import run_notebook
+from lotlib.book.spec import read_spec
+from lotlib.book.zygote import FORKED_FOR, ZYGOTE_VARIABLE
 
 PROBE = '''# %% tags=["parameters"]
 n: int = 1
@@ -18,6 +20,7 @@ n: int = 1
 import json, os, sys
 preloaded = "torch" in sys.modules
 import matplotlib.pyplot as plt
+import torch  # a notebook that imports torch or transformers is worth a zygote
 plt.plot([0, n])
 print(json.dumps({"preloaded": preloaded, "cwd": os.getcwd(), "forward_log": os.environ.get("LOTLIB_FORWARD_LOG"),
                   "session_leader": os.getsid(0) == os.getpid(), "lotlib_loaded": "lotlib.models" in sys.modules,
@@ -25,9 +28,9 @@ print(json.dumps({"preloaded": preloaded, "cwd": os.getcwd(), "forward_log": os.
 '''
 
 
-def _probe(tmp_path, name: str) -> tuple[dict, list]:
+def _probe(tmp_path, name: str, code: str = PROBE) -> tuple[dict, list]:
     source = tmp_path / "probe.py"
-    source.write_text(PROBE)
+    source.write_text(code)
     out = run_notebook(source, tmp_path / name / "probe.ipynb", {"n": 2}, progress=False, reuse=False)
     outputs = [o for c in nbformat.read(out, 4).cells for o in c.get("outputs", [])]
     printed = json.loads(next(o["text"] for o in outputs if "text" in o))
@@ -38,7 +41,7 @@ def _probe(tmp_path, name: str) -> tuple[dict, list]:
 def test_a_forked_kernel_starts_as_a_fresh_one_does(tmp_path, monkeypatch):
     first, figures = _probe(tmp_path, "first")
     second, _ = _probe(tmp_path, "second")
-    monkeypatch.setenv(kernel.ZYGOTE_VARIABLE, "0")
+    monkeypatch.setenv(ZYGOTE_VARIABLE, "0")
     fresh, fresh_figures = _probe(tmp_path, "fresh")
     assert first["preloaded"] and second["preloaded"] and not fresh["preloaded"]  # torch came with the fork
     for probe, name in ((first, "first"), (second, "second"), (fresh, "fresh")):
@@ -49,6 +52,19 @@ def test_a_forked_kernel_starts_as_a_fresh_one_does(tmp_path, monkeypatch):
     assert figures == fresh_figures == [["image/png", "text/plain"]]  # the inline backend, as in a fresh kernel
 
 
+@pytest.mark.slow
+def test_a_notebook_that_imports_neither_torch_nor_transformers_gets_a_fresh_kernel(tmp_path):
+    light = PROBE.replace("import torch  #", "#")
+    assert read_spec(_write(tmp_path / "light.py", light)).packages.isdisjoint(FORKED_FOR)
+    probe, _ = _probe(tmp_path, "light", light)
+    assert not probe["preloaded"] and probe["session_leader"]
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
 def test_one_zygote_serves_every_run_of_one_environment(monkeypatch):
     base = {"PATH": os.environ["PATH"], "HOME": "/tmp"}
     python = os.path.realpath(os.sys.executable)
@@ -57,7 +73,7 @@ def test_one_zygote_serves_every_run_of_one_environment(monkeypatch):
         assert kernel.zygote_for(python, {**base, "LOTLIB_FORWARD_LOG": "b"}) is one  # per-run variables
         other = kernel.zygote_for(python, {**base, "HF_HUB_OFFLINE": "1"})  # read when a library is imported
         assert other is not None and other is not one
-        assert kernel.zygote_for(python, {**base, kernel.ZYGOTE_VARIABLE: "0"}) is None
+        assert kernel.zygote_for(python, {**base, ZYGOTE_VARIABLE: "0"}) is None
     finally:
         kernel.close_zygotes()
     assert one.process.poll() is not None and other.process.poll() is not None
@@ -79,3 +95,10 @@ def test_a_kernel_ends_with_its_zygote():
         time.sleep(0.1)
     assert process.poll() is not None  # ipykernel's parent poller saw its zygote go
     asyncio.run(manager.cleanup_resources())
+
+
+def test_the_packages_a_notebook_imports_include_those_of_its_lotlib_modules(tmp_path):
+    chapter = _write(tmp_path / "chapter.py", '# %% tags=["parameters"]\nn: int = 1\n\n# %%\nimport lotlib\n')
+    assert {"lotlib", "torch", "transformers"} <= read_spec(chapter).packages  # load_model's imports
+    sleeper = _write(tmp_path / "sleeper.py", '# %% tags=["parameters"]\nn: int = 1\n\n# %%\nimport time\n')
+    assert read_spec(sleeper).packages == {"time"}
