@@ -1,7 +1,7 @@
 """A kernel zygote: one process that imports the chapters' heavy libraries once and forks a kernel per run.
 
-Every chapter used to start a fresh kernel that imported torch, transformers, scipy, pandas, matplotlib and
-seaborn again (about 8 s of a chapter's 10-30 s start on two cores). A zygote imports them once; each kernel
+Every chapter used to start a fresh kernel that imported torch, transformers, scipy, pandas, matplotlib,
+seaborn and umap again (about 8 s of a chapter's 10-30 s start on two cores). A zygote imports them once; each kernel
 is a fork of it, so the chapter's first cell finds them loaded. Nothing else is shared: the zygote runs no
 code of the project (lotlib is imported by the kernel, from the files as they are when the run starts) and
 no computation, so a forked kernel starts in the state a fresh one has after the same imports.
@@ -28,13 +28,16 @@ import traceback
 
 PRELOADED = (  # what a chapter's first cell imports, heaviest first; a module that is missing is skipped
     "torch",
-    "transformers",
+    "transformers.modeling_utils",  # `import transformers` alone is lazy: what load_model resolves
+    "transformers.models.auto.modeling_auto",
+    "transformers.models.auto.tokenization_auto",
     "scipy.stats",
     "sklearn.linear_model",
     "sklearn.svm",
     "pandas",
     "seaborn",
     "plotly.graph_objects",
+    "umap",  # A7 (numba and pynndescent: 4 s)
     "IPython",  # not ipykernel.kernelapp: its class attributes read the kernel's own variables (JPY_PARENT_PID)
     "zmq",
 )
