@@ -126,9 +126,8 @@ class Zygote:
     kernel."""
 
     def __init__(self, python: str, env: dict[str, str]):
-        script = Path(__file__).with_name(
-            "zygote.py"
-        )  # run as a script: no lotlib module imported
+        # run as a script, so that no lotlib module is imported
+        script = Path(__file__).with_name("zygote.py")
         self.process = subprocess.Popen(
             [python, str(script)],
             stdin=subprocess.PIPE,

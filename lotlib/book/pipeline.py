@@ -209,9 +209,8 @@ def run_notebook(
         FORWARD_LOG: str(forward_log),
         CHECKPOINT_VARIABLE: str(checkpoints),
     }
-    if (
-        not spec.packages & FORKED_FOR
-    ):  # a light notebook: a fresh kernel (`lotlib.book.zygote`)
+    # a light notebook gets a fresh kernel, not a zygote's fork (`lotlib.book.zygote`)
+    if not spec.packages & FORKED_FOR:
         env[ZYGOTE_VARIABLE] = "0"
     start = time.perf_counter()
     try:

@@ -486,10 +486,11 @@ def judge(
     architecture's (`paper_null`); None: that book was not built, and the null is missing. Returns the row's
     verdicts, values, nulls, band and test."""
     answer, as_paper, band_ = against_paper(claim, values)
-    second = (claim.get("as_paper") or {}).get("second_reading")
-    if second is not None:
+    second_spec = (claim.get("as_paper") or {}).get("second_reading")
+    second = None
+    if second_spec is not None:
         second_answer, second_value, _ = against_paper(claim, values, "second_reading")
-        second = (second["reading"], second_answer, second_value)
+        second = (second_spec["reading"], second_answer, second_value)
     ours, nulls = values.get(claim["key"]), []
     judge_ = partial(
         outcome,
@@ -903,12 +904,10 @@ def claim_keys(claim: dict) -> set[str]:
     second reading."""
     paper = claim.get("as_paper") or {}
     keys = {claim["key"], *(n["key"] for n in claim["nulls"])}
-    second = paper.get("second_reading") or {}
-    return (
-        keys
-        | {paper[k] for k in ("key", "floor") if paper.get(k)}
-        | ({second["key"]} if second else set())
-    )
+    keys |= {paper[k] for k in ("key", "floor") if paper.get(k)}
+    if paper.get("second_reading"):
+        keys.add(paper["second_reading"]["key"])
+    return keys
 
 
 def conclude_not_applicable(
