@@ -69,7 +69,9 @@ def test_the_test_suites_books_take_their_smaller_parameters_and_pass_preflight(
         check_parameters(chapter.spec.parameters, chapter.parameters, chapter.label)
     b4 = {c.name: c for c in first if c.model == "smollm2-135m"}["b4_residuals"]
     assert b4.parameters["n_boot_paper"] == smaller["b4_residuals"]["n_boot_paper"]
-    assert b4.parameters["n_s"] == parameter_section(root, "quick")["b4_residuals"]["n_s"]  # quick's, kept
+    quick = parameter_section(root, "quick")["b4_residuals"]
+    assert "raw_coordinates" not in smaller["b4_residuals"]
+    assert b4.parameters["raw_coordinates"] == quick["raw_coordinates"]  # quick's, kept
 
 
 SWEEPER = '''# %% [markdown]
