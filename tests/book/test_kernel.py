@@ -3,7 +3,9 @@ figures, the project's code as it is now), one zygote per environment, and no ke
 import asyncio
 import json
 import os
+import sys
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -102,3 +104,24 @@ def test_the_packages_a_notebook_imports_include_those_of_its_lotlib_modules(tmp
     assert {"lotlib", "torch", "transformers"} <= read_spec(chapter).packages  # load_model's imports
     sleeper = _write(tmp_path / "sleeper.py", '# %% tags=["parameters"]\nn: int = 1\n\n# %%\nimport time\n')
     assert read_spec(sleeper).packages == {"time"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no Linux scheduling autogroups here")
+def test_a_niced_zygotes_kernels_stay_niced(tmp_path):
+    """A kernel leads a session of its own, and Linux schedules each session as a group at nice 0: the kernel
+    gives its group its zygote's niceness, so that `nice lotlib book` yields to other work."""
+    niced = tmp_path / "niced-python"
+    niced.write_text(f'#!/bin/sh\nexec nice -n 7 {sys.executable} "$@"\n')
+    niced.chmod(0o755)
+    zygote = kernel.Zygote(str(niced), dict(os.environ))
+    try:
+        pid = zygote.fork(["-f", str(tmp_path / "kernel.json")], dict(os.environ), str(tmp_path))
+        group = Path(f"/proc/{pid}/autogroup")
+        deadline = time.monotonic() + 30
+        while group.read_text().split()[-1] != "7" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert group.read_text().split()[-1] == "7" and os.getsid(pid) == pid
+        assert Path(f"/proc/{zygote.process.pid}/autogroup").read_text().split()[-1] == "0"  # its own untouched
+    finally:
+        zygote.close()
