@@ -233,3 +233,25 @@ def test_untrained_gpt2_small_is_built_at_full_size():
     assert (lm.view.n_layers, lm.view.d_model, lm.view.n_heads) == (12, 768, 12)
     ids = torch.tensor(lm.tokenizer("Simplify, simplify.")["input_ids"])[None]
     assert torch.isfinite(_logits(lm, ids)).all()
+
+
+def test_a_gguf_file_is_parsed_once_while_it_is_de_quantized(monkeypatch):
+    """transformers builds a reader for the config, the weights and the tokenizer of one GGUF; each parses the
+    whole header in Python (12-14 s for Gemma 3's vocabulary), so the de-quantization shares one."""
+    import gguf
+
+    from lotlib.models.sources import _gguf_parsed_once, _gguf_parts
+
+    made = []
+
+    class Counting(gguf.GGUFReader):
+        def __init__(self, path, mode="r"):
+            made.append(str(path))
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    path = _gguf_parts("smollm2-135m")[0]
+    with _gguf_parsed_once():
+        first, again = gguf.GGUFReader(path), gguf.GGUFReader(str(path))
+    assert first is again and made == [str(path)]
+    assert gguf.GGUFReader is Counting  # restored after the block
