@@ -8,12 +8,13 @@ no computation, so a forked kernel starts in the state a fresh one has after the
 
 The zygote reads one request per line on stdin (JSON: the kernel's arguments, working folder and complete
 environment) and answers with the forked kernel's pid. Each kernel gets its own session, as Jupyter starts
-kernels, so that an interrupt reaches it alone, and that session keeps the zygote's niceness. The zygote reaps its kernels as they end, ignores SIGINT
-(the process that asked for a kernel stops it), and ends when its stdin closes: when the process that
-started it ends, however it ends. A kernel whose zygote is gone ends within a second (ipykernel's parent
-poller). Libraries read some variables when imported (Hugging Face's offline flags and folders, the BLAS and
-OpenMP thread counts), so a zygote serves only kernels whose environment equals its own but for the per-run
-variables `RUN_VARIABLE_PREFIXES`; `lotlib.book.kernel` keeps one zygote per environment.
+kernels, so that an interrupt reaches it alone, and that session keeps the zygote's niceness. The zygote reaps
+its kernels as they end, ignores SIGINT (the process that asked for a kernel stops it), and ends when its
+stdin closes: when the process that started it ends, however it ends. A kernel whose zygote is gone ends
+within a second (ipykernel's parent poller). Libraries read some variables when imported (Hugging Face's
+offline flags and folders, the BLAS and OpenMP thread counts), so a zygote serves only kernels whose
+environment equals its own but for the per-run variables `RUN_VARIABLE_PREFIXES`; `lotlib.book.kernel` keeps
+one zygote per environment.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 
 PRELOADED = (  # what a chapter's first cell imports, heaviest first; a module that is missing is skipped
@@ -72,10 +74,10 @@ def _keep_niceness(attempts: int = 5) -> None:
     with everything else: `nice lotlib book` would yield nothing. The kernel allows an unprivileged write
     about ten times a second across the machine (EAGAIN otherwise), hence a few attempts; a system without
     autogroups has nothing to set."""
-    import time
-
     niceness = os.nice(0)
-    for _ in range(attempts if niceness > 0 else 0):
+    if niceness <= 0:
+        return
+    for _ in range(attempts):
         try:
             with open("/proc/self/autogroup", "w") as group:
                 group.write(str(niceness))
