@@ -4,9 +4,9 @@
     python benchmarks/profile_book.py --cold [--model ...] [--quick]     # build it cold first, then profile
 
 Reads each executed chapter's seconds (in all, and in forward passes timed by `ModelView.run`) from the book's
-notebooks and its untrained null's, prints one line per chapter, the totals (chapter-seconds: chapters run two
-at a time) and the ratio of the total to the forward passes: 1.0 would mean the book costs no more than its
-model. Only a cold build counts its forward passes: a chapter whose trajectories were cached shows none.
+notebooks and its null books' (its untrained variant and the paper's untrained GPT-2), prints one line per
+chapter, the totals (chapter-seconds: chapters run two at a time) and the ratio of the total to the forward
+passes: 1.0 would mean the book costs no more than its model. Only a cold build counts its forward passes: a chapter whose trajectories were cached shows none.
 `--cold` builds the book first with an empty trajectory cache in a temporary folder (the embedded model's
 de-quantized folder is reused from the usual cache, so de-quantizing is not counted).
 """
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lotlib.book.build import book_folder, build_book, null_model
+from lotlib.book.build import book_folder, build_book, null_books
 from lotlib.book.pipeline import project_root
 from lotlib.book.profile import book_profile, profile_totals
 from lotlib.models.sources import DEFAULT_MODEL
@@ -60,8 +60,8 @@ def main() -> int:
         if args.cold:
             wall = _cold_build(root, args.model, args.quick, args.null, Path(scratch))
             args.build = Path(scratch) / "build"
-        models = [args.model] + ([null_model(args.model)] if args.null else [])
-        books = {m: book_folder(root, m, args.quick, args.build) for m in models if m}
+        models = [args.model, *null_books(args.model, args.null).values()]
+        books = {m: book_folder(root, m, args.quick, args.build) for m in models}
         table = book_profile(books)
     if table.empty:
         print(
