@@ -6,7 +6,8 @@
 Reads each executed chapter's seconds (in all, and in forward passes timed by `ModelView.run`) from the book's
 notebooks and its null books' (its untrained variant and the paper's untrained GPT-2), prints one line per
 chapter, the totals (chapter-seconds: chapters run two at a time) and the ratio of the total to the forward
-passes: 1.0 would mean the book costs no more than its model. Only a cold build counts its forward passes: a chapter whose trajectories were cached shows none.
+passes: 1.0 would mean the book costs no more than its model. Only a cold build counts its forward passes: a
+chapter whose trajectories were cached shows none.
 `--cold` builds the book first with an empty trajectory cache in a temporary folder (the embedded model's
 de-quantized folder is reused from the usual cache, so de-quantizing is not counted).
 """
@@ -24,6 +25,7 @@ from lotlib.book.build import book_folder, build_book, null_books
 from lotlib.book.pipeline import project_root
 from lotlib.book.profile import book_profile, profile_totals
 from lotlib.models.sources import DEFAULT_MODEL
+from lotlib.storage.paths import CACHE_ENV, cache_root
 
 
 def _cold_build(
@@ -32,13 +34,13 @@ def _cold_build(
     """Build the book into `scratch` with a trajectory cache that holds only the de-quantized models (the usual
     cache's `models` folder, linked, not copied: a de-quantized Qwen is 6.7 GB, and its folders are read-only)."""
     cache = scratch / "cache"
-    usual = Path(os.environ.get("LOTLIB_CACHE_DIR", Path.home() / ".cache" / "lotlib"))
+    usual = cache_root()
     if (usual / "models").is_dir():
         cache.mkdir(parents=True)
         (cache / "models").symlink_to(
             (usual / "models").resolve(), target_is_directory=True
         )
-    os.environ["LOTLIB_CACHE_DIR"] = str(cache)
+    os.environ[CACHE_ENV] = str(cache)
     start = time.perf_counter()
     build_book(root, quick=quick, model=model, null=null, build=scratch / "build")
     return time.perf_counter() - start
