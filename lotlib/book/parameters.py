@@ -170,3 +170,36 @@ def check_parameters(declared: dict[str, Parameter], values: dict, where: str) -
                 kind.check(value, shape, name, merged)
             except ParameterError as err:
                 raise ParameterError(f"{where}: {err}") from None
+
+
+# the parameters that count pseudo-sentences of Walden (the others of a pilot type count other corpora)
+WALDEN_PILOTS = ("n_s", "n_s_paper")
+
+
+def walden_demand(
+    declared: dict[str, Parameter], merged: dict, d_model: int
+) -> tuple[str, Any, int] | None:
+    """The most pseudo-sentences of Walden a run asks for at width `d_model`: (parameter, its value, count)
+    over `WALDEN_PILOTS` declared with a pilot type (None, all of the corpus, asks for the least its type
+    allows: D for a full basis, 2 D for a held-out one); None when the chapter declares none."""
+    from ..models.bounds import Pilots, pilot_count
+
+    asked = []
+    for name in WALDEN_PILOTS:
+        if name not in declared:
+            continue
+        annotation = declared[name].annotation
+        kinds = [
+            a
+            for a in (typing.get_args(annotation) or (annotation,))
+            if isinstance(a, type) and issubclass(a, Pilots)
+        ]
+        if kinds:
+            value = merged[name]
+            count = (
+                kinds[0].least(d_model)
+                if value is None
+                else pilot_count(value, d_model, name)
+            )
+            asked.append((name, value, count))
+    return max(asked, key=lambda a: a[2], default=None)

@@ -14,6 +14,7 @@ Parameters are checked before anything heavy is imported: a value of the wrong t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -186,7 +187,7 @@ def run_notebook(
     from .summary import summary_of
 
     nb = jupytext.read(spec.source)
-    lacks = missing_needs(spec, parameters)
+    lacks = missing_needs(spec, parameters) or corpus_shortfall(spec, parameters)
     if lacks:
         nb = not_applicable_notebook(nb, spec.name, lacks)
     nb.metadata["kernelspec"] = {
@@ -288,6 +289,45 @@ def missing_needs(spec: NotebookSpec, parameters: dict) -> list[str]:
     model = str({**spec.defaults, **parameters}["model"])
     lacks = lacking(load_config(model).get("model_type", ""))
     return [lacks[need] for need in spec.needs if need in lacks]
+
+
+def corpus_shortfall(spec: NotebookSpec, parameters: dict) -> list[str]:
+    """Why Walden is too short for a run of `spec`, in one line ([] when it is long enough): the most
+    pseudo-sentences the run asks for (`parameters.walden_demand`, from the model's width) against those
+    Walden gives at the run's `n_k` with the model's tokenizer (the tokenizer alone is loaded)."""
+    merged = {**spec.defaults, **parameters}
+    if not isinstance(merged.get("model"), str) or "n_k" not in merged:
+        return []
+    from ..models.bounds import model_shape
+    from .parameters import walden_demand
+
+    model, n_k = merged["model"], merged["n_k"]
+    d_model = model_shape(model).d_model
+    demand = walden_demand(spec.parameters, merged, d_model)
+    if demand is None:
+        return []
+    name, value, wanted = demand
+    have = walden_tokens(model) // n_k
+    if wanted <= have:
+        return []
+    asked = "None (all of Walden)" if value is None else repr(value)
+    return [
+        (
+            f"Walden cuts into {have} pseudo-sentences of {n_k} tokens with {model}'s tokenizer, and {name} = "
+            f"{asked} needs {wanted} at its width D = {d_model}: the corpus is too short for this chapter's "
+            f"bases (the paper's wider models read all of Walden, fewer pilots than D); a smaller n_k or a "
+            f"lower {name} would fit"
+        )
+    ]
+
+
+@functools.lru_cache(maxsize=16)
+def walden_tokens(model: str) -> int:
+    """Walden's length in tokens of `model`'s tokenizer (cached for the process: a book asks once per model)."""
+    from ..models.corpus import walden_length
+    from ..models.loading import load_tokenizer
+
+    return walden_length(load_tokenizer(model))
 
 
 def not_applicable_notebook(nb, name: str, lacks: list[str]):

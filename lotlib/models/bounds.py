@@ -230,6 +230,11 @@ class Pilots(Bounded):
     def check(value, shape, param, values):
         pilot_count(value, shape.d_model, param, model=shape.name)
 
+    @staticmethod
+    def least(d_model: int) -> int:
+        """The fewest pilots the type allows at width `d_model` (what None, all of the corpus, must reach)."""
+        return 1
+
 
 class FullBasis(Pilots):
     """`Pilots`, at least the width D (a chapter that needs a full D x D basis)."""
@@ -239,6 +244,10 @@ class FullBasis(Pilots):
     @staticmethod
     def check(value, shape, param, values):
         pilot_count(value, shape.d_model, param, at_least_width=True, model=shape.name)
+
+    @staticmethod
+    def least(d_model: int) -> int:
+        return d_model
 
 
 class HeldOutBasis(Pilots):
@@ -255,6 +264,10 @@ class HeldOutBasis(Pilots):
                 f"least 2 D = {2 * shape.d_model}: the bases are fitted on half of them and the other half "
                 f"is scored. Raise {param} (or None, all of the corpus)"
             )
+
+    @staticmethod
+    def least(d_model: int) -> int:
+        return 2 * d_model
 
 
 class PaperPilots(FullBasis):

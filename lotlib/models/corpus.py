@@ -60,6 +60,14 @@ def bos_prefix(tokenizer, bos: bool | None = None) -> list[int]:
     return [tokenizer.bos_token_id] if bos else []
 
 
+def token_ids(text: str, tokenizer) -> np.ndarray:
+    """`text` with its whitespace collapsed, tokenized once without special tokens: `(n_tokens,)` int64."""
+    return np.asarray(
+        tokenizer(" ".join(text.split()), add_special_tokens=False)["input_ids"],
+        dtype=np.int64,
+    )
+
+
 def pseudo_sentences(
     text: str,
     tokenizer,
@@ -77,10 +85,7 @@ def pseudo_sentences(
         raise ValueError(
             f"n_k must be at least 2 tokens (a pilot and one token of context), got {n_k}"
         )
-    ids = np.asarray(
-        tokenizer(" ".join(text.split()), add_special_tokens=False)["input_ids"],
-        dtype=np.int64,
-    )
+    ids = token_ids(text, tokenizer)
     if len(ids) < 2:
         raise ValueError(
             f"the text {name!r} has {len(ids)} token(s): there is nothing to cut into pseudo-sentences "
@@ -114,6 +119,11 @@ def walden(
     return pseudo_sentences(
         read_text("walden.txt"), tokenizer, n_k, n_s, bos, name="walden"
     )
+
+
+def walden_length(tokenizer) -> int:
+    """Walden's length in tokens of `tokenizer`: `walden(tokenizer, n_k)` cuts it into length // n_k."""
+    return len(token_ids(read_text("walden.txt"), tokenizer))
 
 
 def gibberish(

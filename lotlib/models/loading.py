@@ -165,6 +165,22 @@ def load_model(
     )
 
 
+def load_tokenizer(name: str = DEFAULT_MODEL):
+    """The tokenizer `load_model(name)` gives, without reading the weights (an untrained published
+    architecture's is GPT-2's)."""
+    name, untrained = split_name(name)
+    if untrained and published_size(name) is not None:
+        return gpt2_tokenizer()
+    return _tokenizer(name, model_source(name))
+
+
+def _tokenizer(name: str, source):
+    try:
+        return AutoTokenizer.from_pretrained(source.path, revision=source.hub_revision)
+    except OSError as err:
+        raise not_found(name, err) from err
+
+
 def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
     source = model_source(name)
     placement = {} if device.type == "cpu" else {"device_map": str(device)}
@@ -174,10 +190,9 @@ def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
         hf = model_class(config).from_pretrained(
             source.path, dtype=dtype, **placement, **pinned
         )
-        tokenizer = AutoTokenizer.from_pretrained(source.path, **pinned)
     except OSError as err:
         raise not_found(name, err) from err
-    return hf.to(device), tokenizer, source
+    return hf.to(device), _tokenizer(name, source), source
 
 
 def model_class(config):

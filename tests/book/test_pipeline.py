@@ -404,6 +404,52 @@ NEEDING_CLAIMS = """
 """
 
 
+SHORT = """# %% [markdown]
+# # A chapter of many pilots
+#
+# **What you will see.** A basis of the whole width.
+
+# %% tags=["parameters"]
+model: str = "smollm2-135m"  # embedded name, local folder or hub id
+n_k: "Tokens" = 50  # tokens per pseudo-sentence
+n_s: "FullBasis | None" = "60D"  # pseudo-sentences of Walden
+
+# %%
+print("ran")
+"""
+
+
+@pytest.mark.slow
+def test_a_chapter_that_needs_more_of_walden_than_there_is_is_a_page_saying_so(tmp_path, tiny_gpt2_dir):
+    """Walden cut with GPT-2's tokenizer into pseudo-sentences of 50 tokens gives fewer than 60 D = 3,840 of a
+    64-wide model: the page says how many it gives and how many the parameter needs, and nothing runs; the
+    same chapter at D pilots, or at 10 tokens (five times the pseudo-sentences), runs."""
+    from lotlib.book.pipeline import walden_tokens
+    from lotlib.models.corpus import walden
+    from lotlib.models.sources import gpt2_tokenizer
+
+    for folder in ("book/claims", "notebooks"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "book" / "_config.yml").write_text("title: t\n")
+    (tmp_path / "book" / "claims" / "short.yml").write_text(NEEDING_CLAIMS)
+    source = tmp_path / "notebooks" / "short.py"
+    source.write_text(SHORT)
+    have = len(walden(gpt2_tokenizer(), n_k=50).ids)
+    assert walden_tokens(str(tiny_gpt2_dir)) // 50 == have < 3840
+    out = tmp_path / "out" / "short.ipynb"
+    run_notebook(source, out, {"model": str(tiny_gpt2_dir)}, progress=False)
+    page = nbformat.read(out, 4)
+    text = "\n".join(c.source for c in page.cells)
+    assert "Not applicable to this model" in text and "ran" not in _printed(page)
+    assert f"Walden cuts into {have} pseudo-sentences of 50 tokens" in text and "needs 3840" in text
+    values = json.loads(out.with_suffix(".summary.json").read_text())["values"]
+    assert all("Walden cuts into" in v["not_applicable"] for v in values.values())
+    for name, parameters in (("at-D", {"n_s": "D"}), ("at-10-tokens", {"n_k": 10})):
+        ran = run_notebook(source, tmp_path / name / "short.ipynb", {"model": str(tiny_gpt2_dir), **parameters},
+                           progress=False)
+        assert "ran" in _printed(nbformat.read(ran, 4))
+
+
 def test_the_header_says_what_a_chapter_needs_of_a_model():
     from lotlib.book.spec import header_needs
 
