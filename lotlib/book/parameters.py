@@ -179,12 +179,13 @@ WALDEN_PILOTS = ("n_s", "n_s_paper")
 def walden_demand(
     declared: dict[str, Parameter], merged: dict, d_model: int
 ) -> tuple[str, Any, int] | None:
-    """The most pseudo-sentences of Walden a run asks for at width `d_model`: (parameter, its value, count)
-    over `WALDEN_PILOTS` declared with a pilot type (None, all of the corpus, asks for the least its type
-    allows: D for a full basis, 2 D for a held-out one); None when the chapter declares none."""
-    from ..models.bounds import Pilots, pilot_count
+    """The fewest pseudo-sentences of Walden a run needs at width `d_model`: (parameter, its value, count)
+    over `WALDEN_PILOTS` declared with a pilot type. A count of `PaperPilots` is a subset drawn whole; the
+    others cap what is read, so they need only the least their type allows (D for a full basis, 2 D for a
+    held-out one). None when the chapter declares none."""
+    from ..models.bounds import PaperPilots, Pilots, pilot_count
 
-    asked = []
+    needed = []
     for name in WALDEN_PILOTS:
         if name not in declared:
             continue
@@ -196,10 +197,9 @@ def walden_demand(
         ]
         if kinds:
             value = merged[name]
+            whole = issubclass(kinds[0], PaperPilots) and value is not None
             count = (
-                kinds[0].least(d_model)
-                if value is None
-                else pilot_count(value, d_model, name)
+                pilot_count(value, d_model, name) if whole else kinds[0].least(d_model)
             )
-            asked.append((name, value, count))
-    return max(asked, key=lambda a: a[2], default=None)
+            needed.append((name, value, count))
+    return max(needed, key=lambda a: a[2], default=None)

@@ -292,8 +292,8 @@ def missing_needs(spec: NotebookSpec, parameters: dict) -> list[str]:
 
 
 def corpus_shortfall(spec: NotebookSpec, parameters: dict) -> list[str]:
-    """Why Walden is too short for a run of `spec`, in one line ([] when it is long enough): the most
-    pseudo-sentences the run asks for (`parameters.walden_demand`, from the model's width) against those
+    """Why Walden is too short for a run of `spec`, in one line ([] when it is long enough): the fewest
+    pseudo-sentences the run needs (`parameters.walden_demand`, from the model's width) against those
     Walden gives at the run's `n_k` with the model's tokenizer (the tokenizer alone is loaded)."""
     merged = {**spec.defaults, **parameters}
     if not isinstance(merged.get("model"), str) or "n_k" not in merged:
@@ -314,7 +314,7 @@ def corpus_shortfall(spec: NotebookSpec, parameters: dict) -> list[str]:
     return [
         (
             f"Walden cuts into {have} pseudo-sentences of {n_k} tokens with {model}'s tokenizer, and {name} = "
-            f"{asked} needs {wanted} at its width D = {d_model}: the corpus is too short for this chapter's "
+            f"{asked} needs at least {wanted} at its width D = {d_model}: the corpus is too short for this chapter's "
             f"bases (the paper's wider models read all of Walden, fewer pilots than D); a smaller n_k or a "
             f"lower {name} would fit"
         )
