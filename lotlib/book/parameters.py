@@ -22,7 +22,15 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..models.bounds import TYPES, Bounded, ParameterError, model_shape
+from ..models.bounds import (
+    TYPES,
+    Bounded,
+    PaperPilots,
+    ParameterError,
+    Pilots,
+    model_shape,
+    pilot_count,
+)
 
 # the weights' dtypes `load_model` takes (`loading.DTYPES`, not imported here: it imports torch)
 Dtype = Literal["float32", "bfloat16", "float16"]
@@ -183,8 +191,6 @@ def walden_demand(
     over `WALDEN_PILOTS` declared with a pilot type. A count of `PaperPilots` is a subset drawn whole; the
     others cap what is read, so they need only the least their type allows (D for a full basis, 2 D for a
     held-out one). None when the chapter declares none."""
-    from ..models.bounds import PaperPilots, Pilots, pilot_count
-
     needed = []
     for name in WALDEN_PILOTS:
         if name not in declared:

@@ -431,12 +431,7 @@ def test_a_chapter_that_needs_more_of_walden_than_there_is_is_a_page_saying_so(t
     from lotlib.models.corpus import walden
     from lotlib.models.sources import gpt2_tokenizer
 
-    for folder in ("book/claims", "notebooks"):
-        (tmp_path / folder).mkdir(parents=True)
-    (tmp_path / "book" / "_config.yml").write_text("title: t\n")
-    (tmp_path / "book" / "claims" / "short.yml").write_text(NEEDING_CLAIMS)
-    source = tmp_path / "notebooks" / "short.py"
-    source.write_text(SHORT)
+    source = _one_chapter_project(tmp_path, "short", SHORT)
     have = len(walden(gpt2_tokenizer(), n_k=50).ids)
     declared = read_spec(source).parameters
     caps = {"model": "m", "n_k": 50, "n_s": None, "n_s_paper": None}
@@ -457,6 +452,17 @@ def test_a_chapter_that_needs_more_of_walden_than_there_is_is_a_page_saying_so(t
         assert "ran" in _printed(nbformat.read(ran, 4))
 
 
+def _one_chapter_project(root: Path, name: str, code: str) -> Path:
+    """A project at `root` with one chapter `name` (`code`) and the claims `NEEDING_CLAIMS`: the chapter's path."""
+    for folder in ("book/claims", "notebooks"):
+        (root / folder).mkdir(parents=True)
+    (root / "book" / "_config.yml").write_text("title: t\n")
+    (root / "book" / "claims" / f"{name}.yml").write_text(NEEDING_CLAIMS)
+    source = root / "notebooks" / f"{name}.py"
+    source.write_text(code)
+    return source
+
+
 def test_the_header_says_what_a_chapter_needs_of_a_model():
     from lotlib.book.spec import header_needs
 
@@ -472,12 +478,7 @@ def test_a_chapter_that_needs_what_the_model_lacks_is_a_page_saying_so(tmp_path,
     (less the paragraph quoting run values), says why in one line, and records every key its claims read
     (value, null, the paper protocol's) as not applicable. On a causal LM the same chapter runs (and here
     raises)."""
-    for folder in ("book/claims", "notebooks"):
-        (tmp_path / folder).mkdir(parents=True)
-    (tmp_path / "book" / "_config.yml").write_text("title: t\n")
-    (tmp_path / "book" / "claims" / "needing.yml").write_text(NEEDING_CLAIMS)
-    source = tmp_path / "notebooks" / "needing.py"
-    source.write_text(NEEDING)
+    source = _one_chapter_project(tmp_path, "needing", NEEDING)
     out = tmp_path / "out" / "needing.ipynb"
     run_notebook(source, out, {"model": str(tiny_bert_dir)}, progress=False)
     values = json.loads(out.with_suffix(".summary.json").read_text())["values"]
