@@ -643,7 +643,7 @@ def refitted_pairs(
     refitting every fitted step on its own draw: the uncentered SVD per layer of the drawn pilots with their
     repeats (`authors_protocol.weighted_bases`, k = min(distinct pilots, D)) and their alignment, on the
     block outputs x(1)..x(L) (the pairs' layers: the same pairs of columns as aligned from layer 0), then Eq. 1
-    and the moments over the drawn pilots (`pair_statistics`). Returns `trace` (tr Cov w) and `kurtosis`
+    and the moments over the drawn pilots, each distinct one weighted by its count (`pair_statistics`). Returns `trace` (tr Cov w) and `kurtosis`
     (the coordinates' bias-corrected excess kurtosis weighted by their variance, as `residuals.resampled_pairs`) `(B, T, T)`
     indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`."""
     from .authors_protocol import weighted_bases
@@ -660,8 +660,11 @@ def refitted_pairs(
         U, S = align_bases(
             *weighted_bases(torch.from_numpy(layers_first), torch.from_numpy(counts))
         )
-        Y = np.repeat(singular_coordinates(blocks[drawn], U), counts, axis=0)
-        stats = pair_statistics(Y, S, np.arange(len(U)), progress=False)
+        Y = singular_coordinates(blocks[drawn], U)
+        share = counts / counts.sum()  # each drawn pilot's weight in the draw
+        centered = X[drawn].astype(np.float64)
+        centered -= np.einsum("n,ntd->td", share, centered)
+        stats = pair_statistics(Y, S, np.arange(len(U)), counts=counts)
         var = np.pad(stats.var, ((1, 0), (1, 0), (0, 0)), constant_values=np.nan)
         kurtosis = np.pad(
             unbiased_excess_kurtosis(stats.kurtosis, counts.sum()),
@@ -671,7 +674,7 @@ def refitted_pairs(
         return {
             "trace": var.sum(-1),
             "kurtosis": (var * kurtosis).sum(-1) / var.sum(-1),
-            "spread": X[np.repeat(drawn, counts)].astype(np.float64).var(0).sum(-1),
+            "spread": np.einsum("n,ntd,ntd->t", share, centered, centered),
             "k": U.shape[-1],
         }
 

@@ -87,19 +87,30 @@ class PairStatistics:
         return np.mean(np.abs(self.kurtosis), axis=-1)
 
 
+EXPANSION_FLOOR = 1e-6  # least residual variance, relative to its two terms', that the moment expansion resolves
+
+
 def pair_statistics(
     Y: np.ndarray,
     S: np.ndarray,
     layers,
     U: np.ndarray | None = None,
     progress: bool = True,
+    counts: np.ndarray | None = None,
 ) -> PairStatistics:
-    """Residual statistics for every pair t < t + tau of `layers` (consecutive integers), vectorized over
-    the ensemble and over t for each tau. Y `(N, T, k)` from `singular_coordinates`, S `(T, k)` aligned.
-    Without U: statistics of the coordinates in the aligned basis U(t+tau) (`basis='singular'`); with
-    U `(T, D, k)`: of the raw residual-stream coordinates w = U(t+tau) (...) (`basis='raw'`, one
-    `(N, k) x (k, D)` product per pair)."""
+    """Residual statistics for every pair t < t + tau of `layers` (consecutive integers), Y `(N, T, k)` from
+    `singular_coordinates`, S `(T, k)` aligned, pilot n counted `counts[n]` times (None: once each).
+    Without U: statistics of the coordinates in the aligned basis U(t+tau) (`basis='singular'`), from the
+    layers' cross-moments (`singular_pair_moments`) where they resolve every residual; with U `(T, D, k)`: of
+    the raw residual-stream coordinates w = U(t+tau) (...) (`basis='raw'`, one `(N, k) x (k, D)` product per
+    pair). Otherwise each pair's residuals are formed, vectorized over the ensemble and over t for each tau."""
     layers = np.asarray(layers)
+    if U is None:
+        expanded = singular_pair_moments(Y, S, layers, counts)
+        if expanded is not None:
+            return expanded
+    if counts is not None:
+        Y = np.repeat(Y, counts, axis=0)
     T = Y.shape[1]
     k = Y.shape[2] if U is None else U.shape[1]
     out = {name: np.full((T, T, k), np.nan) for name in ("z", "var", "kurtosis")}
@@ -118,6 +129,55 @@ def pair_statistics(
         for name, value in zip(("z", "var", "kurtosis"), coordinate_moments(W)):
             out[name][t, t + tau] = value
     return PairStatistics(**out, basis="singular" if U is None else "raw")
+
+
+def singular_pair_moments(
+    Y: np.ndarray, S: np.ndarray, layers: np.ndarray, counts: np.ndarray | None = None
+) -> PairStatistics | None:
+    """`pair_statistics` in the aligned singular basis without forming any residual, or None where that
+    would lose precision. Coordinate i of w(t, s) is Z_s - r Z_t plus its mean, with Z the coordinates
+    centered per layer and r = S[s, i] / S[t, i], so its central moments expand into moments of two layers:
+    m2 = E Z_s^2 - 2 r E Z_s Z_t + r^2 E Z_t^2 and
+    m4 = E Z_s^4 - 4 r E Z_s^3 Z_t + 6 r^2 E Z_s^2 Z_t^2 - 4 r^3 E Z_s Z_t^3 + r^4 E Z_t^4.
+    Three weighted `(k, m, N) x (k, N, m)` products (torch, float64) over the m `layers` give every pair at
+    once. The expansion subtracts terms larger than the residual's (m4 keeps about 16 - 2 log10(E Z^2 / m2)
+    digits), so it declines (None) when a residual's variance is below `EXPANSION_FLOOR` of its two terms'."""
+    import torch
+
+    N, T, k = Y.shape
+    w = torch.ones(N, dtype=torch.float64)
+    if counts is not None:
+        w = torch.as_tensor(counts, dtype=torch.float64)
+    n = float(w.sum())
+    Z = torch.from_numpy(np.ascontiguousarray(Y[:, layers])).double()
+    Z = Z.permute(2, 1, 0).contiguous()  # (k, m, N)
+    mean = Z @ w / n  # (k, m)
+    Z -= mean[..., None]
+    Zw, Z2 = Z * w, Z * Z
+    # E11[i, a, b] = E Z_a Z_b, E22 = E Z_a^2 Z_b^2, E31 = E Z_a^3 Z_b, for layers a, b of `layers`
+    E11, E22, E31 = (
+        (A @ B.mT / n).numpy() for A, B in ((Zw, Z), (Z2 * w, Z2), (Z2 * Zw, Z))
+    )
+    mean = mean.numpy()
+    a, b = np.triu_indices(len(layers), 1)  # departure a, arrival b
+    r = (S[layers[b]] / S[layers[a]]).T  # (k, pairs)
+    terms = E11[:, b, b] + r**2 * E11[:, a, a]
+    var = terms - 2 * r * E11[:, b, a]
+    if not np.all(var > EXPANSION_FLOOR * terms):
+        return None
+    m4 = (
+        E22[:, b, b]
+        - 4 * r * E31[:, b, a]
+        + 6 * r**2 * E22[:, b, a]
+        - 4 * r**3 * E31[:, a, b]
+        + r**4 * E22[:, a, a]
+    )
+    out = {name: np.full((T, T, k), np.nan) for name in ("z", "var", "kurtosis")}
+    t, s = layers[a], layers[b]
+    out["z"][t, s] = ((mean[:, b] - r * mean[:, a]) / np.sqrt(var)).T
+    out["var"][t, s] = var.T
+    out["kurtosis"][t, s] = (m4 / var**2 - 3.0).T
+    return PairStatistics(**out, basis="singular")
 
 
 def pair_mask(T: int, first: int, last: int) -> np.ndarray:

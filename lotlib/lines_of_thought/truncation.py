@@ -64,10 +64,13 @@ def kl(logp: Tensor, logq: Tensor) -> Tensor:
     return (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
 
 
-def top_overlap(logp: Tensor, logq: Tensor, top: int = 5) -> Tensor:
-    """How many of the `top` most likely tokens of p are among the `top` most likely of q, row by row,
-    from log-probabilities `(n, V)`: `(n,)` integers 0..top."""
-    a, b = logp.topk(top, dim=-1).indices, logq.topk(top, dim=-1).indices
+def top_tokens(logp: Tensor, top: int = 5) -> Tensor:
+    """The `top` most likely tokens of each row of log-probabilities `(n, V)`: `(n, top)` ids."""
+    return logp.topk(top, dim=-1).indices
+
+
+def shared_tokens(a: Tensor, b: Tensor) -> Tensor:
+    """How many of the ids in each row of `a` `(n, top)` are in the same row of `b` `(n, top)`: `(n,)`."""
     return (a[:, :, None] == b[:, None, :]).sum((1, 2))
 
 
@@ -149,10 +152,11 @@ def truncation_scores(
             x[start : start + batch_size], dtype=torch.float32, device=view.device
         )
         logp = next_token_logprobs(view, rows)
+        reference = top_tokens(logp, top)
         for j, truncated in enumerate(readout.logprobs(rows, ks)):
             divergence[j, start : start + len(rows)] = kl(truncated, logp).cpu().numpy()
             overlap[j, start : start + len(rows)] = (
-                top_overlap(truncated, logp, top).cpu().numpy()
+                shared_tokens(top_tokens(truncated, top), reference).cpu().numpy()
             )
     return Truncation(list(ks), divergence, overlap, top)
 
@@ -234,13 +238,16 @@ def propagated_truncation(
         )
         if targets is not None:
             full_loss[rows], full_top1[rows] = _next_token_scores(logp, targets[rows])
+        reference = top_tokens(logp, top)
         for j, K in enumerate(ks):
             truncated = next_token_logprobs(
                 view,
                 _pilot_last_state(view, pilot, copy.deepcopy(prefix), bases[:, :, :K]),
             )
             divergence[j, rows] = kl(truncated, logp).cpu().numpy()
-            overlap[j, rows] = top_overlap(truncated, logp, top).cpu().numpy()
+            overlap[j, rows] = (
+                shared_tokens(top_tokens(truncated, top), reference).cpu().numpy()
+            )
             if targets is not None:
                 loss[j, rows], top1[j, rows] = _next_token_scores(
                     truncated, targets[rows]

@@ -390,7 +390,8 @@ def test_refitted_pairs_refit_the_bases_on_each_resample(N, D):
         corrected = ((n + 1) * stats.kurtosis + 6) * (n - 1) / ((n - 2) * (n - 3))
         kurtosis = (stats.var * corrected).sum(-1) / trace
         np.testing.assert_allclose(rows["kurtosis"][r, 1:, 1:][mask[1:, 1:]], kurtosis[mask[1:, 1:]], atol=1e-3)
-        np.testing.assert_allclose(rows["spread"][r], X[drawn].astype(np.float64).var(0).sum(-1), rtol=1e-6)
+        np.testing.assert_allclose(  # layer 0 is one point: a spread of 0 up to rounding
+            rows["spread"][r], X[drawn].astype(np.float64).var(0).sum(-1), rtol=1e-6, atol=1e-12)
         assert rows["k"][r] == min(len(np.unique(drawn)), D)
     Ua, Sa = align_bases(*ensemble_svd(X))  # the sample: B4's fixed-basis moments
     fixed = resampled_pairs(singular_coordinates(X, Ua), Sa, np.arange(1, 5), weights, progress=False)

@@ -10,7 +10,7 @@ from lotlib.lines_of_thought.residuals import (PairLayers, coordinate_moments, f
                                                law_subsets, offdiagonal_correlation, pair_mask, pair_statistics,
                                                percentile_estimate, resampled_pairs, residual_consistency,
                                                residual_coordinates, residual_nulls, shuffled_pilots,
-                                               singular_coordinates, tau1_variances)
+                                               singular_coordinates, singular_pair_moments, tau1_variances)
 
 
 def _gaussian_layers(N=4000, T=4, D=6, seed=0):
@@ -62,6 +62,28 @@ def test_vectorized_statistics_equal_a_direct_loop():
                 np.testing.assert_allclose(result.z[t, s], W.mean(0) / W.std(0), rtol=1e-3, atol=1e-4)
                 np.testing.assert_allclose(result.var[t, s], W.var(0), rtol=1e-3)
                 np.testing.assert_allclose(result.kurtosis[t, s], stats.kurtosis(W, axis=0), rtol=1e-3, atol=1e-3)
+
+
+def test_counted_pilots_give_the_statistics_of_the_pilots_repeated():
+    rng = np.random.default_rng(4)
+    X = rng.standard_t(df=5, size=(120, 5, 4)) + 1.0
+    U, S = align_bases(*ensemble_svd(X))
+    Y, layers = singular_coordinates(X, U), np.arange(1, 5)
+    counts = rng.integers(1, 4, len(X))
+    for basis in (None, U):
+        counted = pair_statistics(Y, S, layers, U=basis, counts=counts, progress=False)
+        repeated = pair_statistics(np.repeat(Y, counts, axis=0), S, layers, U=basis, progress=False)
+        for name in ("z", "var", "kurtosis"):
+            np.testing.assert_allclose(getattr(counted, name), getattr(repeated, name), rtol=1e-4, atol=1e-5)
+    # a residual far smaller than the states it is the difference of: the expansion declines, and the
+    # residuals formed keep their moments
+    Y = rng.standard_normal((400, 2, 3)).astype(np.float32) * 100
+    Y[:, 1] = Y[:, 0] + rng.standard_normal((400, 3)).astype(np.float32) * 1e-2
+    w = Y[:, 1].astype(np.float64) - Y[:, 0]
+    assert singular_pair_moments(Y, np.ones((2, 3)), np.arange(2)) is None
+    small = pair_statistics(Y, np.ones((2, 3)), np.arange(2), progress=False)
+    np.testing.assert_allclose(small.var[0, 1], w.var(0), rtol=1e-3)
+    np.testing.assert_allclose(small.kurtosis[0, 1], stats.kurtosis(w, axis=0), atol=0.05)
 
 
 def test_coordinate_moments_of_known_distributions():

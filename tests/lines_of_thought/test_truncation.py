@@ -7,7 +7,7 @@ from lotlib import capture, gibberish, load_model
 from lotlib.lines_of_thought.ensemble import ensemble_svd
 from lotlib.lines_of_thought.truncation import (TruncatedReadout, consecutive_kl, kl, next_token_logprobs,
                                                 propagated_truncated_kl,
-                                                propagated_truncation, top_overlap, truncated_kl, truncation_scores)
+                                                propagated_truncation, shared_tokens, top_tokens, truncated_kl, truncation_scores)
 
 
 @pytest.fixture(params=["tiny_gpt2_dir", "tiny_llama_dir"])
@@ -88,11 +88,12 @@ def test_propagated_truncation_matches_full_forward_passes_with_hooks(tiny):
     assert ours[0].mean() > 0
 
 
-def test_top_overlap_counts_shared_tokens():
+def test_top_tokens_and_the_count_of_shared_ones():
     logp = torch.log_softmax(torch.tensor([[5.0, 4.0, 3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]), -1)
     logq = torch.log_softmax(torch.tensor([[5.0, 0.0, 4.0, 1.0, 2.0, 3.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]]), -1)
-    np.testing.assert_array_equal(top_overlap(logp, logq, top=3).numpy(), [2, 0])
-    np.testing.assert_array_equal(top_overlap(logp, logp, top=3).numpy(), [3, 3])
+    np.testing.assert_array_equal(top_tokens(logp, 3).numpy(), [[0, 1, 2], [5, 4, 3]])
+    np.testing.assert_array_equal(shared_tokens(top_tokens(logp, 3), top_tokens(logq, 3)).numpy(), [2, 0])
+    np.testing.assert_array_equal(shared_tokens(top_tokens(logp, 3), top_tokens(logp, 3)).numpy(), [3, 3])
 
 
 def test_scores_keep_every_top_token_at_full_rank_and_lose_some_at_rank_one(tiny):
