@@ -44,7 +44,9 @@
 # - **The truncation protocol of panel (c)** is described in its section; both readings are computed.
 # - **How many pilots.** The paper used about 2,900 pseudo-sentences for GPT-2 medium's D = 1024, N_s ≈ 2.8 D,
 #   and its truncation basis is fit on the very pilots it truncates, so its numbers depend on N_s. Panel (c)
-#   is computed at the book's N_s and at N_s = round(2.8 D) (a seeded subset), each with its own basis.
+#   is computed at the book's N_s and at N_s = round(2.8 D) (a seeded subset), each with its own basis. A
+#   wider model's tokenizer can cut Walden into fewer than 2.8 D pseudo-sentences; then the paper's N_s is
+#   all of them, as it must have been for the paper's 7B models (D = 4,096).
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -68,13 +70,17 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures, truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.lines_of_thought.authors_protocol import paper_pilots
+from lotlib.lines_of_thought.authors_protocol import (
+    paper_pilots,
+    paper_pilots_label,
+)
 from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
 X, L, D = ens.X, ens.L, ens.D  # X: (N_s, L+1, D)
-paper_set = paper_pilots(ens.n_s, D, n_s_paper, seed, model=ens.lm.name)
+paper_set = paper_pilots(ens.n_s, D, n_s_paper, seed, model=ens.lm.name, cap=n_s)
+glue("n_s_paper_rule", paper_pilots_label(len(paper_set), D, n_s_paper))
 U, S = ensemble.ensemble_svd(X)  # per layer, sorted by decreasing singular value
 U_al, S_al = ensemble.align_bases(
     U, S, reference=L // 2
@@ -154,9 +160,10 @@ glue("spectrum_slope_first", slopes[1])
 # K = D the basis spans every pilot's state, so both protocols give p_D = p up to rounding (the authors'
 # reference "K = D" is p itself).
 #
-# Everything is computed twice, each time by the paper's protocol (the basis fit on the very pilots it
-# truncates): on the book's {glue:text}`n_s` pilots and on N_s = round(2.8 D) = {glue:text}`n_s_paper`
-# of them. Bands and intervals come from {glue:text}`n_rep` repetitions, each drawing the sample's pilots
+# Everything is computed twice (once when both are all of Walden), each time by the paper's protocol (the
+# basis fit on the very pilots it truncates): on the book's {glue:text}`n_s` pilots and on the paper's N_s,
+# {glue:text}`n_s_paper_rule`.
+# Bands and intervals come from {glue:text}`n_rep` repetitions, each drawing the sample's pilots
 # with replacement, **refitting the basis on the draw** and rescoring; the 95% percentile band of the
 # repetitions is moved onto the sample's curve (a draw holds about 63% distinct pilots, and a basis fit on
 # fewer distinct pilots fits them more closely, which shifts every repetition the same way).
@@ -168,7 +175,10 @@ runs = truncation.truncation_at_sizes(
     ens.corpus.ids,
     X,
     ks,
-    {f"N_s = {ens.n_s}": np.arange(ens.n_s), "N_s = 2.8 D": paper_set},
+    {
+        f"N_s = {ens.n_s}": np.arange(ens.n_s),
+        f"paper's N_s = {len(paper_set)}": paper_set,
+    },
     n_truncated,
     n_propagated,
     n_rep=n_rep,
@@ -214,8 +224,8 @@ for key, at in (
     glue(f"{key}_paper_word", side_word(measured, versus, at))
 
 # %% [markdown]
-# **What to notice.** Like for like with the paper (its protocol, N_s = 2.8 D = {glue:text}`n_s_paper`
-# pilots, last layer), KL(D/4)/KL(1) is {glue:text}`kl_drop_last_layer_paper_ns`,
+# **What to notice.** Like for like with the paper (its protocol, N_s = {glue:text}`n_s_paper_rule`, last
+# layer), KL(D/4)/KL(1) is {glue:text}`kl_drop_last_layer_paper_ns`,
 # {glue:text}`kl_drop_paper_word` the paper's 0.1 (its "dropped about 90%"); the KL at D/4 is
 # {glue:text}`kl_quarter_d_last_layer_paper_ns` nats, {glue:text}`kl_quarter_d_paper_word` its 0.5 nats
 # at K = 256; the top-5 overlap is {glue:text}`overlap_quarter_d_last_layer_paper_ns`,
@@ -233,7 +243,7 @@ for key, at in (
 # **How many pilots.** The basis is fit on the very pilots it truncates, as in the paper. With N_s close to
 # D the top K directions fit those pilots more closely than they would fit new ones, and every number in
 # this table looks better than with more pilots. Compare runs at the same N_s only: the paper's ratio,
-# 2.8 D, is the column to set beside its numbers.
+# 2.8 D (or all of Walden where that is less), is the column to set beside its numbers.
 #
 # **The consecutive-sentence baseline.** The paper draws a horizontal line in this figure: the median KL
 # between the true distributions of consecutive (unrelated) pseudo-sentences. It cannot locate K0 when the

@@ -231,7 +231,8 @@ law_subset_table(fits, pairs)
 # `lotlib.lines_of_thought.authors_protocol`):
 #
 # - N_s = {glue:text}`paper_n_s` pilots, a seeded subset of the ensemble at the paper's ratio of pilots to
-#   width (about 2,900 for D = 1024: `n_s_paper` = 2.8 D);
+#   width (about 2,900 for D = 1024: `n_s_paper` = 2.8 D), or all of Walden where a wide model's tokenizer
+#   cuts it into fewer;
 # - the block outputs t = 1..L, without the embedding; x(L) read twice: before the final norm (the paper's
 #   definition of a block output) and after it (what the authors' extraction, Hugging Face's hidden states,
 #   stores);
@@ -261,7 +262,7 @@ law_subset_table(fits, pairs)
 # be negative).
 
 # %%
-picked = paper_pilots(ens.n_s, ens.D, n_s_paper, seed, model=ens.lm.name)
+picked = paper_pilots(ens.n_s, ens.D, n_s_paper, seed, model=ens.lm.name, cap=n_s)
 runs = paper_ensembles(ens.X[picked], ens.lm.view, n_boot_paper, seed)
 protocol = {
     "fit_first": pairs.fit_first,
@@ -311,7 +312,7 @@ glue("lambda_cloud_share", lambdas[0] / lambdas[1])
 
 # %%
 X_book = authors_trajectories(ens.X)
-at_width = paper_pilots(ens.n_s, ens.D, "D", seed, model=ens.lm.name)
+at_width = paper_pilots(ens.n_s, ens.D, "D", seed, model=ens.lm.name, cap=n_s)
 at_d = authors_residual_statistics(X_book[at_width], n_boot=0, **protocol)
 at_n_s = authors_residual_statistics(X_book, n_boot=0, **protocol)
 ratio = at_d["alpha_log_mean"].value / paper[""]["alpha_log_mean"].value

@@ -25,11 +25,9 @@ from typing import Any, Literal
 from ..models.bounds import (
     TYPES,
     Bounded,
-    PaperPilots,
     ParameterError,
     Pilots,
     model_shape,
-    pilot_count,
 )
 
 # the weights' dtypes `load_model` takes (`loading.DTYPES`, not imported here: it imports torch)
@@ -188,9 +186,10 @@ def walden_demand(
     declared: dict[str, Parameter], merged: dict, d_model: int
 ) -> tuple[str, Any, int] | None:
     """The fewest pseudo-sentences of Walden a run needs at width `d_model`: (parameter, its value, count)
-    over `WALDEN_PILOTS` declared with a pilot type. A count of `PaperPilots` is a subset drawn whole; the
-    others cap what is read, so they need only the least their type allows (D for a full basis, 2 D for a
-    held-out one). None when the chapter declares none."""
+    over `WALDEN_PILOTS` declared with a pilot type. Each needs only the least its type allows (D for a full
+    basis, 2 D for a held-out one): the others cap what is read, and a `PaperPilots` count larger than Walden
+    takes all of it, as the paper's widest models did (`authors_protocol.paper_pilots`). None when the chapter
+    declares none."""
     needed = []
     for name in WALDEN_PILOTS:
         if name not in declared:
@@ -202,10 +201,5 @@ def walden_demand(
             if isinstance(a, type) and issubclass(a, Pilots)
         ]
         if kinds:
-            value = merged[name]
-            whole = issubclass(kinds[0], PaperPilots) and value is not None
-            count = (
-                pilot_count(value, d_model, name) if whole else kinds[0].least(d_model)
-            )
-            needed.append((name, value, count))
+            needed.append((name, merged[name], kinds[0].least(d_model)))
     return max(needed, key=lambda a: a[2], default=None)

@@ -58,20 +58,49 @@ def paper_pilots(
     seed: int = 0,
     param: str = "n_s_paper",
     model: str = "the model",
+    *,
+    cap: int | str | None,
 ) -> np.ndarray:
     """Sorted indices of a seeded subset of `n_pilots` pilots of the paper's size: `n_s` pilots, a count
     or a multiple of the width `d_model` ("2.8D": about 2,900 pilots for GPT-2 medium's D = 1024, rounded
-    up by `lotlib.models.bounds.pilot_count`). Raises `ParameterError` naming `param` if there are fewer."""
+    up by `lotlib.models.bounds.pilot_count`).
+
+    `cap` is the chapter's own count, the one the `n_pilots` were read under (None: all of the corpus). When
+    the corpus ran out before it (fewer pilots than `cap`, or `cap` None) and `n_s` asks for more than there
+    are, all of them are taken: the paper's practice for its widest models, whose tokenizers cut Walden into
+    fewer than 2.8 D pseudo-sentences (`paper_pilots_label` says so). Raises `ParameterError` naming `param`
+    when the pilots were capped below `n_s`, or number fewer than `d_model` (a full basis)."""
     from ..models.bounds import ParameterError, pilot_count
 
     want = pilot_count(n_s, d_model, param, model=model)
-    if want > n_pilots:
+    limit = pilot_count(cap, d_model, "n_s", model=model)
+    corpus_ran_out = limit is None or n_pilots < limit
+    if want > n_pilots and not (corpus_ran_out and n_pilots >= d_model):
         raise ParameterError(
             f"parameter {param} = {n_s!r} asks for {want} pilots (D = {d_model}) but the ensemble "
             f"of {model} has {n_pilots}: open it with n_s >= {want}, or lower {param}"
         )
+    if want >= n_pilots:
+        return np.arange(n_pilots)
     rng = np.random.default_rng(seed)
     return np.sort(rng.choice(n_pilots, size=want, replace=False))
+
+
+def paper_pilots_label(count: int, d_model: int, n_s: int | str = "2.8D") -> str:
+    """How many pilots `paper_pilots` took, in words: "2.8 D = 1,613 pilots", or, when the corpus was shorter
+    than `n_s` asks at width `d_model`, "2,851 pilots, all of Walden (...)"."""
+    from ..models.bounds import pilot_count
+
+    want = pilot_count(n_s, d_model)
+    asked = f"{want:,}"
+    if isinstance(n_s, str):  # "2.8D" -> "2.8 D = 4,301"
+        asked = f"{(n_s.replace(' ', '')[:-1] + ' D').strip()} = {want:,}"
+    if count >= want:
+        return f"{asked} pilots"
+    return (
+        f"{count:,} pilots, all of Walden ({asked} is more than it has at this tokenizer and width; the "
+        f"paper's 7B models, D = 4,096, can only have read all of it too)"
+    )
 
 
 @torch.inference_mode()

@@ -370,9 +370,8 @@ def criteria(
 
 
 RANDOM = "random directions"
-PAPER_NS = (
-    "_paper_ns"  # suffix of the summary keys measured on the paper's N_s = 2.8 D pilots
-)
+# suffix of the summary keys measured on the paper's N_s (2.8 D, or all of Walden if less)
+PAPER_NS = "_paper_ns"
 
 
 @dataclass

@@ -23,6 +23,7 @@ from lotlib.lines_of_thought.authors_protocol import (
     pair_moments,
     paper_ensembles,
     paper_pilots,
+    paper_pilots_label,
     weighted_bases,
 )
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
@@ -248,13 +249,21 @@ def test_fit_and_late_pairs_follow_their_parameters():
 
 
 def test_paper_pilots_is_a_seeded_subset_of_the_papers_size():
-    picked = paper_pilots(3000, 1024)
+    picked = paper_pilots(3000, 1024, cap=None)
     assert len(picked) == math.ceil(2.8 * 1024) and np.all(np.diff(picked) > 0)
-    np.testing.assert_array_equal(picked, paper_pilots(3000, 1024))
-    assert not np.array_equal(picked, paper_pilots(3000, 1024, seed=1))
-    assert len(paper_pilots(100, 10, n_s=50)) == 50
-    with pytest.raises(ParameterError, match="n_s_paper"):
-        paper_pilots(2000, 1024)
+    np.testing.assert_array_equal(picked, paper_pilots(3000, 1024, cap=None))
+    assert not np.array_equal(picked, paper_pilots(3000, 1024, seed=1, cap=None))
+    assert len(paper_pilots(100, 10, n_s=50, cap=100)) == 50
+    assert paper_pilots_label(len(picked), 1024) == "2.8 D = 2,868 pilots"
+    # a corpus that ran out before 2.8 D (all of it read, or less than the chapter's cap): all of it, as the
+    # paper's widest models read all of Walden; the label says so
+    for cap in (None, "2.8D", 5000):
+        np.testing.assert_array_equal(paper_pilots(2000, 1024, cap=cap), np.arange(2000))
+    assert paper_pilots_label(2000, 1024).startswith("2,000 pilots, all of Walden (2.8 D = 2,868 is more")
+    with pytest.raises(ParameterError, match="n_s_paper"):  # the chapter capped its pilots below 2.8 D
+        paper_pilots(2000, 1024, cap=2000)
+    with pytest.raises(ParameterError, match="n_s_paper"):  # all of the corpus, but fewer than D
+        paper_pilots(1000, 1024, cap=None)
 
 
 def test_authors_trajectories_drop_the_embedding_and_read_the_last_layer_after_the_norm():
