@@ -97,15 +97,17 @@ def pair_statistics(
     U: np.ndarray | None = None,
     progress: bool = True,
     counts: np.ndarray | None = None,
+    expand: bool = True,
 ) -> PairStatistics:
     """Residual statistics for every pair t < t + tau of `layers` (consecutive integers), Y `(N, T, k)` from
     `singular_coordinates`, S `(T, k)` aligned, pilot n counted `counts[n]` times (None: once each).
-    Without U: statistics of the coordinates in the aligned basis U(t+tau) (`basis='singular'`), from the
-    layers' cross-moments (`singular_pair_moments`) where they resolve every residual; with U `(T, D, k)`: of
-    the raw residual-stream coordinates w = U(t+tau) (...) (`basis='raw'`, one `(N, k) x (k, D)` product per
-    pair). Otherwise each pair's residuals are formed, vectorized over the ensemble and over t for each tau."""
+    Without U: statistics of the coordinates in the aligned basis U(t+tau) (`basis='singular'`), with `expand`
+    from the layers' cross-moments (`singular_pair_moments`) where they resolve every residual; with U
+    `(T, D, k)`: of the raw residual-stream coordinates w = U(t+tau) (...) (`basis='raw'`, one
+    `(N, k) x (k, D)` product per pair). Otherwise each pair's residuals are formed (the pilots repeated by
+    their counts), vectorized over the ensemble and over t for each tau."""
     layers = np.asarray(layers)
-    if U is None:
+    if U is None and expand:
         expanded = singular_pair_moments(Y, S, layers, counts)
         if expanded is not None:
             return expanded
