@@ -70,16 +70,13 @@ from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures, truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.lines_of_thought.authors_protocol import (
-    paper_pilots,
-    paper_pilots_label,
-)
+from lotlib.lines_of_thought.authors_protocol import paper_pilots_label
 from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
 X, L, D = ens.X, ens.L, ens.D  # X: (N_s, L+1, D)
-paper_set = paper_pilots(ens.n_s, D, n_s_paper, seed, model=ens.lm.name, cap=n_s)
+paper_set = ens.paper_pilots(n_s_paper, seed, cap=n_s)
 glue("n_s_paper_rule", paper_pilots_label(len(paper_set), D, n_s_paper))
 U, S = ensemble.ensemble_svd(X)  # per layer, sorted by decreasing singular value
 U_al, S_al = ensemble.align_bases(

@@ -98,10 +98,7 @@ from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import figures
-from lotlib.lines_of_thought.authors_protocol import (
-    paper_pilots,
-    paper_pilots_label,
-)
+from lotlib.lines_of_thought.authors_protocol import paper_pilots_label
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.extrapolation import (
     HeldOutBases,
@@ -119,9 +116,7 @@ from lotlib.intervals import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
-paper_set = paper_pilots(
-    ens.n_s, ens.D, n_s_paper, seed, model=ens.lm.name, cap=n_s
-)
+paper_set = ens.paper_pilots(n_s_paper, seed, cap=n_s)
 glue("n_s_paper_rule", paper_pilots_label(len(paper_set), ens.D, n_s_paper))
 study = HeldOutBases.split(ens.X, first=ens.L // 2, seed=seed, rank=rank)
 first, L, tau_max = study.first, ens.L, min(tau_max, ens.L - study.first)

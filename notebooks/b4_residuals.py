@@ -95,7 +95,6 @@ from lotlib.lines_of_thought.authors_protocol import (
     gaussian_floor,
     law_table,
     paper_ensembles,
-    paper_pilots,
 )
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import (
@@ -262,7 +261,7 @@ law_subset_table(fits, pairs)
 # be negative).
 
 # %%
-picked = paper_pilots(ens.n_s, ens.D, n_s_paper, seed, model=ens.lm.name, cap=n_s)
+picked = ens.paper_pilots(n_s_paper, seed, cap=n_s)
 runs = paper_ensembles(ens.X[picked], ens.lm.view, n_boot_paper, seed)
 protocol = {
     "fit_first": pairs.fit_first,
@@ -312,7 +311,7 @@ glue("lambda_cloud_share", lambdas[0] / lambdas[1])
 
 # %%
 X_book = authors_trajectories(ens.X)
-at_width = paper_pilots(ens.n_s, ens.D, "D", seed, model=ens.lm.name, cap=n_s)
+at_width = ens.paper_pilots("D", seed, cap=n_s)
 at_d = authors_residual_statistics(X_book[at_width], n_boot=0, **protocol)
 at_n_s = authors_residual_statistics(X_book, n_boot=0, **protocol)
 ratio = at_d["alpha_log_mean"].value / paper[""]["alpha_log_mean"].value

@@ -145,6 +145,15 @@ class Ensemble:
         """`align_bases(*ensemble_svd(X))` over every pilot: U `(L+1, D, k)`, S `(L+1, k)`."""
         return align_bases(*ensemble_svd(self.X))
 
+    def paper_pilots(
+        self, n_s: int | str, seed: int, cap: int | str | None
+    ) -> np.ndarray:
+        """`authors_protocol.paper_pilots` of these pilots, read under the chapter's count `cap`: sorted
+        indices of `n_s` of them ("2.8D": the paper's ratio), or all of them where the corpus ran out first."""
+        from .authors_protocol import paper_pilots
+
+        return paper_pilots(self.n_s, self.D, n_s, seed, model=self.lm.name, cap=cap)
+
     def __repr__(self) -> str:
         return f"{self.lm!r}\n{self.corpus!r}: trajectories {self.X.shape}"
 
