@@ -25,6 +25,7 @@ Claims live in `book/claims/<notebook>.yml`, a list of entries::
         scale: rate                       # rate (a model's rate or scale) | share (a fraction, an accuracy)
         floor: mean_abs_z_gaussian        # only for "~0": the statistic's Gaussian sampling floor
         protocol: "N_s = 2.8 D, raw coordinates, same-pilot bases (dx_calculate.m)"
+        chapter: b4_authors_protocol      # optional: the chapter that records key and floor, when not this one
       key: lambda_per_layer_log_mean      # question 2: the book's value (an Estimate)
       test: {kind: paper, source: "the tolerance rule"}   # how it is judged, and where its bound comes from
       nulls: [{key: lambda_cloud, name: "a structureless cloud with the same norm growth"}]
@@ -37,6 +38,10 @@ verdict). Every bound says where it comes from in `source`: the paper (section, 
 rule, or the book's own reason. A value *passes* when its whole interval passes, *fails* when its whole
 interval fails, and *straddles* otherwise; a value without a finite interval is not judged (*no interval*)
 unless the claim is `deterministic`.
+
+Where the paper's protocol needs a chapter of its own (B4's: it needs half the pilots of the book's held-out test,
+so it runs where Walden is too short for that test), `as_paper.chapter` names it: the report reads question 1's
+values from that chapter's summary, and the claim's own chapter says where they are.
 
 Where the paper leaves a step of its protocol open and the readings disagree (B3: on which pilots the SVM's
 bases are fit), `as_paper.second_reading` names the other one: the report shows its value and verdict, by the
@@ -115,6 +120,9 @@ PAPER_NULL_PAPER = "A"
 PAPER_NULL = "untrained GPT-2 small, the paper's architecture"
 # the nulls that are other books, judged in the report (a chapter's own table shows only the nulls it recorded)
 BOOK_NULLS = (UNTRAINED_NULL, PAPER_NULL)
+# question 1 in the closing table of a chapter whose claim is measured by the paper's protocol in another
+# (`as_paper.chapter`); the report, which reads every chapter, never says it
+ELSEWHERE = "in another chapter"
 PAPERS = {"A": "Traveling Words", "B": "Lines of Thought"}
 REQUIRED = {"id", "paper", "nature", "claim", "paper_value", "key", "test"}
 SOURCED = {"abs", "rel", "max", "min", "range"}
@@ -201,6 +209,10 @@ def _problems(entry: dict) -> list[str]:
                 band(as_paper["printed"], as_paper["scale"], (0.0, 0.0))
             except ValueError as error:
                 problems.append(str(error))
+        if as_paper.get("chapter") is not None and test.get("kind") == "paper":
+            problems.append(
+                "a test of kind paper judges the as_paper value of its own chapter (drop as_paper.chapter)"
+            )
         second = as_paper.get("second_reading")
         if second is not None and not {"key", "reading"} <= set(second):
             problems.append(
@@ -479,18 +491,30 @@ def paper_nulled(claim: dict) -> bool:
 
 
 def judge(
-    claim: dict, values: dict, untrained: dict | None, paper_null: dict | None = None
+    claim: dict,
+    values: dict,
+    untrained: dict | None,
+    paper_null: dict | None = None,
+    paper_values: dict | None = None,
 ) -> dict:
     """Both questions for one claim, from its chapter's recorded `values` and, for a finding, the untrained
     model's values of the same chapter (`untrained`) and, where `paper_nulled`, the untrained paper
-    architecture's (`paper_null`); None: that book was not built, and the null is missing. Returns the row's
-    verdicts, values, nulls, band and test."""
-    answer, as_paper, band_ = against_paper(claim, values)
-    second_spec = (claim.get("as_paper") or {}).get("second_reading")
+    architecture's (`paper_null`); None: that book was not built, and the null is missing. A claim whose
+    `as_paper.chapter` is another chapter reads question 1 from `paper_values`, that chapter's values (None:
+    not at hand, question 1 reads `ELSEWHERE`). Returns the row's verdicts, values, nulls, band and test."""
+    spec = claim.get("as_paper") or {}
+    elsewhere = spec.get("chapter") not in (None, claim["notebook"])
+    source = paper_values if elsewhere else values
     second = None
-    if second_spec is not None:
-        second_answer, second_value, _ = against_paper(claim, values, "second_reading")
-        second = (second_spec["reading"], second_answer, second_value)
+    if source is None:
+        answer, as_paper, band_ = ELSEWHERE, None, None
+    else:
+        answer, as_paper, band_ = against_paper(claim, source)
+        if spec.get("second_reading") is not None:
+            second_answer, second_value, _ = against_paper(
+                claim, source, "second_reading"
+            )
+            second = (spec["second_reading"]["reading"], second_answer, second_value)
     ours, nulls = values.get(claim["key"]), []
     judge_ = partial(
         outcome,
@@ -508,6 +532,7 @@ def judge(
     verdict_ = verdict(claim, ours, nulls, band_)
     return {
         "against paper": answer,
+        "paper chapter": spec.get("chapter") or claim["notebook"],
         "as paper": as_paper,
         "second reading": second,
         "band": band_,
@@ -555,6 +580,7 @@ def report_table(
                     summary.get("values", {}),
                     _chapter_values(untrained, c["notebook"]),
                     _chapter_values(paper_null, c["notebook"]),
+                    _chapter_values(summaries, _paper_chapter(c)),
                 ),
                 "paper value": c["paper_value"],
                 "protocol": (c.get("as_paper") or {}).get("protocol", ""),
@@ -564,6 +590,11 @@ def report_table(
             }
         )
     return pd.DataFrame(rows)
+
+
+def _paper_chapter(claim: dict) -> str:
+    """The chapter that records `claim`'s value by the paper's protocol (`as_paper.chapter`, else its own)."""
+    return (claim.get("as_paper") or {}).get("chapter") or claim["notebook"]
 
 
 def _chapter_values(summaries: dict | None, notebook: str) -> dict | None:
@@ -646,6 +677,8 @@ def chapter_outcomes(
 
 def _paper_text(row, sample: bool = True) -> str:
     """Our value by the paper's protocol and, where the claim has one, its second reading with its verdict."""
+    if row["against paper"] == ELSEWHERE:
+        return f"in {row['paper chapter']}"
     text = format_value(row["as paper"], sample=sample)
     if row["second reading"] is not None:
         reading, answer, value = row["second reading"]
@@ -668,6 +701,7 @@ SAID = {
     "not applicable": "has no verdict",
 }
 SAID_PAPER = {
+    ELSEWHERE: "is measured by the paper's protocol in {chapter} (the report judges it)",
     "agrees": "agrees with the paper's {printed}",
     "differs": "differs from the paper's {printed}",
     "inconclusive": "cannot be compared with the paper's {printed} (no interval)",
@@ -691,7 +725,9 @@ def closing_sentences(
     for c in chapter_claims(notebook, claims_folder):
         row = judge(c, values, {})
         line = c["id"]
-        if c.get("as_paper") and row["against paper"] in SAID_PAPER:
+        if c.get("as_paper") and row["against paper"] == ELSEWHERE:
+            line += f" {SAID_PAPER[ELSEWHERE].format(chapter=row['paper chapter'])}; the book's test"
+        elif c.get("as_paper") and row["against paper"] in SAID_PAPER:
             printed = c["as_paper"]["printed"]
             line += (
                 f" {SAID_PAPER[row['against paper']].format(printed=printed)} by its protocol: "
@@ -900,13 +936,33 @@ def claims_view(rows: pd.DataFrame, with_nulls: bool):
 
 
 def claim_keys(claim: dict) -> set[str]:
-    """Every summary key a claim reads: its value, its nulls' and the paper protocol's value, floor and
-    second reading."""
-    paper = claim.get("as_paper") or {}
+    """Every summary key a claim reads from its own chapter: its value, its nulls' and, unless another chapter
+    measures it (`as_paper.chapter`), the paper protocol's value, floor and second reading (`paper_keys`)."""
     keys = {claim["key"], *(n["key"] for n in claim["nulls"])}
-    keys |= {paper[k] for k in ("key", "floor") if paper.get(k)}
+    return (
+        keys if _paper_chapter(claim) != claim["notebook"] else keys | paper_keys(claim)
+    )
+
+
+def paper_keys(claim: dict) -> set[str]:
+    """The summary keys of a claim's value by the paper's protocol: value, floor and second reading."""
+    paper = claim.get("as_paper") or {}
+    keys = {paper[k] for k in ("key", "floor") if paper.get(k)}
     if paper.get("second_reading"):
         keys.add(paper["second_reading"]["key"])
+    return keys
+
+
+def recorded_keys(notebook: str, claims_folder: str | Path | None = None) -> set[str]:
+    """Every key the report reads from `notebook`'s summary: its claims' (`claim_keys`) and the paper
+    protocol's keys of other chapters' claims that it measures (`as_paper.chapter`)."""
+    folder = claims_folder or project_root() / "book" / "claims"
+    keys = set()
+    for claim in load_claims(folder):
+        if claim["notebook"] == notebook:
+            keys |= claim_keys(claim)
+        if _paper_chapter(claim) == notebook and claim["notebook"] != notebook:
+            keys |= paper_keys(claim)
     return keys
 
 
@@ -921,8 +977,10 @@ def conclude_not_applicable(
     from .summary import glue, not_applicable, record
 
     claims = chapter_claims(notebook, claims_folder)
-    keys = set().union(*(claim_keys(c) for c in claims))
-    values = {key: not_applicable(reason) for key in sorted(keys)}
+    values = {
+        key: not_applicable(reason)
+        for key in sorted(recorded_keys(notebook, claims_folder))
+    }
     record(values)
     ids = ", ".join(c["id"] for c in claims) or "none"
     paragraph = f"No claim of this chapter applies to {model} ({ids}): {reason}."

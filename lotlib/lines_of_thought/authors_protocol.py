@@ -433,3 +433,92 @@ def law_table(results: dict[str, dict[str, Estimate]], d_model: int) -> pd.DataF
             for label, est in results.items()
         ]
     ).set_index("pilots")
+
+
+@dataclass
+class PaperProtocol:
+    """Eq. 2 and Fig. B4 by the authors' protocol on one ensemble (chapter `b4_authors_protocol`): the paper's
+    pilots (`paper_pilots`), `paper_ensembles` with their `authors_summary` (by `ENSEMBLES` suffix), the
+    Gaussian floor of the "~0" statistics at that size, and the sample's law at other pilot counts (label ->
+    `authors_residual_statistics`)."""
+
+    n_s: int
+    d_model: int
+    runs: dict[str, AuthorsPairs]
+    summaries: dict[str, dict[str, Estimate]]
+    floor: dict[str, Estimate]
+    by_count: dict[str, dict[str, Estimate]]
+
+    @classmethod
+    def run(
+        cls, ens, pairs, n_s_paper: int | str, n_boot: int, seed: int, cap
+    ) -> PaperProtocol:
+        """The protocol on `ens` (`ensemble.Ensemble`) over the layers of `pairs` (`residuals.PairLayers`):
+        `n_s_paper` pilots drawn under the chapter's count `cap`, `n_boot` resamples each refitting every
+        basis; the sample's law also at D pilots and at every pilot read."""
+        fit = {
+            "fit_first": pairs.fit_first,
+            "fit_last": pairs.fit_last,
+            "late_from": pairs.early_layers,
+        }
+        picked = ens.paper_pilots(n_s_paper, seed, cap=cap)
+        runs = paper_ensembles(ens.X[picked], ens.lm.view, n_boot, seed)
+        summaries = {ENSEMBLES[k]: authors_summary(p, **fit) for k, p in runs.items()}
+        layers = authors_trajectories(ens.X)
+        at_width = layers[ens.paper_pilots("D", seed, cap=cap)]
+        by_count = {
+            "N_s = D": authors_residual_statistics(at_width, n_boot=0, **fit),
+            "paper's ratio": summaries[""],
+            "every pilot read": authors_residual_statistics(layers, n_boot=0, **fit),
+        }
+        floor = gaussian_floor(len(picked), ens.D, seed=seed)
+        return cls(len(picked), ens.D, runs, summaries, floor, by_count)
+
+    def law_table(self) -> pd.DataFrame:
+        """`law_table` of the sample's alpha and lambda at each pilot count."""
+        return law_table(self.by_count, self.d_model)
+
+    def words(self, bands: dict[str, tuple[float, float]]) -> dict[str, object]:
+        """What the chapter's prose says beside the values, for `bands` ("lambda", "alpha" -> the printed
+        number's band under the book's tolerance rule): each band as text (`lambda_band`, `alpha_band`),
+        whether alpha and lambda of ln(mean v) meet it before and after the final norm (`lambda_vs_paper`,
+        `alpha_hf_vs_paper`, ...: "agrees with" / "differs from"), the cloud's lambda as a share of the
+        model's and alpha at D pilots over alpha at the paper's count."""
+        words: dict[str, object] = {}
+        for name, (lo, hi) in bands.items():
+            words[f"{name}_band"] = f"{lo:.3g} to {hi:.3g}"
+            for suffix in ("", "_hf"):
+                e = self.summaries[suffix][f"{name}_log_mean"]
+                meets = e.lo <= hi and e.hi >= lo
+                words[f"{name}{suffix}_vs_paper"] = (
+                    "agrees with" if meets else "differs from"
+                )
+        lam = {s: self.summaries[s]["lambda_log_mean"].value for s in ("", "_cloud")}
+        words["lambda_cloud_share"] = lam["_cloud"] / lam[""]
+        alpha = {k: e["alpha_log_mean"].value for k, e in self.by_count.items()}
+        words["alpha_count_ratio"] = alpha["N_s = D"] / alpha["paper's ratio"]
+        return words
+
+    def values(self) -> dict[str, object]:
+        """The values the chapter records: `paper_<statistic><suffix>` (Estimates), the Gaussian floors
+        `paper_mean_abs_z_gaussian` and `paper_kurtosis_gaussian`, `paper_<statistic>_at_d` and `_at_n_s`
+        (the sample's law at D pilots and at every pilot read) and the pilot count `paper_n_s`."""
+        at = {
+            "_at_d": self.by_count["N_s = D"],
+            "_at_n_s": self.by_count["every pilot read"],
+        }
+        return {
+            "paper_n_s": self.n_s,
+            **{
+                f"paper_{k}{s}": e
+                for s, est in self.summaries.items()
+                for k, e in est.items()
+            },
+            "paper_mean_abs_z_gaussian": self.floor["mean_abs_z"],
+            "paper_kurtosis_gaussian": self.floor["kurtosis"],
+            **{
+                f"paper_{k}{s}": e.value
+                for s, est in at.items()
+                for k, e in est.items()
+            },
+        }

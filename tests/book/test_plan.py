@@ -67,8 +67,9 @@ def test_the_test_suites_books_take_their_smaller_parameters_and_pass_preflight(
     first, later = plan_book(root, quick=True, model="smollm2-135m", overrides=smaller)
     for chapter in first + later:
         check_parameters(chapter.spec.parameters, chapter.parameters, chapter.label)
-    b4 = {c.name: c for c in first if c.model == "smollm2-135m"}["b4_residuals"]
-    assert b4.parameters["n_boot_paper"] == smaller["b4_residuals"]["n_boot_paper"]
+    chapters = {c.name: c for c in first if c.model == "smollm2-135m"}
+    b4 = chapters["b4_residuals"]
+    assert chapters["b4_authors_protocol"].parameters["n_boot"] == smaller["b4_authors_protocol"]["n_boot"]
     quick = parameter_section(root, "quick")["b4_residuals"]
     assert "raw_coordinates" not in smaller["b4_residuals"]
     assert b4.parameters["raw_coordinates"] == quick["raw_coordinates"]  # quick's, kept

@@ -369,3 +369,49 @@ def test_a_second_reading_is_judged_by_the_same_band_and_shown_beside_the_first(
     (tmp_path / "chapter.yml").write_text(claim.replace(', reading: "the bases fit on the training pilots"', ""))
     with pytest.raises(ValueError, match="second_reading needs key and reading"):
         load_claims(tmp_path)
+
+
+def test_a_paper_number_measured_in_another_chapter_is_read_from_that_chapter(tmp_path):
+    """B4's zero mean: the book's test in one chapter, the paper's statistic in the chapter of the authors'
+    protocol (`as_paper.chapter`): the report reads each from its own summary, the claim's chapter says where
+    the paper's side is, and a chapter that does not apply records the keys the report reads from it."""
+    from lotlib.book.report import (ELSEWHERE, chapter_outcomes, claim_keys, closing_sentences, conclude_not_applicable,
+                                    recorded_keys)
+
+    claim = """
+- id: X-zero
+  paper: B
+  nature: finding
+  claim: "a residual of zero mean"
+  paper_value: "~0"
+  key: offset
+  test: {kind: max, bound: 0.05, source: "the book"}
+  as_paper: {key: paper_z, floor: paper_z_floor, printed: "~0", scale: share, protocol: "the authors'", chapter: paper}
+"""
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "held_out.yml").write_text(claim)
+    (claims / "paper.yml").write_text("")
+    _write(tmp_path / "a", "held_out", {"offset": est(0.01, 0.0, 0.02)})
+    _write(tmp_path / "a", "paper", {"paper_z": est(0.3, 0.29, 0.31), "paper_z_floor": est(0.01, 0.0, 0.02)})
+    row = report_table(claims, tmp_path / "a").set_index("id").loc["X-zero"]
+    assert row["against paper"] == "differs" and row["as paper"]["value"] == 0.3  # above the floor's band
+    assert row["outcome"] == "passes"  # the book's test, from the claim's own chapter
+    (tmp_path / "a" / "paper.summary.json").unlink()
+    assert report_table(claims, tmp_path / "a").set_index("id").loc["X-zero", "against paper"] == "missing"
+    (entry,) = load_claims(claims, "held_out")
+    assert claim_keys(entry) == {"offset"}
+    assert recorded_keys("paper", claims) == {"paper_z", "paper_z_floor"}
+    (sentence,) = closing_sentences("held_out", {"offset": est(0.01, 0.0, 0.02)}, "m", "", claims)
+    assert sentence.startswith("X-zero is measured by the paper's protocol in paper (the report judges it)")
+    table = chapter_outcomes("held_out", {"offset": est(0.01, 0.0, 0.02)}, claims)
+    assert table.iloc[0]["against paper"] == ELSEWHERE and table.iloc[0]["paper's protocol"] == "in paper"
+    from unittest import mock
+
+    with mock.patch("lotlib.book.summary.record") as record, mock.patch("IPython.display.display"):
+        conclude_not_applicable("paper", "m", "no LM head", claims)
+    assert set(record.call_args.args[0]) == {"paper_z", "paper_z_floor"}
+    (claims / "held_out.yml").write_text(claim.replace("{kind: max, bound: 0.05, source: \"the book\"}",
+                                                       "{kind: paper}"))
+    with pytest.raises(ValueError, match="judges the as_paper value of its own chapter"):
+        load_claims(claims)
