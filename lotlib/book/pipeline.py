@@ -109,9 +109,11 @@ def execution_key(
 ) -> str:
     """Hash of what an execution's result depends on: the notebook, its parameters, the resolved `revision` of
     its model (`model_revision_of`: a hub model's new commit re-executes it), the lotlib modules it imports
-    (transitively) and any declared input files (one that does not exist yet hashes as missing). Files are
-    named relative to the project or the installed package (`portable_name`), so a checkout moved or copied
-    elsewhere keeps its executions."""
+    (transitively), any declared input files (one that does not exist yet hashes as missing) and why the run
+    is a page that computes nothing (`page_reasons`, [] for a chapter that runs: a page decided by older code or
+    another corpus is not taken for a run that now applies, nor the reverse). Files are named relative to the
+    project or the installed package (`portable_name`), so a checkout moved or copied elsewhere keeps its
+    executions."""
 
     def digest(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
@@ -122,6 +124,7 @@ def execution_key(
             "parameters": parameters,
             "model_revision": revision,
             "inputs": {portable_name(p, spec.source): digest(p) for p in files},
+            "page": page_reasons(spec, parameters),
         },
         sort_keys=True,
         default=str,
@@ -187,7 +190,7 @@ def run_notebook(
     from .summary import summary_of
 
     nb = jupytext.read(spec.source)
-    lacks = missing_needs(spec, parameters) or corpus_shortfall(spec, parameters)
+    lacks = page_reasons(spec, parameters)
     if lacks:
         nb = not_applicable_notebook(nb, spec.name, lacks)
     nb.metadata["kernelspec"] = {
@@ -271,6 +274,12 @@ def checkpoint_folder(output: Path, key: str) -> Path:
             if other.name != key[:24]:
                 shutil.rmtree(other, ignore_errors=True)
     return root / key[:24]
+
+
+def page_reasons(spec: NotebookSpec, parameters: dict) -> list[str]:
+    """Why a run of `spec` is a page saying it does not apply, one line each: what the model lacks
+    (`missing_needs`), else what Walden lacks (`corpus_shortfall`); [] when the chapter runs."""
+    return missing_needs(spec, parameters) or corpus_shortfall(spec, parameters)
 
 
 def missing_needs(spec: NotebookSpec, parameters: dict) -> list[str]:

@@ -425,8 +425,9 @@ def test_a_chapter_that_needs_more_of_walden_than_there_is_is_a_page_saying_so(t
     """A held-out basis needs 2 D pseudo-sentences (128 at the tiny model's width 64); Walden, counted as a
     tokenizer that cuts it into 100 pseudo-sentences of 50 tokens would (GPT-2's gives about 2,900): the page
     says how many it gives and how many the parameter needs, and nothing runs; the same chapter at 10 tokens
-    (five times the pseudo-sentences) runs. A paper-sized count asks for no more than D: where Walden is
-    shorter it takes all of it (`paper_pilots`)."""
+    (five times the pseudo-sentences) runs, and so does the first once Walden is long enough (the page is part of
+    the execution's key). A paper-sized count asks for no more than D: where Walden is shorter it takes all of
+    it (`paper_pilots`)."""
     from lotlib.book import pipeline
     from lotlib.book.parameters import walden_demand
     from lotlib.models.corpus import walden
@@ -450,6 +451,13 @@ def test_a_chapter_that_needs_more_of_walden_than_there_is_is_a_page_saying_so(t
     ran = run_notebook(source, tmp_path / "at-10-tokens" / "short.ipynb", {"model": str(tiny_gpt2_dir), "n_k": 10},
                        progress=False)
     assert "ran" in _printed(nbformat.read(ran, 4))
+    # the page is kept only while the corpus is short: once it is not (a longer corpus, code that asks for
+    # fewer), the same run with the same parameters executes instead of resuming the page
+    reused = run_notebook(source, out, {"model": str(tiny_gpt2_dir)}, progress=False)
+    assert "ran" not in _printed(nbformat.read(reused, 4))
+    monkeypatch.setattr(pipeline, "walden_tokens", lambda model: 200 * 50)
+    rerun = run_notebook(source, out, {"model": str(tiny_gpt2_dir)}, progress=False)
+    assert "ran" in _printed(nbformat.read(rerun, 4))
 
 
 def _one_chapter_project(root: Path, name: str, code: str) -> Path:
