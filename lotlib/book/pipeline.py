@@ -105,13 +105,17 @@ def portable_name(path: Path, notebook: Path) -> str:
 
 
 def execution_key(
-    spec: NotebookSpec, parameters: dict, revision: str | None, depends_on=()
+    spec: NotebookSpec,
+    parameters: dict,
+    revision: str | None,
+    depends_on=(),
+    page: list[str] | None = None,
 ) -> str:
     """Hash of what an execution's result depends on: the notebook, its parameters, the resolved `revision` of
     its model (`model_revision_of`: a hub model's new commit re-executes it), the lotlib modules it imports
     (transitively), any declared input files (one that does not exist yet hashes as missing) and why the run
-    is a page that computes nothing (`page_reasons`, [] for a chapter that runs: a page decided by older code or
-    another corpus is not taken for a run that now applies, nor the reverse). Files are named relative to the
+    is a page that computes nothing (`page`, by default `page_reasons`; [] for a chapter that runs: a page decided
+    by older code or another corpus is not taken for a run that now applies, nor the reverse). Files are named relative to the
     project or the installed package (`portable_name`), so a checkout moved or copied elsewhere keeps its
     executions."""
 
@@ -124,7 +128,7 @@ def execution_key(
             "parameters": parameters,
             "model_revision": revision,
             "inputs": {portable_name(p, spec.source): digest(p) for p in files},
-            "page": page_reasons(spec, parameters),
+            "page": page_reasons(spec, parameters) if page is None else page,
         },
         sort_keys=True,
         default=str,
@@ -181,7 +185,8 @@ def run_notebook(
         spec.parameters, parameters, spec.source.name
     )  # before heavy imports
     revision = model_revision_of(spec, parameters)  # once: a hub id asks the hub
-    key = execution_key(spec, parameters, revision, depends_on)
+    lacks = page_reasons(spec, parameters)  # once: it may cut Walden with the tokenizer
+    key = execution_key(spec, parameters, revision, depends_on, lacks)
     if reuse and is_current(output, key, spec.records):
         return output
     import jupytext
@@ -190,7 +195,6 @@ def run_notebook(
     from .summary import summary_of
 
     nb = jupytext.read(spec.source)
-    lacks = page_reasons(spec, parameters)
     if lacks:
         nb = not_applicable_notebook(nb, spec.name, lacks)
     nb.metadata["kernelspec"] = {

@@ -503,8 +503,8 @@ def judge(
     `as_paper.chapter` is another chapter reads question 1 from `paper_values`, that chapter's values (None:
     not at hand, question 1 reads `ELSEWHERE`). Returns the row's verdicts, values, nulls, band and test."""
     spec = claim.get("as_paper") or {}
-    elsewhere = spec.get("chapter") not in (None, claim["notebook"])
-    source = paper_values if elsewhere else values
+    chapter = _paper_chapter(claim)
+    source = values if chapter == claim["notebook"] else paper_values
     second = None
     if source is None:
         answer, as_paper, band_ = ELSEWHERE, None, None
@@ -532,7 +532,7 @@ def judge(
     verdict_ = verdict(claim, ours, nulls, band_)
     return {
         "against paper": answer,
-        "paper chapter": spec.get("chapter") or claim["notebook"],
+        "paper chapter": chapter,
         "as paper": as_paper,
         "second reading": second,
         "band": band_,
