@@ -41,6 +41,7 @@ from lotlib.book.report import (
     atlas_table,
     built_books,
     revision_words,
+    verdict_changes,
     verdict_heatmap,
 )
 from lotlib.book.summary import glue, record
@@ -49,27 +50,47 @@ plots.apply_theme()
 claims = Path(claims_dir) if claims_dir else project_root() / "book" / "claims"
 atlas = atlas_table(claims, built_books(books_dir))
 models = list(dict.fromkeys(atlas["model"]))
-verdicts = atlas.pivot(index="id", columns="model", values="verdict")
 trained = [m for m in models if not m.startswith("untrained:")]
-changing = verdicts[trained][verdicts[trained].nunique(axis=1) > 1]
+changing = {
+    column: verdict_changes(atlas, column)
+    for column in ("against paper", "verdict")
+}
 glue(
     "model_list",
-    ", ".join(
-        f"{m} (weights {revision_words(atlas[atlas['model'] == m])})"
-        for m in models
+    "; ".join(
+        f"{m} ({book['shape'].iloc[0]}; weights {revision_words(book)})"
+        for m, book in atlas.groupby("model", sort=False)
     ),
 )
-glue(
-    "n_changing",
-    len(changing) if len(trained) > 1 else "no comparison (one trained model)",
+for column, name in (
+    ("against paper", "n_moving_paper"),
+    ("verdict", "n_changing"),
+):
+    glue(
+        name,
+        len(changing[column])
+        if len(trained) > 1
+        else "no comparison (one trained model)",
+    )
+record(
+    {
+        "models": models,
+        "claims_changing_verdict": list(
+            changing["verdict"].index.get_level_values("id")
+        ),
+        "claims_changing_against_paper": list(
+            changing["against paper"].index.get_level_values("id")
+        ),
+    }
 )
-record({"models": models, "claims_changing_verdict": list(changing.index)})
 
 # %% [markdown]
 # ## At a glance
 #
 # Books built: {glue:text}`model_list`. Rows are the claims, grouped by paper (A: Traveling Words, B: Lines of
-# Thought) and chapter; columns the models, the untrained ones last.
+# Thought) and chapter; columns the models from the narrowest to the widest (D, the width of the residual
+# stream, as the chapters recorded it), the untrained ones last. Read a row from left to right to see a
+# verdict move with scale.
 
 # %% tags=["remove-input"]
 verdict_heatmap(atlas, column="against paper")
@@ -87,10 +108,25 @@ plt.show()
 # that *holds* on one model and *fails* on another is a property of that model; one that is *not diagnostic*
 # everywhere is a test that cannot tell training from none. A trained model whose untrained book was not built
 # has no finding that holds. The untrained columns show what each test gives on an architecture that learned
-# nothing. Claims whose verdict changes between the trained models: {glue:text}`n_changing`, listed below.
+# nothing.
+#
+# ## Which verdicts move with the model
+#
+# The claims judged on more than one trained model whose verdict is not the same on all of them (a cell that is
+# not applicable, such as Part II on an encoder, or missing, is left out of the comparison), the models from the
+# narrowest to the widest, each cell the verdict and our value. Against the paper's numbers (question 1),
+# {glue:text}`n_moving_paper` claims move:
 
 # %% tags=["remove-input"]
-changing
+changing["against paper"]
+
+# %% [markdown]
+# **What to notice.** A number that *agrees* with the paper on one model and *differs* on another measures a
+# property of the model, not of transformers in general; whether it moves with width can be read across the
+# row. By the book's test against its nulls (question 2), {glue:text}`n_changing` claims move:
+
+# %% tags=["remove-input"]
+changing["verdict"]
 
 # %% [markdown]
 # ## Every value with its interval

@@ -763,20 +763,53 @@ def built_books(books_dir: str | Path) -> dict[str, Path]:
     return found
 
 
+def model_shape(summaries_folder: str | Path) -> tuple[int, int] | None:
+    """A built book's (width d_model, depth n_layers), as its chapters recorded them (the open-questions
+    chapter runs on every model and records both); None when no chapter did."""
+    for summary in load_summaries(summaries_folder).values():
+        values = summary.get("values", {})
+        shape = values.get("d_model"), values.get("n_layers")
+        if all(isinstance(v, int) for v in shape):
+            return shape
+    return None
+
+
+def by_scale(shapes: dict[str, tuple[int, int] | None]) -> list[str]:
+    """Models (model -> its `model_shape`) in the atlas's order: trained models first, each group from the
+    narrowest to the widest (then the shallowest, then by name); a book that recorded no shape comes last in
+    its group."""
+    return sorted(
+        shapes,
+        key=lambda m: (
+            m.startswith(UNTRAINED_PREFIX),
+            shapes[m] is None,
+            shapes[m] or (0, 0),
+            m,
+        ),
+    )
+
+
+def shape_words(shape: tuple[int, int] | None) -> str:
+    """ "D 576, L 30" for a recorded (width, depth); "shape not recorded" otherwise."""
+    return f"D {shape[0]}, L {shape[1]}" if shape else "shape not recorded"
+
+
 def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFrame:
-    """The claims side by side for several models, long form: one row per claim and model (trained models
-    first, each judged against its untrained book and the paper architecture's when they are in `books`, model ->
-    summaries folder), with the claim's paper, chapter, nature, both verdicts (against the paper, the book's
+    """The claims side by side for several models, long form: one row per claim and model (`by_scale`: trained
+    models first, narrowest first; each judged against its untrained book and the paper architecture's when
+    they are in `books`, model -> summaries folder), with the model's width and depth as its chapters
+    recorded them (`shape`), the claim's paper, chapter, nature, both verdicts (against the paper, the book's
     test) and our value as text."""
-    models = sorted(books, key=lambda m: (m.startswith(UNTRAINED_PREFIX), m))
+    shapes = {model: model_shape(folder) for model, folder in books.items()}
     frames = []
-    for model in models:
+    for model in by_scale(shapes):
         null = books.get(f"{UNTRAINED_PREFIX}{model}")
         paper = books.get(PAPER_NULL_MODEL) if null else None
         table = report_table(claims_folder, books[model], null, paper)
         frames.append(
             table.assign(
                 model=model,
+                shape=shape_words(shapes[model]),
                 value=[format_value(v, sample=False) for v in table["ours"]],
                 point=table["ours"].map(_point),
             )
@@ -788,6 +821,7 @@ def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFra
         "nature",
         "claim",
         "model",
+        "shape",
         "model revision",
         "against paper",
         "verdict",
@@ -795,6 +829,24 @@ def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFra
         "point",
     ]
     return pd.concat(frames)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+UNJUDGED = ("not applicable", "missing")  # no verdict to compare across models
+
+
+def verdict_changes(atlas: pd.DataFrame, column: str = "verdict") -> pd.DataFrame:
+    """The claims whose verdict in `column` ("verdict": the book's test; "against paper": question 1) is not
+    the same on every trained model of `atlas` (`atlas_table`) where the claim was judged (not applicable and
+    missing cells are left out): one row per such claim, one column per trained model in the atlas's order
+    (narrowest first), each cell "verdict (value)"."""
+    trained = atlas[~atlas["model"].str.startswith(UNTRAINED_PREFIX)]
+    judged = trained[~trained[column].isin(UNJUDGED)]
+    moving = judged.groupby("id")[column].nunique().loc[lambda n: n > 1].index
+    cells = trained.assign(cell=trained[column] + " (" + trained["value"] + ")")
+    table = cells[cells["id"].isin(moving)].pivot(
+        index=["id", "claim"], columns="model", values="cell"
+    )
+    return table.reindex(columns=list(dict.fromkeys(trained["model"])))
 
 
 def _point(value) -> str:

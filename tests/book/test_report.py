@@ -10,7 +10,7 @@ import pytest
 
 from lotlib.book.report import (CROSS_MODEL_FACTOR, Null, against_paper, atlas_table, band, built_books, format_value,
                                 headline, load_claims, outcome, report_table, revision_words, verdict,
-                                verdict_heatmap)
+                                verdict_changes, verdict_heatmap)
 from lotlib.book.summary import not_applicable
 from lotlib.intervals import Estimate, bootstrap, bootstrap_mean, exact, over_seeds, proportion
 
@@ -178,6 +178,41 @@ def test_report_and_atlas_read_ours_and_the_nulls(tmp_path):
     ax = verdict_heatmap(atlas.reset_index())
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "untrained:a"]
     assert "0.8" in [t.get_text() for t in ax.texts]  # each cell's value as text
+
+
+def test_the_atlas_orders_models_by_width_and_lists_the_verdicts_that_move(tmp_path):
+    """Trained models from the narrowest to the widest (the width and depth their chapters recorded), the untrained
+    ones last in the same order; a claim moves when two trained models where it was judged disagree, and a cell
+    that is not applicable (an encoder) or missing does not make it move."""
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "chapter.yml").write_text(CLAIMS)
+    books = tmp_path / "books"
+    shares = {"wide": (0.8, 0.7, 0.9), "narrow": (0.3, 0.2, 0.4), "middle": (0.8, 0.75, 0.85)}
+    widths = {"wide": (1536, 28), "narrow": (576, 30), "middle": (640, 18)}
+    for name, share in shares.items():
+        d, n = widths[name]
+        values = {"share": est(*share), "share_shuffled": est(0.1, 0.0, 0.2), "gap": 0.0, "d_model": d, "n_layers": n}
+        _write(books / name / "notebooks", "chapter", values, {"model": name})
+        _write(books / f"untrained-{name}" / "notebooks", "chapter",
+               {"share": est(0.1, 0.0, 0.2), "gap": 0.0, "d_model": d, "n_layers": n}, {"model": f"untrained:{name}"})
+    _write(books / "encoder" / "notebooks", "chapter",
+           {"share": not_applicable("an encoder"), "gap": 0.0, "d_model": 384, "n_layers": 6}, {"model": "encoder"})
+    _write(books / "unshaped" / "notebooks", "chapter", {"share": est(*shares["wide"]), "gap": 0.0}, {"model": "unshaped"})
+    atlas = atlas_table(claims, built_books(books))
+    assert list(dict.fromkeys(atlas["model"])) == ["encoder", "narrow", "middle", "wide", "unshaped", "untrained:narrow",
+                                                   "untrained:middle", "untrained:wide"]
+    assert set(atlas[atlas["model"] == "wide"]["shape"]) == {"D 1536, L 28"}
+    assert set(atlas[atlas["model"] == "unshaped"]["shape"]) == {"shape not recorded"}
+    moving = verdict_changes(atlas)
+    assert list(moving.index.get_level_values("id")) == ["X-share"]  # the identity holds everywhere
+    assert list(moving.columns) == ["encoder", "narrow", "middle", "wide", "unshaped"]
+    row = moving.loc["X-share"].iloc[0]
+    assert row["narrow"] == "fails (0.3 [0.2, 0.4])" and row["wide"].startswith("holds")
+    assert row["encoder"].startswith("not applicable")
+    assert row["unshaped"].startswith("inconclusive")  # no untrained book: judged, so it counts
+    same = atlas[atlas["model"].isin(["encoder", "middle", "wide"])]
+    assert verdict_changes(same).empty  # holds on both causal models; the encoder's cell is left out
 
 
 def test_the_report_and_atlas_carry_the_model_revision(tmp_path):
