@@ -3,10 +3,10 @@
     python benchmarks/profile_book.py [--model smollm2-135m] [--quick] [--build build] [--no-null]
     python benchmarks/profile_book.py --cold [--model ...] [--quick]     # build it cold first, then profile
 
-Reads each executed chapter's seconds (in all, and in forward passes timed by `ModelView.run`) from the book's
-notebooks and its null books' (its untrained variant and the paper's untrained GPT-2), prints one line per
-chapter, the totals (chapter-seconds: chapters run two at a time) and the ratio of the total to the forward
-passes: 1.0 would mean the book costs no more than its model. Only a cold build counts its forward passes: a
+Reads each executed chapter's seconds (in all, and in forward passes timed by `ModelView.run`) and its kernel's
+peak memory from the book's notebooks and its null books' (its untrained variant and the paper's untrained
+GPT-2), prints one line per chapter, the totals (chapter-seconds: chapters run two at a time), the ratio of the
+total to the forward passes (1.0 would mean the book costs no more than its model) and the largest peak. Only a cold build counts its forward passes: a
 chapter whose trajectories were cached shows none.
 `--cold` builds the book first with an empty trajectory cache in a temporary folder (the embedded model's
 de-quantized folder is reused from the usual cache, so de-quantizing is not counted).
@@ -75,6 +75,12 @@ def main() -> int:
     print(
         f"\nchapter-seconds {totals['total']:.0f}, forward passes {totals['forward']:.0f}: "
         f"total / forward = {totals['total_over_forward']:.2f}"
+        + (
+            f"; largest peak memory of a chapter's kernel {totals['peak_memory_gb']:.2f} GB "
+            f"({totals['peak_chapter']})"
+            if totals["peak_chapter"]
+            else ""
+        )
         + (f"; wall clock of the cold build {wall / 60:.1f} min" if wall else "")
     )
     return 0

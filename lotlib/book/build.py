@@ -317,12 +317,16 @@ def _cells_done(chapter: Chapter) -> str:
     return f" (cell {done} of {len(code)}{steps})"
 
 
-def _forward_share(profile: dict) -> str:
-    """ ", forward passes 35 s (28%)" from a run's profile; "" without one."""
+def _profile_words(profile: dict) -> str:
+    """ ", forward passes 35 s (28%), peak memory 1.4 GB" from a run's profile (each part only when recorded);
+    "" without one."""
     total, forward = profile.get("total"), profile.get("forward")
-    if not total or forward is None:
-        return ""
-    return f", forward passes {_duration(forward)} ({forward / total:.0%})"
+    words = ""
+    if total and forward is not None:
+        words += f", forward passes {_duration(forward)} ({forward / total:.0%})"
+    if profile.get("peak_memory_gb"):
+        words += f", peak memory {profile['peak_memory_gb']:.1f} GB"
+    return words
 
 
 def _duration(seconds: float) -> str:
@@ -380,7 +384,7 @@ def execute_chapters(
                 cached = " (cached)" if status.get("reused") else ""
                 say(
                     f"[lotlib book] {run.label}: done in {_duration(status['seconds'])}"
-                    f"{cached}{_forward_share(status.get('profile', {}))}"
+                    f"{cached}{_profile_words(status.get('profile', {}))}"
                 )
             else:
                 failures.append(f"{run.label}: {status['error']}")

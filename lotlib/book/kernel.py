@@ -23,6 +23,10 @@ from jupyter_core.paths import jupyter_runtime_dir
 
 from .zygote import ZYGOTE_VARIABLE, serving_key
 
+# A file that receives the kernel's peak resident memory in bytes when the kernel is asked to shut down (the
+# pipeline sets it for each run, like `lotlib.models.forward_clock.FORWARD_LOG`).
+MEMORY_LOG = "LOTLIB_MEMORY_LOG"
+
 
 class LocalKernelManager(AsyncKernelManager):
     """An AsyncKernelManager whose kernel talks over Unix domain sockets in Jupyter's runtime folder (an
@@ -61,11 +65,43 @@ class LocalKernelManager(AsyncKernelManager):
         self._reconcile_connection_info(provisioner.connection_info)
 
     async def _async_interrupt_kernel(self) -> None:
-        if (
-            self.shutting_down
-        ):  # a finished run's kernel is asked to shut down; nothing runs to interrupt
+        if self.shutting_down:
+            # a finished run's kernel is asked to shut down: nothing runs to interrupt, and the kernel still
+            # exists, so its peak memory can be read
+            self._record_peak_memory()
             return
         await super()._async_interrupt_kernel()
+
+    def _record_peak_memory(self) -> None:
+        """Write the kernel's peak resident memory to the file named by `MEMORY_LOG` in its variables (nothing
+        when there is none, or where the platform does not say)."""
+        log = self.run_env.get(MEMORY_LOG)
+        pid = getattr(self.provisioner, "pid", None)
+        peak = peak_resident_bytes(pid) if log and pid else None
+        if peak is not None:
+            Path(log).write_text(f"{peak}\n")
+
+
+def peak_resident_bytes(pid: int) -> int | None:
+    """A process's peak resident memory in bytes (VmHWM of /proc/PID/status, Linux: a kernel forked from a
+    zygote starts with the zygote's resident pages); None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def peak_memory_gb(log: Path) -> float | None:
+    """The peak a run's kernel wrote to `log` (`MEMORY_LOG`), in GB (2**30 bytes, two decimals); None when it
+    wrote none."""
+    try:
+        return round(int(log.read_text()) / 2**30, 2)
+    except (OSError, ValueError):
+        return None
 
 
 def kernel_manager(env: dict[str, str]) -> type[LocalKernelManager]:

@@ -192,6 +192,7 @@ def run_notebook(
     import jupytext
     import nbformat
 
+    from .kernel import MEMORY_LOG, peak_memory_gb
     from .summary import summary_of
 
     nb = jupytext.read(spec.source)
@@ -209,12 +210,16 @@ def run_notebook(
     summary.unlink(missing_ok=True)
     nbformat.write(nb, staged)
     kept = f" (partial notebook kept in {partial})" if keep_partial else ""
-    forward_log = output.with_suffix(".forward.log")
-    forward_log.unlink(missing_ok=True)
+    forward_log, memory_log = (
+        output.with_suffix(s) for s in (".forward.log", ".memory.log")
+    )
+    for log in (forward_log, memory_log):
+        log.unlink(missing_ok=True)
     checkpoints = checkpoint_folder(output, key)
     env = {
         **kernel_environment(spec, book, threads, environment),
         FORWARD_LOG: str(forward_log),
+        MEMORY_LOG: str(memory_log),
         CHECKPOINT_VARIABLE: str(checkpoints),
     }
     # a light notebook gets a fresh kernel, not a zygote's fork (`lotlib.book.zygote`)
@@ -237,8 +242,9 @@ def run_notebook(
         raise
     finally:
         staged.unlink(missing_ok=True)
-        forward = forward_seconds(forward_log)
-        forward_log.unlink(missing_ok=True)
+        forward, peak = forward_seconds(forward_log), peak_memory_gb(memory_log)
+        for log in (forward_log, memory_log):
+            log.unlink(missing_ok=True)
     seconds = {  # the profile: forward passes (`ModelView.run`) against the rest
         "total": round(time.perf_counter() - start, 2),
         "forward": round(forward, 2),
@@ -249,6 +255,7 @@ def run_notebook(
         "parameters": ran_with,
         "model_revision": revision,
         "seconds": seconds,
+        "peak_memory_gb": peak,  # the kernel's peak resident memory (`kernel.MEMORY_LOG`)
     }
     _insert_run_note(executed, ran_with, revision)
     if values is not None:
@@ -257,6 +264,7 @@ def run_notebook(
             "parameters": ran_with,
             "model_revision": revision,
             "seconds": seconds,
+            "peak_memory_gb": peak,
             "key": key,
             "values": values,
         }

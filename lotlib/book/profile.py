@@ -13,20 +13,31 @@ import pandas as pd
 
 from .pipeline import executed_metadata
 
-COLUMNS = ["book", "chapter", "total", "forward", "analysis", "forward share"]
+COLUMNS = [
+    "book",
+    "chapter",
+    "total",
+    "forward",
+    "analysis",
+    "forward share",
+    "peak GB",
+]
 
 
 def book_profile(books: dict[str, Path]) -> pd.DataFrame:
     """One row per executed chapter of each book (name -> its build folder, holding `notebooks/`): seconds in
-    all, in forward passes and in the rest, and the forward share; chapters without a profile are left out."""
+    all, in forward passes and in the rest, the forward share, and the peak resident memory of its kernel in GB
+    (NaN for a run that recorded none); chapters without a profile are left out."""
     rows = []
     for name, folder in books.items():
         for executed in sorted(Path(folder, "notebooks").glob("*.ipynb")):
             if executed.name.endswith((".partial.ipynb", ".input.ipynb")):
                 continue
-            seconds = executed_metadata(executed).get("seconds")
+            metadata = executed_metadata(executed)
+            seconds = metadata.get("seconds")
             if seconds:
                 total, forward = float(seconds["total"]), float(seconds["forward"])
+                peak = metadata.get("peak_memory_gb")
                 rows.append(
                     [
                         name,
@@ -35,6 +46,7 @@ def book_profile(books: dict[str, Path]) -> pd.DataFrame:
                         forward,
                         total - forward,
                         forward / total,
+                        float("nan") if peak is None else float(peak),
                     ]
                 )
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -42,10 +54,19 @@ def book_profile(books: dict[str, Path]) -> pd.DataFrame:
 
 def profile_totals(table: pd.DataFrame) -> dict[str, float]:
     """The whole build: seconds in all and in forward passes (summed over chapters, so chapter-seconds when
-    chapters ran in parallel), and the total over the forward passes (1 when only forward passes ran)."""
+    chapters ran in parallel), the total over the forward passes (1 when only forward passes ran), and the
+    largest peak memory of one chapter's kernel with its book and chapter (NaN and "" when none recorded one)."""
     total, forward = float(table["total"].sum()), float(table["forward"].sum())
+    peaks = table.dropna(subset=["peak GB"])
+    largest = peaks.loc[peaks["peak GB"].idxmax()] if len(peaks) else None
     return {
         "total": total,
         "forward": forward,
         "total_over_forward": total / forward if forward else float("inf"),
+        "peak_memory_gb": float("nan")
+        if largest is None
+        else float(largest["peak GB"]),
+        "peak_chapter": ""
+        if largest is None
+        else f"{largest['book']} / {largest['chapter']}",
     }

@@ -83,10 +83,13 @@ def execute(run: Run) -> dict:
 
 
 def _profile(output: Path) -> dict:
-    """The executed notebook's seconds (`{"total", "forward"}`, the pipeline's profile), {} when unreadable."""
+    """The executed notebook's profile: its seconds (`{"total", "forward"}`) and its kernel's peak memory
+    (`"peak_memory_gb"`, when recorded), as the pipeline kept them; {} when unreadable."""
     from .pipeline import executed_metadata
 
-    return dict(executed_metadata(output).get("seconds", {}))
+    metadata = executed_metadata(output)
+    peak = metadata.get("peak_memory_gb")
+    return {**metadata.get("seconds", {}), **({"peak_memory_gb": peak} if peak else {})}
 
 
 def died(run: Run, how: str) -> dict:

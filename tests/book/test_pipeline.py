@@ -331,23 +331,33 @@ X = capture(lm, [[1, 2, 3, 4]] * 8, batch_size=2, progress=False)
 
 @pytest.mark.slow
 def test_an_execution_keeps_its_seconds_in_all_and_in_forward_passes(tmp_path, tiny_gpt2_dir):
-    from lotlib.book.build import _forward_share
+    """...and its kernel's peak resident memory, read from /proc while the kernel shuts down (Linux)."""
+    from lotlib.book.build import _profile_words
     from lotlib.book.pipeline import executed_metadata
     from lotlib.book.profile import book_profile, profile_totals
+    from lotlib.book.pipeline import summary_path
+    from lotlib.book.summary import read_summary
     from lotlib.book.workers import Run, execute
 
     source = tmp_path / "forwards.py"
-    source.write_text(FORWARDS)
+    source.write_text(FORWARDS + "\nfrom lotlib.book.summary import record\nrecord({'n': len(X)})\n")
     output = tmp_path / "book" / "notebooks" / "forwards.ipynb"
     status = execute(Run("forwards", str(source), str(output), {"model": str(tiny_gpt2_dir)}))
-    seconds = executed_metadata(output)["seconds"]
-    assert status["status"] == "ok" and status["profile"] == seconds
+    metadata = executed_metadata(output)
+    seconds, peak = metadata["seconds"], metadata["peak_memory_gb"]
+    assert status["status"] == "ok" and status["profile"] == {**seconds, "peak_memory_gb": peak}
     assert 0 < seconds["forward"] < seconds["total"]  # four batches through view.run, inside a kernel's run
-    assert not output.with_suffix(".forward.log").exists()  # read, then removed
+    # a kernel that imported torch and ran a model holds more than 0.1 GB and, for a tiny model, less than 8
+    assert 0.1 < peak < 8 and read_summary(summary_path(output))["peak_memory_gb"] == peak
+    assert not output.with_suffix(".forward.log").exists() and not output.with_suffix(".memory.log").exists()
     table = book_profile({"tiny": tmp_path / "book"})
-    assert table[["chapter", "total", "forward"]].values.tolist() == [["forwards", seconds["total"], seconds["forward"]]]
-    assert profile_totals(table)["total_over_forward"] == pytest.approx(seconds["total"] / seconds["forward"])
-    assert _forward_share({"total": 100.0, "forward": 28.0}) == ", forward passes 28 s (28%)" and _forward_share({}) == ""
+    assert table[["chapter", "total", "forward", "peak GB"]].values.tolist() == [
+        ["forwards", seconds["total"], seconds["forward"], peak]]
+    totals = profile_totals(table)
+    assert totals["total_over_forward"] == pytest.approx(seconds["total"] / seconds["forward"])
+    assert totals["peak_memory_gb"] == peak and totals["peak_chapter"] == "tiny / forwards"
+    assert _profile_words({"total": 100.0, "forward": 28.0}) == ", forward passes 28 s (28%)" and _profile_words({}) == ""
+    assert _profile_words({"total": 10.0, "forward": 1.0, "peak_memory_gb": 1.23}).endswith(", peak memory 1.2 GB")
     again = execute(Run("forwards", str(source), str(output), {"model": str(tiny_gpt2_dir)}))
     assert again["reused"] and "profile" not in again
 
