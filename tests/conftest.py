@@ -150,6 +150,6 @@ class StartsWithBos:
     def __init__(self, tok):
         self.tok, self.bos_token_id = tok, tok.bos_token_id
 
-    def __call__(self, text, add_special_tokens=True):
-        ids = self.tok(text)["input_ids"]
+    def __call__(self, text, add_special_tokens=True, verbose=True):
+        ids = self.tok(text, verbose=verbose)["input_ids"]
         return {"input_ids": ([self.bos_token_id] if add_special_tokens else []) + ids}

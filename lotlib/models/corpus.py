@@ -61,9 +61,13 @@ def bos_prefix(tokenizer, bos: bool | None = None) -> list[int]:
 
 
 def token_ids(text: str, tokenizer) -> np.ndarray:
-    """`text` with its whitespace collapsed, tokenized once without special tokens: `(n_tokens,)` int64."""
+    """`text` with its whitespace collapsed, tokenized once without special tokens: `(n_tokens,)` int64. The
+    whole text is longer than a model reads at once (an encoder's 512 positions), but only its pseudo-sentences
+    reach the model, so the tokenizer's warning about that length is not asked for (`verbose=False`)."""
     return np.asarray(
-        tokenizer(" ".join(text.split()), add_special_tokens=False)["input_ids"],
+        tokenizer(" ".join(text.split()), add_special_tokens=False, verbose=False)[
+            "input_ids"
+        ],
         dtype=np.int64,
     )
 

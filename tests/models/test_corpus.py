@@ -19,6 +19,21 @@ def test_chunks_tile_the_whitespace_collapsed_text():
     assert "  " not in tok.decode(c.ids.ravel())
 
 
+def test_a_text_longer_than_the_model_reads_tokenizes_without_the_length_warning(monkeypatch):
+    """Walden is 145,185 tokens for an encoder that reads 512 positions: only its pseudo-sentences reach the
+    model, so the tokenizer's "indexing errors" warning (printed into every encoder chapter's log) is false."""
+    from transformers import tokenization_utils_base
+
+    warned = []
+    monkeypatch.setattr(tokenization_utils_base.logger, "warning", lambda message, *a, **k: warned.append(message))
+    tok = gpt2_tokenizer()
+    tok.model_max_length = 16
+    c = pseudo_sentences(TEXT, tok, n_k=7)
+    assert c.ids.size > 16 and not warned
+    tok("word " * 40)  # the warning this avoids, which the same tokenizer gives when asked for
+    assert len(warned) == 1 and "longer than the specified maximum" in warned[0]
+
+
 def test_cap_bos_and_identity():
     tok = gpt2_tokenizer()
     full = pseudo_sentences(TEXT, tok, n_k=5)
