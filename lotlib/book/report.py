@@ -799,7 +799,7 @@ def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFra
     models first, narrowest first; each judged against its untrained book and the paper architecture's when
     they are in `books`, model -> summaries folder), with the model's width and depth as its chapters
     recorded them (`shape`), the claim's paper, chapter, nature, both verdicts (against the paper, the book's
-    test) and our value as text."""
+    test), and the value each judges (`JUDGED`) as text and as a point."""
     shapes = {model: model_shape(folder) for model, folder in books.items()}
     frames = []
     for model in by_scale(shapes):
@@ -812,6 +812,12 @@ def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFra
                 shape=shape_words(shapes[model]),
                 value=[format_value(v, sample=False) for v in table["ours"]],
                 point=table["ours"].map(_point),
+                **{
+                    "value as paper": [
+                        format_value(v, sample=False) for v in table["as paper"]
+                    ],
+                    "point as paper": table["as paper"].map(_point),
+                },
             )
         )
     columns = [
@@ -827,8 +833,18 @@ def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFra
         "verdict",
         "value",
         "point",
+        "value as paper",
+        "point as paper",
     ]
     return pd.concat(frames)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+# The value each verdict judges, as text and as a point: question 1 reads the value measured by the paper's
+# protocol (for some claims another statistic, or another chapter's, than the book's own test reads).
+JUDGED = {
+    "verdict": ("value", "point"),
+    "against paper": ("value as paper", "point as paper"),
+}
 
 
 UNJUDGED = ("not applicable", "missing")  # no verdict to compare across models
@@ -838,11 +854,12 @@ def verdict_changes(atlas: pd.DataFrame, column: str = "verdict") -> pd.DataFram
     """The claims whose verdict in `column` ("verdict": the book's test; "against paper": question 1) is not
     the same on every trained model of `atlas` (`atlas_table`) where the claim was judged (not applicable and
     missing cells are left out): one row per such claim, one column per trained model in the atlas's order
-    (narrowest first), each cell "verdict (value)"."""
+    (narrowest first), each cell "verdict (the value it judges)"."""
     trained = atlas[~atlas["model"].str.startswith(UNTRAINED_PREFIX)]
     judged = trained[~trained[column].isin(UNJUDGED)]
     moving = judged.groupby("id")[column].nunique().loc[lambda n: n > 1].index
-    cells = trained.assign(cell=trained[column] + " (" + trained["value"] + ")")
+    value = trained[JUDGED[column][0]]
+    cells = trained.assign(cell=trained[column] + " (" + value + ")")
     table = cells[cells["id"].isin(moving)].pivot(
         index=["id", "claim"], columns="model", values="cell"
     )
@@ -859,8 +876,8 @@ def _point(value) -> str:
 
 def verdict_heatmap(atlas: pd.DataFrame, column: str = "verdict", ax=None):
     """Claims x models at a glance: one cell per claim and model, colored by the verdict in `column`
-    ("verdict": the book's test; "against paper": question 1) and labelled with our value's point estimate
-    (`atlas_table`'s `point`), claims grouped by paper and chapter."""
+    ("verdict": the book's test; "against paper": question 1) and labelled with the point estimate of the value
+    that verdict judges (`JUDGED`), claims grouped by paper and chapter."""
     import matplotlib.pyplot as plt
     import seaborn as sns
     from matplotlib.colors import ListedColormap
@@ -872,7 +889,8 @@ def verdict_heatmap(atlas: pd.DataFrame, column: str = "verdict", ax=None):
     codes = atlas.pivot(index="id", columns="model", values=column).reindex(
         index=rows["id"], columns=models
     )
-    text = atlas.pivot(index="id", columns="model", values="point").reindex_like(codes)
+    text = atlas.pivot(index="id", columns="model", values=JUDGED[column][1])
+    text = text.reindex_like(codes)
     index = codes.apply(lambda values: values.map(words.index))
     if ax is None:
         size = (2.2 + 1.7 * len(models), 0.26 * len(codes) + 1.5)

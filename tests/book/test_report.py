@@ -180,19 +180,32 @@ def test_report_and_atlas_read_ours_and_the_nulls(tmp_path):
     assert "0.8" in [t.get_text() for t in ax.texts]  # each cell's value as text
 
 
+AS_PAPER_CLAIM = """
+- id: X-paper
+  paper: B
+  nature: finding
+  claim: "a rate, by the paper's protocol another statistic than the book's"
+  paper_value: "0.18"
+  key: rate
+  test: {kind: min, bound: 0.0, source: "the book"}
+  as_paper: {key: rate_paper, printed: "0.18", scale: rate, protocol: "the authors'"}
+"""
+
+
 def test_the_atlas_orders_models_by_width_and_lists_the_verdicts_that_move(tmp_path):
     """Trained models from the narrowest to the widest (the width and depth their chapters recorded), the untrained
     ones last in the same order; a claim moves when two trained models where it was judged disagree, and a cell
     that is not applicable (an encoder) or missing does not make it move."""
     claims = tmp_path / "claims"
     claims.mkdir()
-    (claims / "chapter.yml").write_text(CLAIMS)
+    (claims / "chapter.yml").write_text(CLAIMS + AS_PAPER_CLAIM)
     books = tmp_path / "books"
     shares = {"wide": (0.8, 0.7, 0.9), "narrow": (0.3, 0.2, 0.4), "middle": (0.8, 0.75, 0.85)}
     widths = {"wide": (1536, 28), "narrow": (576, 30), "middle": (640, 18)}
     for name, share in shares.items():
         d, n = widths[name]
-        values = {"share": est(*share), "share_shuffled": est(0.1, 0.0, 0.2), "gap": 0.0, "d_model": d, "n_layers": n}
+        values = {"share": est(*share), "share_shuffled": est(0.1, 0.0, 0.2), "gap": 0.0, "d_model": d, "n_layers": n,
+                  "rate": est(0.5, 0.4, 0.6), "rate_paper": est(*((0.4, 0.38, 0.42) if name == "wide" else (0.18, 0.17, 0.19)))}
         _write(books / name / "notebooks", "chapter", values, {"model": name})
         _write(books / f"untrained-{name}" / "notebooks", "chapter",
                {"share": est(0.1, 0.0, 0.2), "gap": 0.0, "d_model": d, "n_layers": n}, {"model": f"untrained:{name}"})
@@ -213,6 +226,14 @@ def test_the_atlas_orders_models_by_width_and_lists_the_verdicts_that_move(tmp_p
     assert row["unshaped"].startswith("inconclusive")  # no untrained book: judged, so it counts
     same = atlas[atlas["model"].isin(["encoder", "middle", "wide"])]
     assert verdict_changes(same).empty  # holds on both causal models; the encoder's cell is left out
+    # question 1 reads the value measured by the paper's protocol, not the book's own: so do its cells
+    by_paper = verdict_changes(atlas, "against paper").loc["X-paper"].iloc[0]
+    assert by_paper["narrow"] == "agrees (0.18 [0.17, 0.19])" and by_paper["wide"] == "differs (0.4 [0.38, 0.42])"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    labels = [t.get_text() for t in verdict_heatmap(atlas, column="against paper").texts]
+    assert "0.4" in labels and "0.5" not in labels  # the paper-protocol value, never the book's 0.5
 
 
 def test_the_report_and_atlas_carry_the_model_revision(tmp_path):
