@@ -915,6 +915,10 @@ def verdict_heatmap(atlas: pd.DataFrame, column: str = "verdict", ax=None):
     )
     ax.set(xlabel="", ylabel="")
     ax.xaxis.tick_top()
+    # untrained models' names are long: slanted, so that neighbouring columns' names do not overlap
+    ax.tick_params(axis="x", labelrotation=30)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("left")
     seen = [v for v in words if (atlas[column] == v).any()]
     ax.legend(
         [Patch(color=COLORS[v]) for v in seen],
