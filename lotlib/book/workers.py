@@ -204,9 +204,15 @@ def _ask(worker: subprocess.Popen, run: Run) -> dict:
 
 
 def _terminate(processes: list[subprocess.Popen], grace: float = WORKER_GRACE) -> None:
-    """Stop worker processes and what runs in their sessions (their kernels): SIGTERM to every session at
-    once, then SIGKILL to those still running `grace` seconds later (one grace for all, not one each)."""
+    """Stop worker processes and everything they started: SIGTERM to every worker's session at once (the worker
+    shuts its kernel down), SIGKILL to the sessions still running `grace` seconds later (one grace for all, not
+    one each), then SIGKILL to any of their descendants still alive. A kernel leads a session of its own, so
+    the workers' signals do not reach it; it ends by itself when its parent does, but one orphaned before its
+    parent poller started, or under a subreaper (systemd's user manager) instead of init, would live on."""
     running = [p for p in processes if p.poll() is None]
+    started = {}
+    for process in running:
+        started |= descendants(process.pid)
     for process in running:
         _signal_session(process, signal.SIGTERM)
     deadline = time.monotonic() + grace
@@ -216,6 +222,39 @@ def _terminate(processes: list[subprocess.Popen], grace: float = WORKER_GRACE) -
         except subprocess.TimeoutExpired:
             _signal_session(process, signal.SIGKILL)
             process.wait()
+    for pid, start in started.items():
+        # only the same process, not another that took its pid since
+        if _parent_and_start(pid)[1] == start:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile
+                pass
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """The processes below `pid` (its children, theirs, ...), each pid with its start time (to tell a pid taken
+    by another process later apart), from Linux's /proc; none elsewhere."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        parent, start = _parent_and_start(int(entry.name))
+        if parent is not None:
+            children.setdefault(parent, []).append((int(entry.name), start))
+    found, stack = {}, [pid]
+    while stack:
+        for child, start in children.get(stack.pop(), []):
+            found[child] = start
+            stack.append(child)
+    return found
+
+
+def _parent_and_start(pid: int) -> tuple[int | None, str | None]:
+    """A process's parent pid and start time (clock ticks after boot) from /proc/PID/stat; (None, None) when it
+    is gone or there is no /proc."""
+    try:  # "pid (name) state ppid ... starttime ...": the name may hold spaces and parentheses
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), fields[19]
+    except (OSError, IndexError, ValueError):
+        return None, None
 
 
 def _signal_session(process: subprocess.Popen, signum: int) -> None:

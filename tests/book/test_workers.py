@@ -58,6 +58,34 @@ def test_stopping_the_pool_leaves_no_worker_or_kernel_behind(tmp_path):
     assert not [p.pid for p in processes if _alive(p.pid)]
 
 
+ORPHANING_WORKER = """
+import subprocess, sys, time
+# a kernel-like child in a session of its own, with no parent poller: it outlives its parent unless killed
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_terminating_workers_also_ends_what_they_started_in_other_sessions():
+    """A kernel leads a session of its own: the SIGTERM and SIGKILL sent to its worker's session miss it, and one
+    orphaned before its parent poller started (or under a subreaper rather than init) would live on."""
+    import subprocess
+    import sys
+
+    from lotlib.book.workers import _terminate, descendants
+
+    worker = subprocess.Popen([sys.executable, "-c", ORPHANING_WORKER], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    child = int(worker.stdout.readline())
+    assert child in descendants(worker.pid) and worker.pid not in descendants(child)
+    _terminate([worker], grace=1.0)
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(child):
+        time.sleep(0.1)
+    assert worker.poll() is not None and not _alive(child)
+
+
 POOL_PARENT = """
 import sys, time
 from lotlib.book.workers import STARTED, Run, run_pool
