@@ -168,10 +168,11 @@ def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkey
     run_notebook(source, "runs/chapter.ipynb", {"n": 1}, progress=False)
     summary = json.loads((tmp_path / "runs" / "chapter.summary.json").read_text())
     key = nbformat.read(tmp_path / "runs" / "chapter.ipynb", 4).metadata["lotlib"]["key"]
-    seconds = summary.pop("seconds")
+    seconds, peak = summary.pop("seconds"), summary.pop("peak_memory_gb")
     assert summary == {"notebook": "chapter", "parameters": {"n": 1, "label": "x"}, "values": {"result": 21},
                        "key": key, "model_revision": None}  # no `model` parameter: no model revision
     assert seconds["total"] > 0 and seconds["forward"] == 0.0
+    assert 0 < peak < 2  # a fresh kernel that imported lotlib's summary alone
 
 
 RECORDING = '''# %% tags=["parameters"]
