@@ -363,16 +363,16 @@ def execute_chapters(
     say=say_now,
     heartbeat: float = 60.0,
     scheduler: str | None = None,
-) -> None:
+) -> dict[str, dict]:
     """Execute (or reuse) the chapters on the worker pool, `jobs` at a time (or on the Dask cluster at
     `scheduler`), the longest first (`longest_first`). One line when a chapter starts and one when it ends,
     with its time; every `heartbeat` seconds a line naming the chapters still running, for how long, at which
     cell and with how many resample steps kept. A failed chapter does not stop the others; all failures are
-    raised together."""
+    raised together. Returns the profile of each chapter executed (not reused), by label."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     chapters = longest_first(chapters)
     runs = {c.label: c for c in chapters}
-    started, failures = {}, []
+    started, failures, profiles = {}, [], {}
     pool = run_pool([c.run(threads) for c in chapters], jobs, scheduler, heartbeat)
     for event, run, status in pool:
         if event == STARTED:
@@ -382,6 +382,8 @@ def execute_chapters(
             started.pop(run.label, None)
             if status["status"] == "ok":
                 cached = " (cached)" if status.get("reused") else ""
+                if status.get("profile"):
+                    profiles[run.label] = status["profile"]
                 say(
                     f"[lotlib book] {run.label}: done in {_duration(status['seconds'])}"
                     f"{cached}{_profile_words(status.get('profile', {}))}"
@@ -399,6 +401,25 @@ def execute_chapters(
         raise NotebookFailed(
             f"{len(failures)} chapter(s) failed:\n  " + "\n  ".join(failures)
         )
+    return profiles
+
+
+def build_words(profiles: dict[str, dict]) -> str:
+    """What a build's executed chapters cost (label -> profile, `execute_chapters`): their chapter-seconds, how
+    many of them in forward passes, and the largest peak memory of one chapter's kernel with its chapter."""
+    total = sum(p.get("total", 0.0) for p in profiles.values())
+    forward = sum(p.get("forward", 0.0) for p in profiles.values())
+    words = (
+        f"{len(profiles)} chapter run(s) executed: {total:,.0f} chapter-seconds, "
+        f"{forward:,.0f} of them in forward passes"
+    )
+    peaks = {
+        k: p["peak_memory_gb"] for k, p in profiles.items() if p.get("peak_memory_gb")
+    }
+    if peaks:
+        largest = max(peaks, key=peaks.get)
+        words += f"; largest kernel peak memory {peaks[largest]:.2f} GB ({largest})"
+    return words
 
 
 def build_book(
@@ -459,10 +480,11 @@ def build_book(
             else ""
         )
     )
-    execute_chapters(first, jobs, say, scheduler=scheduler)
-    execute_chapters(
-        later, jobs, say, scheduler=scheduler
-    )  # they read first's summaries
+    profiles = execute_chapters(first, jobs, say, scheduler=scheduler)
+    # the report and the atlas read the first wave's summaries
+    profiles |= execute_chapters(later, jobs, say, scheduler=scheduler)
+    if profiles:
+        say(f"[lotlib book] {model}: {build_words(profiles)}")
     say(f"[lotlib book] {model}: building the HTML pages")
     jb = Path(sys.executable).parent / "jupyter-book"
     stamp, config = (

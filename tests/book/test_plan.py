@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lotlib.book.build import (Chapter, book_folder, chapters_with_findings, execute_chapters, longest_first,
-                               model_slug,
+from lotlib.book.build import (Chapter, book_folder, build_words, chapters_with_findings, execute_chapters,
+                               longest_first, model_slug,
                                null_model, parameter_section, plan_book, sphinx_problems)
 from lotlib.book.pipeline import project_root
 from lotlib.book.spec import read_spec
@@ -139,12 +139,17 @@ def test_progress_says_which_chapters_really_run(tmp_path):
         source.write_text('# %% tags=["parameters"]\nseconds: float = 1.5\n\n# %%\nimport time\ntime.sleep(seconds)\n')
         chapters.append(Chapter(read_spec(source), "m", tmp_path / "out" / f"{name}.ipynb", {}))
     said = []
-    execute_chapters(chapters, jobs=1, say=said.append, heartbeat=1.0)
+    profiles = execute_chapters(chapters, jobs=1, say=said.append, heartbeat=1.0)
+    assert list(profiles) == ["m / one", "m / two", "m / three"] and all(p["total"] >= 1.5 for p in profiles.values())
+    words = build_words(profiles)
+    assert words.startswith("3 chapter run(s) executed: ") and "0 of them in forward passes" in words
+    assert "largest kernel peak memory" in words  # each kernel's peak, read from /proc
     events = [line.removeprefix("[lotlib book] m / ") for line in said if "started" in line or "done in" in line]
     assert [e.split(" in ")[0] for e in events] == [f"{n}: {e}" for n in ("one", "two", "three")
                                                     for e in ("started", "done")]  # never two at once with jobs=1
     beats = [line for line in said if "still running" in line]
     assert beats and all(line.count(" / ") == 1 for line in beats)  # one chapter at a time, named with its book
+    assert execute_chapters(chapters, jobs=1, say=said.append) == {}  # all reused: nothing executed
 
 
 def test_a_missing_data_file_stops_the_book_before_any_chapter_runs(tmp_path, monkeypatch):
