@@ -30,6 +30,7 @@ from ..storage.atomic import write_text_atomic
 from ..storage.paths import package_file
 from .parameters import check_parameters
 from .pipeline import NotebookFailed, read_json, summary_path
+from .profile import profile_totals, runs_profile
 from .spec import NotebookSpec, read_spec
 from .workers import DONE, STARTED, Run, run_pool
 from .report import PAPER_NULL_MODEL, load_claims, paper_nulled
@@ -407,18 +408,16 @@ def execute_chapters(
 def build_words(profiles: dict[str, dict]) -> str:
     """What a build's executed chapters cost (label -> profile, `execute_chapters`): their chapter-seconds, how
     many of them in forward passes, and the largest peak memory of one chapter's kernel with its chapter."""
-    total = sum(p.get("total", 0.0) for p in profiles.values())
-    forward = sum(p.get("forward", 0.0) for p in profiles.values())
+    totals = profile_totals(runs_profile(profiles))
     words = (
-        f"{len(profiles)} chapter run(s) executed: {total:,.0f} chapter-seconds, "
-        f"{forward:,.0f} of them in forward passes"
+        f"{len(profiles)} chapter run(s) executed: {totals['total']:,.0f} chapter-seconds, "
+        f"{totals['forward']:,.0f} of them in forward passes"
     )
-    peaks = {
-        k: p["peak_memory_gb"] for k, p in profiles.items() if p.get("peak_memory_gb")
-    }
-    if peaks:
-        largest = max(peaks, key=peaks.get)
-        words += f"; largest kernel peak memory {peaks[largest]:.2f} GB ({largest})"
+    if totals["peak_chapter"]:
+        words += (
+            f"; largest kernel peak memory {totals['peak_memory_gb']:.2f} GB "
+            f"({totals['peak_chapter']})"
+        )
     return words
 
 

@@ -24,6 +24,21 @@ COLUMNS = [
 ]
 
 
+def _row(book: str, chapter: str, profile: dict) -> list:
+    """One table row from a run's profile (`{"total", "forward"}` seconds, `"peak_memory_gb"` when recorded)."""
+    total, forward = float(profile["total"]), float(profile["forward"])
+    peak = profile.get("peak_memory_gb")
+    return [
+        book,
+        chapter,
+        total,
+        forward,
+        total - forward,
+        forward / total,
+        float("nan") if peak is None else float(peak),
+    ]
+
+
 def book_profile(books: dict[str, Path]) -> pd.DataFrame:
     """One row per executed chapter of each book (name -> its build folder, holding `notebooks/`): seconds in
     all, in forward passes and in the rest, the forward share, and the peak resident memory of its kernel in GB
@@ -34,21 +49,18 @@ def book_profile(books: dict[str, Path]) -> pd.DataFrame:
             if executed.name.endswith((".partial.ipynb", ".input.ipynb")):
                 continue
             metadata = executed_metadata(executed)
-            seconds = metadata.get("seconds")
-            if seconds:
-                total, forward = float(seconds["total"]), float(seconds["forward"])
-                peak = metadata.get("peak_memory_gb")
-                rows.append(
-                    [
-                        name,
-                        executed.stem,
-                        total,
-                        forward,
-                        total - forward,
-                        forward / total,
-                        float("nan") if peak is None else float(peak),
-                    ]
-                )
+            if metadata.get("seconds"):
+                profile = {
+                    **metadata["seconds"],
+                    "peak_memory_gb": metadata.get("peak_memory_gb"),
+                }
+                rows.append(_row(name, executed.stem, profile))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def runs_profile(profiles: dict[str, dict]) -> pd.DataFrame:
+    """The same table from the profiles a build returns (`"model / chapter"` label -> profile)."""
+    rows = [_row(*label.rsplit(" / ", 1), p) for label, p in profiles.items()]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
