@@ -559,13 +559,28 @@ def report_table(
     value, the chapter and its run. The untrained model's values come from the summaries in `null_folder`,
     the untrained paper architecture's (`PAPER_NULL_MODEL`) from `paper_null_folder`; without them every
     finding that names that null misses it, so it does not hold."""
-    summaries = load_summaries(summaries_folder)
     untrained, paper_null = (
         load_summaries(folder) if folder else None
         for folder in (null_folder, paper_null_folder)
     )
+    return claims_table(
+        load_claims(claims_folder),
+        load_summaries(summaries_folder),
+        untrained,
+        paper_null,
+    )
+
+
+def claims_table(
+    claims: list[dict],
+    summaries: dict[str, dict],
+    untrained: dict[str, dict] | None = None,
+    paper_null: dict[str, dict] | None = None,
+) -> pd.DataFrame:
+    """`report_table` from loaded claims and summaries (notebook -> summary; None: that null book was not
+    built)."""
     rows = []
-    for c in load_claims(claims_folder):
+    for c in claims:
         summary = summaries.get(c["notebook"], {})
         params = summary.get("parameters", {})
         rows.append(
@@ -763,10 +778,10 @@ def built_books(books_dir: str | Path) -> dict[str, Path]:
     return found
 
 
-def model_shape(summaries_folder: str | Path) -> tuple[int, int] | None:
-    """A built book's (width d_model, depth n_layers), as its chapters recorded them (the open-questions
-    chapter runs on every model and records both); None when no chapter did."""
-    for summary in load_summaries(summaries_folder).values():
+def model_shape(summaries: dict[str, dict]) -> tuple[int, int] | None:
+    """A built book's (width d_model, depth n_layers), as its chapters' summaries (notebook -> summary) recorded
+    them (the open-questions chapter runs on every model and records both); None when no chapter did."""
+    for summary in summaries.values():
         values = summary.get("values", {})
         shape = values.get("d_model"), values.get("n_layers")
         if all(isinstance(v, int) for v in shape):
@@ -800,12 +815,14 @@ def atlas_table(claims_folder: str | Path, books: dict[str, Path]) -> pd.DataFra
     they are in `books`, model -> summaries folder), with the model's width and depth as its chapters
     recorded them (`shape`), the claim's paper, chapter, nature, both verdicts (against the paper, the book's
     test), and the value each judges (`JUDGED`) as text and as a point."""
-    shapes = {model: model_shape(folder) for model, folder in books.items()}
+    summaries = {model: load_summaries(folder) for model, folder in books.items()}
+    shapes = {model: model_shape(loaded) for model, loaded in summaries.items()}
+    claims = load_claims(claims_folder)
     frames = []
     for model in by_scale(shapes):
-        null = books.get(f"{UNTRAINED_PREFIX}{model}")
-        paper = books.get(PAPER_NULL_MODEL) if null else None
-        table = report_table(claims_folder, books[model], null, paper)
+        null = summaries.get(f"{UNTRAINED_PREFIX}{model}")
+        paper = summaries.get(PAPER_NULL_MODEL) if null is not None else None
+        table = claims_table(claims, summaries[model], null, paper)
         frames.append(
             table.assign(
                 model=model,
