@@ -142,6 +142,10 @@ def load_model(
         config, tokenizer = published_config(name), gpt2_tokenizer()
         identity = weights_hash("published", name, json.dumps(size, sort_keys=True))
         revision = model_revision(f"{UNTRAINED}{name}")
+    elif untrained:  # the configuration is enough: the trained weights are never read
+        source = model_source(name)
+        config, tokenizer = _config(name, source), _tokenizer(name, source)
+        identity, revision = source.identity, source.revision
     else:
         hf, tokenizer, source = _load_trained(name, dtype, device)
         config, identity, revision = hf.config, source.identity, source.revision
@@ -181,14 +185,21 @@ def _tokenizer(name: str, source):
         raise not_found(name, err) from err
 
 
+def _config(name: str, source):
+    """The transformers configuration of model `name` from its `source`, without reading any weights."""
+    try:
+        return AutoConfig.from_pretrained(source.path, revision=source.hub_revision)
+    except OSError as err:
+        raise not_found(name, err) from err
+
+
 def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
     source = model_source(name)
     placement = {} if device.type == "cpu" else {"device_map": str(device)}
-    pinned = {"revision": source.hub_revision}  # a hub id loads the commit resolved
-    try:
-        config = AutoConfig.from_pretrained(source.path, **pinned)
+    config = _config(name, source)
+    try:  # a hub id loads the commit resolved
         hf = model_class(config).from_pretrained(
-            source.path, dtype=dtype, **placement, **pinned
+            source.path, dtype=dtype, revision=source.hub_revision, **placement
         )
     except OSError as err:
         raise not_found(name, err) from err

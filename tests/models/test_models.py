@@ -103,6 +103,22 @@ def test_untrained_is_seeded_and_differs(tiny_gpt2_dir):
     assert a.identity == b.identity
 
 
+def test_an_untrained_model_never_reads_the_trained_weights(tiny_gpt2_dir, monkeypatch):
+    import transformers
+
+    before = load_model(str(tiny_gpt2_dir), untrained=True, seed=1)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the trained weights were read")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+    after = load_model(str(tiny_gpt2_dir), untrained=True, seed=1)  # config and tokenizer only
+    assert after.identity == before.identity and after.revision == before.revision
+    assert all(torch.equal(p, q) for p, q in zip(before.hf.parameters(), after.hf.parameters()))
+    with pytest.raises(AssertionError, match="trained weights were read"):
+        load_model(str(tiny_gpt2_dir))
+
+
 def test_reinit_from_k_keeps_earlier_blocks(tiny_llama_dir):
     trained = load_model(str(tiny_llama_dir))
     reinit = load_model(str(tiny_llama_dir), reinit_from=1, seed=7)  # fixture weights use seed 0
