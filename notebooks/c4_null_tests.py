@@ -188,6 +188,7 @@ compared = {
     "trained": lotlib.trajectories(lm, walden),
     "untrained": lotlib.trajectories(untrained, walden),
 }  # (N, L+1, D) each
+del lm, untrained  # free both models before the next ones load
 N, layers = walden.n_s, np.arange(1, L + 1)
 same_weights = np.array_equal(*compared.values())  # a model with random weights
 pilots = nt.drawn_pilots(N, n_pilots, seed)
@@ -333,7 +334,7 @@ for key, word in paper.words(skipped="not measured (paper_null is empty)").items
 
 # %%
 first = L // 2 if reinit_from is None else reinit_from
-split = block_index(first, L, "reinit_from", lm.name)
+split = block_index(first, L, "reinit_from", model)
 reinit_seeds = [seed + i for i in range(n_reinit)]
 X_reinit = nt.reinitialised_trajectories(
     model, walden, split, reinit_seeds, **where
