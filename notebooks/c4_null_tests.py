@@ -335,7 +335,8 @@ for key, word in paper.words(skipped="not measured (paper_null is empty)").items
 # %%
 first = L // 2 if reinit_from is None else reinit_from
 split = block_index(first, L, "reinit_from", model)
-reinit_seeds = [seed + i for i in range(n_reinit)]
+# an untrained model has no trained blocks to keep: nothing to re-initialise
+reinit_seeds = [] if same_weights else [seed + i for i in range(n_reinit)]
 X_reinit = nt.reinitialised_trajectories(
     model, walden, split, reinit_seeds, **where
 )
@@ -361,15 +362,14 @@ stall
 # u1..u3 of their own last layer), then the re-initialised one to turn around.
 
 # %%
-P_reinit = nt.last_layer_view(X_reinit[reinit_seeds[0]], pilots)
-title = (
-    f"blocks {split}.. re-initialised (seed {reinit_seeds[0]}), on u1..u3 of U({L})"
-)
-figures.paths_side_by_side({"untrained": P_untrained, title: P_reinit}, layers)
-plt.show()
-plots.show(
-    plots.paths_3d(P_reinit, layers, f"{len(pilots)} lines of thought, {title}")
-)
+if X_reinit:  # an untrained model has nothing to re-initialise
+    P_reinit = nt.last_layer_view(X_reinit[reinit_seeds[0]], pilots)
+    title = f"blocks {split}.. re-initialised (seed {reinit_seeds[0]}), on u1..u3 of U({L})"
+    figures.paths_side_by_side({"untrained": P_untrained, title: P_reinit}, layers)
+    plt.show()
+    plots.show(
+        plots.paths_3d(P_reinit, layers, f"{len(pilots)} lines of thought, {title}")
+    )
 
 # %% [markdown]
 # **What to notice.** The table gives, per model, the median relative step before and after t = `split`
@@ -382,8 +382,9 @@ plots.show(
 # receive (trained states have grown large by L/2, a fresh block's output has the scale of its random
 # initialisation), so the pilots barely move; that is the stalling. The cosine after the line says what the small
 # steps look like: near 0 they turn at random, a diffusion around the point where the trained blocks left the
-# pilot, rather than a drift. In the 3-D picture stalled layers past L/2 pile up on top of each other. On a model
-# that is itself untrained, "re-initialised" is just another random draw, and nothing stalls.
+# pilot, rather than a drift. In the 3-D picture stalled layers past L/2 pile up on top of each other. A model
+# that is itself untrained has no trained blocks to keep: nothing is re-initialised, and the claims about
+# re-initialisation are not applicable.
 #
 # **This model vs GPT-2 medium.** The paper's null tests ran on GPT-2 medium (LayerNorm, 24 layers, learned
 # position embeddings). Models of the Llama and Gemma families normalize with RMSNorm (no centering), use rotary
@@ -434,9 +435,9 @@ values = {
         for key, value in {
             "untrained_arrival_r2_gap": arrival_r2_gap,
             gap_paper: paper_values[gap_paper],
-            **nt.reinit_stalling(stall),
         }.items()
     },
+    **nt.reinit_stalling(stall, skipped=not_applicable(untrained_itself)),
 }
 why = "the untrained model or two halves of Walden pass it too"
 conclude("c4_null_tests", values, model, why_not_diagnostic=why)

@@ -918,14 +918,20 @@ def stalling_table(models: dict[str, np.ndarray], split: int) -> pd.DataFrame:
 
 
 def reinit_stalling(
-    stall: pd.DataFrame, reference: str = "trained", reinit_from_row: int = 2
-) -> dict[str, Estimate]:
+    stall: pd.DataFrame,
+    reference: str = "trained",
+    reinit_from_row: int = 2,
+    skipped: object = None,
+) -> dict[str, Estimate | object]:
     """From `stalling_table` whose rows `reinit_from_row`.. are re-initialisation seeds: their median relative step
     after the split over the `reference` model's (`reinit_step_ratio`) and their mean cosine of consecutive steps
-    after it (`reinit_cos_after`), mean and t-interval over seeds."""
+    after it (`reinit_cos_after`), mean and t-interval over seeds. Without such rows (an untrained model has
+    nothing to re-initialise) both are `skipped`."""
     from ..intervals import over_seeds
 
     reinit, unit = stall.iloc[reinit_from_row:], "re-initialisation seeds"
+    if reinit.empty:
+        return dict.fromkeys(("reinit_step_ratio", "reinit_cos_after"), skipped)
     return {
         "reinit_step_ratio": over_seeds(
             reinit["step_after"] / stall.loc[reference, "step_after"], unit=unit

@@ -132,11 +132,17 @@ def load_model(
     """Load `name` in eval mode on `device` in `dtype`.
 
     `untrained=True` (or the name prefix `untrained:`) keeps the config and draws fresh weights (seeded);
-    `reinit_from=k` keeps blocks 0..k-1 trained and re-initialises blocks k.. (seeded): the papers' null tests.
+    `reinit_from=k` keeps blocks 0..k-1 trained and re-initialises blocks k.. (seeded; trained models only): the papers' null
+    tests.
     An untrained published architecture (`PUBLISHED`, e.g. "gpt2-medium") needs neither the hub nor its weights.
     """
     name, prefixed = split_name(name)
     untrained = untrained or prefixed
+    if untrained and reinit_from is not None:
+        raise ValueError(
+            f"reinit_from = {reinit_from} re-initialises blocks of trained weights, but untrained {name} has "
+            "no trained block to keep: drop reinit_from, or load the trained model"
+        )
     device, dtype = resolve_device(device), resolve_dtype(dtype)
     if untrained and (size := published_size(name)) is not None:
         config, tokenizer = published_config(name), gpt2_tokenizer()

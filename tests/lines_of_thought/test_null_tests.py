@@ -342,6 +342,8 @@ def test_reinit_stalling_divides_by_the_reference_and_averages_over_seeds():
     out = reinit_stalling(stall)
     assert out["reinit_step_ratio"].value == pytest.approx(stall.loc["a", "step_after"] / stall.loc["trained", "step_after"])
     assert out["reinit_step_ratio"].value < 0.1 and out["reinit_step_ratio"].n == 2
+    skipped = reinit_stalling(stall.loc[["trained", "untrained"]], skipped="not re-initialised")
+    assert skipped == dict.fromkeys(out, "not re-initialised")  # an untrained model: nothing was re-initialised
 
 
 def test_step_table_has_a_row_per_pilot_and_step():

@@ -129,6 +129,9 @@ def test_reinit_from_k_keeps_earlier_blocks(tiny_llama_dir):
     torch.testing.assert_close(trained.view.W_E, reinit.view.W_E)
     with pytest.raises(ValueError, match="reinit_from must be in 0..2"):
         load_model(str(tiny_llama_dir), reinit_from=3)
+    for untrained in ({"untrained": True}, {}):  # by the flag or the name's prefix: no trained block to keep
+        with pytest.raises(ValueError, match="reinit_from = 1 re-initialises blocks of trained weights"):
+            load_model(("" if untrained else "untrained:") + str(tiny_llama_dir), reinit_from=1, **untrained)
 
 
 @pytest.mark.slow
