@@ -132,8 +132,8 @@ def load_model(
     """Load `name` in eval mode on `device` in `dtype`.
 
     `untrained=True` (or the name prefix `untrained:`) keeps the config and draws fresh weights (seeded);
-    `reinit_from=k` keeps blocks 0..k-1 trained and re-initialises blocks k.. (seeded; trained models only): the papers' null
-    tests.
+    `reinit_from=k` keeps blocks 0..k-1 trained and re-initialises blocks k.. (seeded; a trained model only): the
+    papers' null tests.
     An untrained published architecture (`PUBLISHED`, e.g. "gpt2-medium") needs neither the hub nor its weights.
     """
     name, prefixed = split_name(name)
