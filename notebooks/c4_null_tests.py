@@ -363,8 +363,11 @@ stall
 
 # %%
 if X_reinit:  # an untrained model has nothing to re-initialise
-    P_reinit = nt.last_layer_view(X_reinit[reinit_seeds[0]], pilots)
-    title = f"blocks {split}.. re-initialised (seed {reinit_seeds[0]}), on u1..u3 of U({L})"
+    first_draw = reinit_seeds[0]
+    P_reinit = nt.last_layer_view(X_reinit[first_draw], pilots)
+    title = (
+        f"blocks {split}.. re-initialised (seed {first_draw}), on u1..u3 of U({L})"
+    )
     figures.paths_side_by_side({"untrained": P_untrained, title: P_reinit}, layers)
     plt.show()
     plots.show(
