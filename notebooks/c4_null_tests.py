@@ -40,8 +40,9 @@
 #   scored on the other 30%, layer by layer with the same split. A second curve runs the same pipeline on
 #   two random halves of Walden: what "not separable" scores here.
 # - **The untrained model** is the same configuration with fresh, seeded weights
-#   (`lotlib.load_model(model, untrained=True, seed=seed)`, the library's default initialisation); the
-#   **re-initialised model** keeps blocks 0..L/2−1 and draws blocks L/2..L−1 afresh (`reinit_from = L/2`),
+#   (`lm.untrained_variant(seed)`, as `lotlib.load_model(model, untrained=True, seed=seed)`, the library's
+#   default initialisation); the **re-initialised model** keeps blocks 0..L/2−1 and draws blocks L/2..L−1
+#   afresh (`reinit_from = L/2`),
 #   so x(1)..x(L/2) are the trained model's and every later step comes from a random block. Both run on the
 #   first `n_s` pseudo-sentences of Walden at N_k = 50, as does the trained model they are compared with.
 # - **The paper's architecture.** The paper's untrained model was a GPT-2 medium (24 layers, D = 1024, 16
@@ -108,7 +109,7 @@ from lotlib.models.bounds import block_index, pilot_count
 plots.apply_theme()
 where = {"device": device, "dtype": dtype}
 lm = lotlib.load_model(model, **where)
-untrained = lotlib.load_model(model, untrained=True, seed=seed, **where)
+untrained = lm.untrained_variant(seed)  # lm itself when lm is that draw already
 L, D = lm.view.n_layers, lm.view.d_model
 language, noise = nt.language_and_gibberish(lm, n_k_gibberish, n_s_gibberish, seed)
 glue("gibberish_example", repr(lm.tokenizer.decode(noise.ids[0])))
@@ -335,7 +336,6 @@ for key, word in paper.words(skipped="not measured (paper_null is empty)").items
 # %%
 first = L // 2 if reinit_from is None else reinit_from
 split = block_index(first, L, "reinit_from", model)
-# an untrained model has no trained blocks to keep: nothing to re-initialise
 reinit_seeds = [] if same_weights else [seed + i for i in range(n_reinit)]
 X_reinit = nt.reinitialised_trajectories(
     model, walden, split, reinit_seeds, **where
@@ -363,11 +363,9 @@ stall
 
 # %%
 if X_reinit:  # an untrained model has nothing to re-initialise
-    first_draw = reinit_seeds[0]
-    P_reinit = nt.last_layer_view(X_reinit[first_draw], pilots)
-    title = (
-        f"blocks {split}.. re-initialised (seed {first_draw}), on u1..u3 of U({L})"
-    )
+    draw = reinit_seeds[0]
+    P_reinit = nt.last_layer_view(X_reinit[draw], pilots)
+    title = f"blocks {split}.. re-initialised (seed {draw}), on u1..u3 of U({L})"
     figures.paths_side_by_side({"untrained": P_untrained, title: P_reinit}, layers)
     plt.show()
     plots.show(

@@ -72,6 +72,16 @@ class Model:
         """The weights' dtype as a name ("float32", "bfloat16", ...): it changes every result."""
         return str(self.hf.dtype).removeprefix("torch.")
 
+    def untrained_variant(self, seed: int = 0) -> Model:
+        """This architecture with fresh weights drawn with `seed` (`load_model(..., untrained=True)`), on the same
+        device in the same dtype; the model itself when it is that draw already (an untrained null book then
+        holds one copy, not two)."""
+        if self.variant == {"untrained": True, "seed": seed}:
+            return self
+        return load_model(
+            self.name, untrained=True, seed=seed, device=self.device, dtype=self.dtype
+        )
+
     def __repr__(self) -> str:
         v = self.view
         extra = f", {self.variant}" if self.variant else ""

@@ -103,6 +103,16 @@ def test_untrained_is_seeded_and_differs(tiny_gpt2_dir):
     assert a.identity == b.identity
 
 
+def test_an_untrained_variant_is_the_model_itself_when_it_is_that_draw(tiny_gpt2_dir):
+    trained = load_model(str(tiny_gpt2_dir), dtype="bfloat16")
+    drawn = trained.untrained_variant(1)
+    assert drawn.identity == load_model(str(tiny_gpt2_dir), untrained=True, seed=1, dtype="bfloat16").identity
+    assert drawn.dtype == "bfloat16" and drawn.device == trained.device and drawn.name.startswith("untrained:")
+    assert drawn.untrained_variant(1) is drawn  # an untrained book's model: one copy, not two
+    other = drawn.untrained_variant(2)
+    assert other is not drawn and other.identity != drawn.identity
+
+
 def test_an_untrained_model_never_reads_the_trained_weights(tiny_gpt2_dir, monkeypatch):
     import transformers
 
