@@ -22,8 +22,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie is not alive
-        return stat.read().split()[2] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie is not alive
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:  # it ended meanwhile
+        return False
 
 
 def test_a_failed_run_is_a_status_not_an_exception(tmp_path):
@@ -47,15 +50,46 @@ def test_stopping_the_pool_leaves_no_worker_or_kernel_behind(tmp_path):
     for event, run, _ in pool:  # wait until two runs are under way, with their kernels
         if event == STARTED:
             started.append(run.label)
-        if len(started) == 2 and len([p for p in _descendants(psutil) if p.pid not in before]) >= 4:
+        if len(started) == 2 and len(_pool_processes(psutil, before)) >= 4:
             break
-    processes = [p for p in _descendants(psutil) if p.pid not in before]
+    processes = _pool_processes(psutil, before)
     assert len(processes) >= 4  # two workers, two kernels
     pool.close()  # the caller stops (as an interrupted `lotlib book` does)
     deadline = time.time() + 30
     while time.time() < deadline and any(_alive(p.pid) for p in processes):
         time.sleep(0.2)
-    assert not [p.pid for p in processes if _alive(p.pid)]
+    assert not [_described(p) for p in processes if _alive(p.pid)]
+
+
+def _pool_processes(psutil, before: set[int]) -> list:
+    """The pool's worker processes started since `before` (this process's descendants then) and everything
+    below them: not what another test left that starts a process meanwhile (a Dask nanny, a resource tracker)."""
+    new = [p for p in psutil.Process().children() if p.pid not in before]
+    workers = [p for p in new if "lotlib.book.workers" in _cmdline(psutil, p)]
+    return [*workers, *(c for w in workers for c in _alive_children(psutil, w))]
+
+
+def _alive_children(psutil, process) -> list:
+    try:
+        children = process.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [c for c in children if _alive(c.pid)]
+
+
+def _cmdline(psutil, process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.NoSuchProcess:
+        return ""
+
+
+def _described(process) -> str:
+    """A surviving process as the failure shows it: pid, parent and command line."""
+    try:
+        return f"pid {process.pid} (parent {process.ppid()}): {' '.join(process.cmdline())}"
+    except Exception as gone:  # noqa: BLE001 - it ended while being described
+        return f"pid {process.pid}: {gone!r}"
 
 
 ORPHANING_WORKER = """
