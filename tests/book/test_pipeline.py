@@ -107,6 +107,10 @@ def test_cli_extract_and_errors(tiny_gpt2_dir, capsys):
     with pytest.raises(SystemExit):  # refused before the model loads
         main(["extract", "--model", str(tiny_gpt2_dir), "--batch-size", "0"])
     assert "--batch-size: must be a positive integer, got 0" in capsys.readouterr().err
+    for untrained in (["--untrained"], []):  # the flag, or the name's prefix: refused by flag, before any load
+        name = str(tiny_gpt2_dir) if untrained else "untrained:not-a-model"
+        assert main(["extract", "--model", name, *untrained, "--reinit-from", "1"]) == 2
+        assert "--reinit-from 1 re-initialises blocks of trained weights" in capsys.readouterr().err
 
 
 def test_cli_help(capsys):
