@@ -325,15 +325,11 @@ def one_line(err: BaseException) -> str:
 
 
 def _extract(args) -> int:
-    from .models.bounds import check_context, model_shape
+    from .models.bounds import check_context, check_reinit, model_shape
     from .models.sources import split_name
 
-    if args.reinit_from is not None and (args.untrained or split_name(args.model)[1]):
-        untrained = f"{args.model} --untrained" if args.untrained else args.model
-        raise ValueError(
-            f"--reinit-from {args.reinit_from} re-initialises blocks of trained weights, but {untrained} has "
-            "no trained block to keep: drop --reinit-from, or extract the trained model"
-        )
+    name, prefixed = split_name(args.model)
+    check_reinit(name, args.untrained or prefixed, args.reinit_from, "--reinit-from")
     check_context(
         args.n_k,
         model_shape(args.model).max_positions,

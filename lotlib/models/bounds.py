@@ -169,6 +169,24 @@ def check_context(
     return n_k
 
 
+def check_reinit(
+    model: str, untrained: bool, reinit_from: int | None, param: str = "reinit_from"
+) -> None:
+    """Refuse `reinit_from` (`param`: how the caller spells it, e.g. the flag `--reinit-from`) on an untrained
+    `model`: it has no trained block to keep."""
+    if not untrained or reinit_from is None:
+        return
+    asked = (
+        f"{param} {reinit_from}"
+        if param.startswith("-")
+        else f"{param} = {reinit_from}"
+    )
+    raise ParameterError(
+        f"{asked} re-initialises blocks of trained weights, but untrained {model} has no trained block to "
+        f"keep: drop {param}, or load the trained model"
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # the declared types: what a value may look like, and how it is checked against a model's shape
 

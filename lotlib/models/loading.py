@@ -24,6 +24,7 @@ from transformers import (
     PreTrainedModel,
 )
 
+from .bounds import check_reinit
 from .sources import (
     DEFAULT_MODEL,
     UNTRAINED,
@@ -148,23 +149,21 @@ def load_model(
     """
     name, prefixed = split_name(name)
     untrained = untrained or prefixed
-    if untrained and reinit_from is not None:
-        raise ValueError(
-            f"reinit_from = {reinit_from} re-initialises blocks of trained weights, but untrained {name} has "
-            "no trained block to keep: drop reinit_from, or load the trained model"
-        )
+    check_reinit(name, untrained, reinit_from)
     device, dtype = resolve_device(device), resolve_dtype(dtype)
     if untrained and (size := published_size(name)) is not None:
         config, tokenizer = published_config(name), gpt2_tokenizer()
         identity = weights_hash("published", name, json.dumps(size, sort_keys=True))
         revision = model_revision(f"{UNTRAINED}{name}")
-    elif untrained:  # the configuration is enough: the trained weights are never read
+    else:
         source = model_source(name)
         config, tokenizer = _config(name, source), _tokenizer(name, source)
         identity, revision = source.identity, source.revision
-    else:
-        hf, tokenizer, source = _load_trained(name, dtype, device)
-        config, identity, revision = hf.config, source.identity, source.revision
+        if (
+            not untrained
+        ):  # an untrained model needs the configuration only, never the trained weights
+            hf = _trained_weights(name, source, config, dtype, device)
+            config = hf.config
     variant = {}
     if untrained or reinit_from is not None:
         fresh = _fresh_model(config, seed, dtype).to(device)
@@ -209,17 +208,18 @@ def _config(name: str, source):
         raise not_found(name, err) from err
 
 
-def _load_trained(name: str, dtype: torch.dtype, device: torch.device):
-    source = model_source(name)
+def _trained_weights(
+    name: str, source, config, dtype: torch.dtype, device: torch.device
+) -> PreTrainedModel:
+    """Model `name`'s trained weights from its `source` (`config` picks the class), on `device` in `dtype`."""
     placement = {} if device.type == "cpu" else {"device_map": str(device)}
-    config = _config(name, source)
     try:  # a hub id loads the commit resolved
         hf = model_class(config).from_pretrained(
             source.path, dtype=dtype, revision=source.hub_revision, **placement
         )
     except OSError as err:
         raise not_found(name, err) from err
-    return hf.to(device), _tokenizer(name, source), source
+    return hf.to(device)
 
 
 def model_class(config):

@@ -66,15 +66,7 @@ def _pool_processes(psutil, before: set[int]) -> list:
     below them: not what another test left that starts a process meanwhile (a Dask nanny, a resource tracker)."""
     new = [p for p in psutil.Process().children() if p.pid not in before]
     workers = [p for p in new if "lotlib.book.workers" in _cmdline(psutil, p)]
-    return [*workers, *(c for w in workers for c in _alive_children(psutil, w))]
-
-
-def _alive_children(psutil, process) -> list:
-    try:
-        children = process.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    return [c for c in children if _alive(c.pid)]
+    return [*workers, *(c for w in workers for c in _children(psutil, w.pid))]
 
 
 def _cmdline(psutil, process) -> str:
@@ -206,7 +198,7 @@ def test_a_sigint_that_another_thread_receives_stops_the_pool_before_its_run_end
 
 
 def _descendants(psutil) -> list:
-    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    return _children(psutil, os.getpid())
 
 
 @pytest.mark.slow
@@ -250,7 +242,12 @@ def test_a_signalled_book_stops_its_workers_and_says_so(tmp_path, signum):
 
 
 def _children(psutil, pid: int) -> list:
-    return [p for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    """Every live process below `pid` (none when `pid` itself has ended)."""
+    try:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in found if _alive(p.pid)]
 
 
 RECORDER = '''# %% [markdown]
