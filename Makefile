@@ -15,7 +15,7 @@ export LOTLIB_DATA_DIR := $(SHARED_DATA)
 endif
 endif
 
-.PHONY: venv extra-models book book-quick test lab bench lock clean
+.PHONY: venv extra-models book book-quick book-archive test lab bench lock clean
 venv: $(STAMP)
 
 # A quiet install from the lock: one line, the full log in .venv/install.log (printed when something fails).
@@ -25,6 +25,7 @@ venv: $(STAMP)
 LOCK := requirements.lock
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(STAMP): pyproject.toml $(LOCK) requirements-models.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "[make] $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null || echo 'not found'); lotlib needs Python >= 3.11: pick one with make book PYTHON=python3.11"; exit 1; }
 	@echo "[make] installing lotlib and its locked dependencies into $(VENV) (log: $(VENV)/install.log)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@{ $(BIN)/python -m pip install --upgrade pip && \
@@ -67,6 +68,17 @@ lab: venv       ## JupyterLab on notebooks/: each .py chapter opens as a noteboo
 
 bench: venv     ## capture throughput and memory (and on cuda when a GPU is visible)
 	@$(BIN)/python benchmarks/bench_capture.py
+
+# The built HTML as one archive with its sha256 beside it (`sha256sum -c` checks it), for a release or Pages.
+# HTML defaults to the full book's; the Pages workflow passes the quick one.
+HTML ?= build/book/$(or $(MODEL),smollm2-135m)/_build/html
+ARCHIVE ?= build/lotlib-book-$(notdir $(patsubst %/_build/html,%,$(HTML))).tar.gz
+book-archive:   ## the built HTML as a .tar.gz with its sha256 beside it
+	@test -d $(HTML) || { echo "[make] no built book at $(HTML): run make book (or pass HTML=...)"; exit 1; }
+	@mkdir -p $(dir $(ARCHIVE))
+	@tar -czf $(ARCHIVE) -C $(HTML) .
+	@cd $(dir $(ARCHIVE)) && sha256sum $(notdir $(ARCHIVE)) > $(notdir $(ARCHIVE)).sha256
+	@echo "[make] $(ARCHIVE) and $(ARCHIVE).sha256"
 
 clean:
 	rm -rf build
