@@ -51,7 +51,9 @@
 # (L − 1) // 2 (block 5 of GPT-2's 12, as in the paper). On models with grouped-query attention
 # (this model: {glue:text}`n_heads` query heads, {glue:text}`n_kv_heads` key/value heads) the view expands the shared key/value heads to
 # every query head, so each query head has its own W_QK^h and W_VO^h; heads in one group share W_K
-# and W_V and differ in W_Q and W_O. On RMSNorm models (Llama, SmolLM2, Gemma) the norm does not
+# and W_V and differ in W_Q and W_O.
+#
+# On RMSNorm models (Llama, SmolLM2, Gemma) the norm does not
 # center: block_norm(e) lies on the sphere but not on the hyperplane orthogonal to the ones vector.
 #
 # **Random words, the null of every query-key measurement.** The same probes run on random

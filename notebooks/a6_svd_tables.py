@@ -167,7 +167,9 @@ gaps.groupby(["block", "matrix"]).agg(
 # trained one; the two checks (numerical rank ≤ d_head for every head; largest s_(d_head+1) / s_1 at
 # most 1e-6) test that our head matrices are the products the model computes, not the paper. **The
 # coverage and copying values describe the trained heads** and carry no verdict: the paper shows them
-# as curves and tables without a number to hold them against. Their intervals resample the heads of
+# as curves and tables without a number to hold them against.
+#
+# Their intervals resample the heads of
 # the probed blocks (`n_boot` bootstrap resamples, seeded): how much the median or the share would
 # move with other heads like these. The median rank for 99% coverage as a share of d_head is
 # {glue:text}`qk_rank99_over_d_head` for W_QK and {glue:text}`vo_rank99_over_d_head` for W_VO.

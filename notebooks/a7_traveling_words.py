@@ -40,7 +40,9 @@
 #   paper's is not). The paper's code takes the first rows; here each seed draws its own rows from the
 #   whole vocabulary (`umap_rows_drawn`; False: the first rows, for every seed), so that a repetition
 #   resamples the tokens that make the map as well as UMAP's randomness. The path's points are placed with `UMAP.transform`, which looks up each
-#   point's nearest fitted rows in the full space. Why raw W_E: with tied embeddings the logits are dot
+#   point's nearest fitted rows in the full space.
+#
+#   Why raw W_E: with tied embeddings the logits are dot
 #   products of the normalized state with the raw rows, and when a normalized state is far longer than
 #   any row its nearest raw rows are nearly the rows of its largest logits: the picture then shows where
 #   the logits point (both measured below). `umap_normalized = True` fits on final_norm(W_E) instead.
@@ -53,7 +55,9 @@
 # positions and with intervals, is the chapter *Travel in the full space*. What this chapter can
 # measure with uncertainty is the picture itself: UMAP is random, and so is which tokens make the map, so
 # the map is fitted `n_seeds` times, each on its own rows with its own seed, and every map measurement is
-# reported as a mean over these repetitions with a 95% interval. And "the path
+# reported as a mean over these repetitions with a 95% interval.
+#
+# And "the path
 # ends closer to ' stone' than it starts" can be true of most tokens (a state that moves toward the
 # region of plausible continuations approaches thousands of them), so we rank ' stone' among every token of the
 # map by the same ratio: the path heads for ' stone' *in particular* only if few tokens are approached
@@ -134,7 +138,9 @@ for name, value in lm.view.facts().items():
 # median of {glue:text}`row_norm_median:.2f` for a fitted row. How far their nearest rows are those
 # they have the largest dot products with: on average {glue:text}`neighbour_logit_agreement_mean` of each normalized
 # state's {glue:text}`n_neighbors_text` nearest fitted rows are among its largest dot products (the
-# lowest over the path: {glue:text}`neighbour_logit_agreement_min:.2f`). The blocks then move it on
+# lowest over the path: {glue:text}`neighbour_logit_agreement_min:.2f`).
+#
+# The blocks then move it on
 # the map; the arrows of the last panel end near the next word when the model predicts it.
 # Distances on a UMAP map are not faithful to the full space, only neighbourhoods are, which is why the
 # chapter *Travel in the full space* measures the travel without projection.

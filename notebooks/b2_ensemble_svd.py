@@ -148,7 +148,9 @@ glue("spectrum_slope_first", slopes[1])
 #    subsample of `n_truncated` of them (the basis is always fit on all pilots of the sample).
 # 2. **Every layer, propagated**: after every block t = 1..L, replace the pilot's state by its projection
 #    onto the top-K singular vectors of U(t) and let the remaining blocks run on it with the model's own
-#    position embeddings and causal mask. The other tokens of the pseudo-sentence are left alone, and
+#    position embeddings and causal mask.
+#
+#    The other tokens of the pseudo-sentence are left alone, and
 #    causality makes them independent of the pilot, so their keys and values are computed once and kept
 #    in the model's key-value cache. This protocol runs on a random subsample of pilots.
 #
@@ -268,7 +270,9 @@ glue("kl_k1_last_layer", kl_k1)
 #
 # The KL in nats is **not diagnostic** when the untrained model passes it: a random model's next-token
 # distribution is close to uniform, and a near-uniform distribution barely moves whatever the state, so
-# its KL is small at every K. The drop and K0 are ratios that do not depend on how peaked p is, and they
+# its KL is small at every K.
+#
+# The drop and K0 are ratios that do not depend on how peaked p is, and they
 # are **not diagnostic** either when the untrained model passes them (random weights can pass both): the
 # uncentered basis puts the states' own common directions first, and the readout of
 # any ensemble, trained or not, is carried by those, so "D/4 directions keep the distribution" is a

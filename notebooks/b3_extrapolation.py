@@ -195,7 +195,9 @@ for when in ("tau1", "tau_max"):
 # references frame it: the naive predictor x(t) in place of x̃ (the ensemble really moves); two sets of
 # true states from different pilots (what "indistinguishable" scores on these data); and a **structureless
 # cloud**: Gaussian points with the arrival layer's mean and covariance (from the fit half), which knows
-# nothing of the pilots or of the dynamics. A linear classifier sees differences of means along some
+# nothing of the pilots or of the dynamics.
+#
+# A linear classifier sees differences of means along some
 # direction; any prediction that gets the arrival ensemble's first two moments right is, to it, as good
 # as Eq. 1, and the cloud measures what that alone scores. The SVM sees {glue:text}`svm_features`,
 # standardized, with C = {glue:text}`svm_c`, on {glue:text}`n_svm` pilots per class.
@@ -262,7 +264,9 @@ glue("growth_word", side_word(growth, ("falls", "shows no clear trend", "grows")
 # and the bases fit on the SVM's training pilots only, every fitted step inside the training split as a
 # cross-validation would have it. The second has the opposite bias: the classifier learns on extrapolations
 # of the pilots the bases were fit on and is scored on extrapolations of others, which Eq. 1 carries less
-# well. On a Langevin generator for which Eq. 1 holds by construction (`tests/lines_of_thought`, D = 16,
+# well.
+#
+# On a Langevin generator for which Eq. 1 holds by construction (`tests/lines_of_thought`, D = 16,
 # 96 pilots, 8 seeds) the first reads 0.45 and the second 0.56-0.59: the paper's unpublished split can sit
 # anywhere between the two readings.
 

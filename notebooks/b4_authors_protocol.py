@@ -51,7 +51,9 @@
 # structureless cloud goes through the same protocol with the same resamples. Statistics that count sampling
 # noise, ⟨|m|/√v⟩ and ⟨|k|⟩ − 3, sit higher in every resample than in the sample (a repeated pilot adds noise
 # and tails): their interval keeps the resamples' spread and is moved to the sample's value, without which a
-# residual of zero mean would read as off-centre. The resamples of Eq. 2's fit move too, in a direction that
+# residual of zero mean would read as off-centre.
+#
+# The resamples of Eq. 2's fit move too, in a direction that
 # depends on the residual's law; their interval holds both the resamples' percentile interval and that
 # interval moved to the sample's value (`authors_protocol.authors_summary` says why). What "about zero" means
 # at this size: on an i.i.d. Gaussian residual of N_s pilots and D coordinates, ⟨|m|/√v⟩ is

@@ -48,7 +48,9 @@
 # the split, the bases and the noise law are held fixed): on synthetic ensembles with known truth and a few
 # dozen held-out pilots, a bootstrap percentile interval of these ratios held the truth less often than 90% of the
 # time and the jackknife's more often (`benchmarks/coverage.py`). The error of the mean and the energy-distance
-# margins carry bootstrap intervals (a pilot is resampled with its predictions). The fit never
+# margins carry bootstrap intervals (a pilot is resampled with its predictions).
+#
+# The fit never
 # saw these pilots, so each interval is about the model fitted here, scored on the model's population of
 # pseudo-sentences: it does not include how the fit would move with other fitted pilots. Variances come from
 # pairs of distinct pilots, so a pilot drawn twice does not shrink them. The curves of energy distance by
@@ -108,7 +110,9 @@ ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
 #
 # The paper's rate B² = α λ e^(λt) is the time derivative of Eq. 2: accumulated from t₀ (and ignoring the
 # drift's stretch) it gives α (e^(λ(t₀+τ)) − e^(λt₀)) = α e^(λ(t₀+τ)) (1 − e^(−λτ)), which over one layer is
-# 1 − e^(−λ) ≈ 16% of Eq. 2's variance at the paper's λ = 0.18. The two agree only for noise accumulated since
+# 1 − e^(−λ) ≈ 16% of Eq. 2's variance at the paper's λ = 0.18.
+#
+# The two agree only for noise accumulated since
 # t = −∞, that is, if the residual of a map restarted at t₀ still carried the noise of every layer before t₀.
 # They also predict different residuals, which B4's data can decide: the paper's rate started at the departure
 # layer predicts ln var = ln α + λ(t+τ) + ln(1 − e^(−λτ)), a residual that grows with τ at a fixed arrival
@@ -169,7 +173,9 @@ rates
 # vectors, but a basis can still be a reflection (det U(t) = −1), and then U₁ᵀU₂ is one too. We make every basis
 # proper: where det U(t) = −1 the column with the smallest singular value of that layer is flipped (the least
 # harmful choice: that one coordinate changes sign). Flipping whole layers rather than one end of each
-# interval lets the flow over several layers compose without sign errors between intervals. The authors
+# interval lets the flow over several layers compose without sign errors between intervals.
+#
+# The authors
 # spline σ itself; between two layers that spline can pass through zero, where S′ = σ′/σ diverges. A spline of
 # ln σ has the same values at the layers (so the same Eq. 1 map from layer to layer) and never crosses zero.
 
@@ -291,13 +297,17 @@ energy.groupby("layer t").mean().drop(columns="seed").round(3)
 #
 # Eq. 4 is the equation of the ensemble's density. For a linear drift its mean m and covariance C follow
 # closed equations; carried by the same discrete scheme they are m ← M m, C ← M C Mᵀ + B² dt I
-# (`lotlib.lines_of_thought.langevin.moments`), from the held-out pilots' mean and covariance at t₀. Against the
+# (`lotlib.lines_of_thought.langevin.moments`), from the held-out pilots' mean and covariance at t₀.
+#
+# Against the
 # held-out truth at every layer: the error of the mean in units of the ensemble's spread, ‖m − m_true‖ / √tr C_true;
 # the relative Frobenius distance of the covariances ‖C − C_true‖ / ‖C_true‖; and the ratio of total variances.
 # The first two are distances, which sampling alone makes positive (two samples of one distribution differ by
 # their noise, and a resample of the pilots adds more): both are estimated from pairs of distinct pilots
 # (`lotlib.lines_of_thought.langevin.covariance_distance`), so that a perfect prediction scores about 0 at any
-# number of held-out pilots and the interval is centered where it should be. As a check, the same
+# number of held-out pilots and the interval is centered where it should be.
+#
+# As a check, the same
 # covariance distance between the fitted and the held-out pilots' true states (two samples of one layer) should
 # be near 0.
 

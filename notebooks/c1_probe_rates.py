@@ -52,7 +52,9 @@
 # more that are single tokens both with and without a leading space (this rules out most word
 # pieces), none a variant of a noun. A word can only match as many tokens as its variant set has in
 # the vocabulary, and a random word has fewer than a common noun (most have no plural token): a
-# baseline drawn at random would be capped lower for that reason alone. So each random word is drawn
+# baseline drawn at random would be capped lower for that reason alone.
+#
+# So each random word is drawn
 # among those with as many variant tokens as a noun (`random_words(..., like=variant_counts(nouns))`);
 # the table below shows both distributions and an unmatched draw. The query set is built by
 # `probes.noun_queries`, the same as in the A4/A5 chapter.

@@ -33,7 +33,9 @@
 # column flipped and the spline is of ln σ, so σ never crosses zero). At a = 1 it is the linear extrapolation
 # of Eq. 1 with τ = 1 (up to those flipped columns): it lands on x̃(t₁, 1), not on x(t₁ + 1), and the gap
 # is the residual of B4. Restarted at every true state, these **flow segments** are the model's own
-# interpolation. Adding the residual linearly along each segment, x(t₁ + a) + a w, gives the **bridged path**,
+# interpolation.
+#
+# Adding the residual linearly along each segment, x(t₁ + a) + a w, gives the **bridged path**,
 # continuous and through every true position. The other simple definition, a *partial block*
 # x(t) + a (block(x(t)) − x(t)), needs no computation at the pilot's position: block t's output there *is*
 # x(t + 1), so the partial block is the straight chord between consecutive states; the bridged path is compared
@@ -148,7 +150,9 @@ glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 # partial flows is {glue:text}`partial_gaps`; the best on the fitted pilots, k = {glue:text}`partial_flow_best_k`,
 # lands at {glue:text}`partial_flow_best_gap_over_step` on the held-out ones (95% bootstrap over them). When a flow
 # restricted to the stable directions lands closer to the truth than the full one, the continuous line of
-# thought is anchored only in the low-dimensional part of the ensemble. This test may not tell a trained
+# thought is anchored only in the low-dimensional part of the ensemble.
+#
+# This test may not tell a trained
 # model from a random one: in a random network, the paper's appendix reports, lines of thought are straight and
 # quasi-parallel, so the state barely moves along directions that keep their identity and a flow along them
 # can also land closer than staying put; the untrained model's value, in the report, says whether it does here.

@@ -67,7 +67,9 @@
 # refits the classifier at every layer and scores it: a percentile interval over repetitions, moved by the
 # value minus their mean (a repetition's test set repeats pseudo-sentences, so a minimum over layers runs
 # lower there). The untrained model is compared with the trained one repetition by repetition on the same
-# rows (both read the same pseudo-sentences). The untrained model's path shapes are bootstrapped over pilots
+# rows (both read the same pseudo-sentences).
+#
+# The untrained model's path shapes are bootstrapped over pilots
 # (`n_boot` resamples); its kurtosis and variance law on `n_boot_kurtosis` resamples, each of which refits
 # the singular bases and their alignment on its own pilots before the residuals. The re-initialised model is
 # drawn with `n_reinit` seeds: mean and t-interval over seeds.
@@ -165,7 +167,9 @@ glue("examples_word", "fewer" if n_train < D else "more")
 # pilots on the other. The Walden-vs-Walden control runs the identical pipeline on two halves of the same text;
 # near chance (0.5) it shows that the separation is not an artefact of fitting many dimensions with few pilots.
 # The third curve is the null that tells whether the test can see training at all: the same classes through
-# random weights. The classes differ in their tokens (uniformly random tokens are mostly rare ones, each drawn
+# random weights.
+#
+# The classes differ in their tokens (uniformly random tokens are mostly rare ones, each drawn
 # about once, while Walden's pilots are a few frequent words drawn again and again), so some separation is
 # possible from the tokens alone; how much of it random blocks keep, against the trained curve, is what training
 # adds. Here the random blocks keep {glue:text}`untrained_keeps` the trained ones: the untrained model's minimum
@@ -201,13 +205,14 @@ title = (
 plots.show(plots.paths_3d(P_untrained, layers, f"{title}, on u1..u3 of U({L})"))
 
 # %% [markdown]
-# Are the paths straight and parallel? Two measures on all pilots, over the block outputs t = 1..L. Straightness:
-# the distance from x(1) to x(L) over the length of the path, Σ‖x(t+1) − x(t)‖ (1 for a straight line, about
+# Are the paths straight and parallel? Two measures on all pilots, over the block outputs t = 1..L.
+#
+# Straightness: the distance from x(1) to x(L) over the length of the path, Σ‖x(t+1) − x(t)‖ (1 for a straight line, about
 # 1/√(L−1) for a random walk of independent steps), in the full space and in the three plotted coordinates.
 # Parallel steps: at each layer, the norm of the mean unit step over pilots (1 when every pilot steps in the same
 # direction, about 1/√N for independent directions), averaged over the steps 1 → 2, ..., L−1 → L.
-# `null_tests.path_shapes` computes both on every pilot, and the coherence on every bootstrap resample of the
-# pilots at once (a resample is a row of counts, the weighted mean one matrix product).
+# Both are computed on every pilot, and the coherence on every bootstrap resample of the pilots at once (a
+# resample is a row of counts, the weighted mean one matrix product). Code: `null_tests.path_shapes`.
 
 # %%
 shapes = nt.path_shapes(compared, pilots, weights)
@@ -227,7 +232,9 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # random-walk line (dotted) means the opposite: every random block adds a step in a direction unrelated to the
 # previous one, as a sum of independent random updates does. A step coherence above the independent level but
 # well below 1 says the random blocks share a common component of their updates without moving the pilots in
-# parallel. Where the straightness on u1..u3 is higher than in the full space, the projection is flattering: a
+# parallel.
+#
+# Where the straightness on u1..u3 is higher than in the full space, the projection is flattering: a
 # projection on the directions where the ensemble ends up farthest from the origin makes paths look straighter
 # than they are, because those directions are chosen by where the paths arrive. A figure of projected paths can
 # show "straight lines" that the full space does not have.
@@ -235,16 +242,22 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # ### Residual statistics of the untrained model
 #
 # The extrapolation residuals of chapter B4, for both models on the same pilots: the excess kurtosis of the
-# residual coordinates, and whether the variance is a function of the arrival layer t + τ alone. The kurtosis
+# residual coordinates, and whether the variance is a function of the arrival layer t + τ alone.
+#
+# The kurtosis
 # is B4's statistic: the excess kurtosis of each coordinate of the residual weighted by its variance (0 for
 # Gaussian residuals, large when the coordinates that carry the variance have heavy tails), median over all
 # pairs. "Arrival R²" is the share of the variation of a log variance over all pairs that the arrival layer
-# explains (any function of it: 1 when the variance depends on t + τ only). On B4's ln(mean variance) it is
+# explains (any function of it: 1 when the variance depends on t + τ only).
+#
+# On B4's ln(mean variance) it is
 # dominated by the growth of the residual stream itself, which any model with growing states shares; on the
 # relative variance, tr Cov w / tr Cov x(t + τ) (the residual over the spread of the states it should predict),
 # that growth is divided out, and the arrival R² says whether *the quality of the extrapolation* depends on where
 # it arrives only. The verdict uses the relative one: trained minus untrained, bootstrapped over pilots with the
-# same `n_boot_kurtosis` resamples for both models (they read the same text). Every resample refits what the
+# same `n_boot_kurtosis` resamples for both models (they read the same text).
+#
+# Every resample refits what the
 # sample fitted: the singular bases of each layer on its own pilots, their alignment, then Eq. 1 and the
 # moments, for the kurtosis and the arrival R² alike.
 #
@@ -266,13 +279,17 @@ plt.show()
 #
 # Top row, B4's picture: where the points climb with the arrival layer in both models, it is because the states
 # themselves grow; the arrival R² of this row is high for any model whose residual stream grows, and says
-# little. Bottom row, the same residuals over the spread of the states they should predict. Where the colors
+# little. Bottom row, the same residuals over the spread of the states they should predict.
+#
+# Where the colors
 # separate within a column in order, at a fixed arrival layer late departures (short jumps τ) leave a smaller
 # residual than early ones, as a random walk does, whose increment over τ steps grows with τ rather than with
 # where it arrives, and the arrival layer explains little (the arrival R² in the corner). The paper's null test
 # says the untrained model departs further from a law in t + τ alone than the trained one: a positive
 # difference above (chapter B4 judges the trained model's own claim). The dashed line, ln 2, is what a map that
-# knows nothing scores. The kurtosis compares the tails with a Gaussian's (0): the paper reports an excess
+# knows nothing scores.
+#
+# The kurtosis compares the tails with a Gaussian's (0): the paper reports an excess
 # kurtosis of about 1–1.5 for the untrained GPT-2 medium. An untrained value near 0 is the central limit
 # theorem at work on a sum of many independent random updates.
 #
@@ -327,7 +344,9 @@ for key, word in paper.words(skipped="not measured (paper_null is empty)").items
 # How far does a pilot move per block, relative to where it is, ‖x(t+1) − x(t)‖ / ‖x(t)‖, and does it keep its
 # direction (cosine between consecutive steps)? Before the split the re-initialised model *is* the trained model,
 # so one ratio says whether it stalls: its median relative step over the steps after the split, divided by the
-# trained model's over the same steps (the claim's test sets the threshold). The untrained model is shown for
+# trained model's over the same steps (the claim's test sets the threshold).
+#
+# The untrained model is shown for
 # reference.
 # `null_tests.reinitialised_trajectories` loads the model once per seed with the blocks from `split` on drawn
 # afresh; `null_tests.stalling_table` gives, per model, the median relative step before and after the split and
@@ -383,7 +402,9 @@ if X_reinit:  # an untrained model has nothing to re-initialise
 # receive (trained states have grown large by L/2, a fresh block's output has the scale of its random
 # initialisation), so the pilots barely move; that is the stalling. The cosine after the line says what the small
 # steps look like: near 0 they turn at random, a diffusion around the point where the trained blocks left the
-# pilot, rather than a drift. In the 3-D picture stalled layers past L/2 pile up on top of each other. A model
+# pilot, rather than a drift.
+#
+# In the 3-D picture stalled layers past L/2 pile up on top of each other. A model
 # that is itself untrained has no trained blocks to keep: nothing is re-initialised, and the claims about
 # re-initialisation are not applicable.
 #
@@ -453,7 +474,9 @@ conclude("c4_null_tests", values, model, why_not_diagnostic=why)
 # medium's in the paper: *fails* on straightness or kurtosis means its untrained paths are not straight, or its
 # residuals not heavy-tailed, the way the paper's were; that is a difference between initialisations, measured,
 # not a failure of the trained model. The values ending in `_paper_arch` (section 2) ask the same of an
-# untrained GPT-2 medium itself, the paper's own null. The arrival row says whether the relative
+# untrained GPT-2 medium itself, the paper's own null.
+#
+# The arrival row says whether the relative
 # variance depends less on the arrival layer alone in the untrained model than in the trained one. The
 # re-initialisation rows say whether fresh blocks after L/2 stall and whether their small steps turn at random;
 # on a model that is itself untrained they fail, as they should. When the book's model *is* the untrained
