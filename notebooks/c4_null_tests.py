@@ -29,50 +29,63 @@
 # model had the same statistics, the "noise law" of chapter B4 would say nothing about what training
 # builds; if gibberish moved like language, the lines would say nothing about text.
 #
-# **How it is computed.** Trajectories as in chapter B1: x(t) is block t's output at the pilot (the last
-# token), the final norm is never applied, no BOS token. The paper leaves several choices open; ours:
+# :::{dropdown} How it is computed
+# Trajectories as in chapter B1: x(t) is block t's output at the pilot (the last token), the final norm is
+# never applied, no BOS token. The paper leaves several choices open; ours follow.
 #
-# - **Gibberish** has N_k = 10 tokens drawn uniformly from the model's whole vocabulary (seeded,
-#   `lotlib.gibberish`); the language side is Walden cut at the same N_k = 10, the first `n_s_gibberish`
-#   pseudo-sentences, so both classes have the same size.
-# - **The classifier** is a `sklearn` perceptron (the paper's choice; `classifier = "logistic"` switches to
-#   logistic regression) on standardized states, trained on a seeded, stratified 70% of the pilots and
-#   scored on the other 30%, layer by layer with the same split. A second curve runs the same pipeline on
-#   two random halves of Walden: what "not separable" scores here.
-# - **The untrained model** is the same configuration with fresh, seeded weights
-#   (`lm.untrained_variant(seed)`, as `lotlib.load_model(model, untrained=True, seed=seed)`, the library's
-#   default initialisation); the **re-initialised model** keeps blocks 0..L/2−1 and draws blocks L/2..L−1
-#   afresh (`reinit_from = L/2`),
-#   so x(1)..x(L/2) are the trained model's and every later step comes from a random block. Both run on the
-#   first `n_s` pseudo-sentences of Walden at N_k = 50, as does the trained model they are compared with.
-# - **The paper's architecture.** The paper's untrained model was a GPT-2 medium (24 layers, D = 1024, 16
-#   heads, LayerNorm, GELU, learned positions), not the book's model. With `paper_null = "gpt2-medium"` the
-#   untrained-model measures of section 2 also run on an untrained model of that architecture
-#   (`lotlib.load_model("untrained:gpt2-medium", seed=seed)`: GPT-2's published hyper-parameters and its own
-#   tokenizer, seeded weights, built offline) on the first `n_s_paper` pseudo-sentences of Walden in its
-#   tokenizer (as many as `n_s` unless set) at N_k = `n_k`. Their keys end in `_paper_arch`: the paper's untrained-model claims judged on
-#   the paper's architecture. The untrained model of the book's own architecture stays the null of the book's
-#   findings.
-# - **Residual statistics** follow chapter B4: uncentered SVD per layer, bases aligned from layer 0, Eq. 1 for
-#   every pair 1 ≤ t < t + τ ≤ L, coordinates in the aligned arrival basis. Besides B4's ln(mean variance) we
-#   read the residual variance *relative to the spread of the ensemble at the arrival layer* (total residual
-#   variance over the total variance of the states x(t + τ) it should predict): a residual stream whose scale
-#   grows with depth makes every variance grow with the arrival layer, trained or not, and the relative
-#   variance divides that growth out.
+# **Gibberish** has N_k = 10 tokens drawn uniformly from the model's whole vocabulary (seeded); the language
+# side is Walden cut at the same N_k = 10, the first `n_s_gibberish` pseudo-sentences, so both classes have
+# the same size.
 #
-# **How sure we are.** Every number a verdict rests on carries a 95% interval over its unit of sampling. The
-# separability's value is the mean over `n_splits` classifier splits of the sample (seeds `seed`, `seed` + 1,
-# ...); its interval comes from `n_boot_splits` bootstrap repetitions, each of which draws the
-# pseudo-sentences of each class with replacement, splits the distinct ones (`train_fraction` to train),
-# refits the classifier at every layer and scores it: a percentile interval over repetitions, moved by the
-# value minus their mean (a repetition's test set repeats pseudo-sentences, so a minimum over layers runs
-# lower there). The untrained model is compared with the trained one repetition by repetition on the same
-# rows (both read the same pseudo-sentences).
+# **The classifier** is a perceptron (the paper's choice; `classifier = "logistic"` switches to logistic
+# regression) on standardized states, trained on a seeded, stratified 70% of the pilots and scored on the
+# other 30%, layer by layer with the same split. A second curve runs the same pipeline on two random halves
+# of Walden: what "not separable" scores here.
 #
-# The untrained model's path shapes are bootstrapped over pilots
-# (`n_boot` resamples); its kurtosis and variance law on `n_boot_kurtosis` resamples, each of which refits
-# the singular bases and their alignment on its own pilots before the residuals. The re-initialised model is
-# drawn with `n_reinit` seeds: mean and t-interval over seeds.
+# **The untrained model** is the same configuration with fresh, seeded weights (the library's default
+# initialisation); the **re-initialised model** keeps blocks 0..L/2−1 and draws blocks L/2..L−1 afresh
+# (`reinit_from = L/2`), so x(1)..x(L/2) are the trained model's and every later step comes from a random
+# block. Both run on the first `n_s` pseudo-sentences of Walden at N_k = 50, as does the trained model they
+# are compared with.
+#
+# **The paper's architecture.** The paper's untrained model was a GPT-2 medium (24 layers, D = 1024, 16
+# heads, LayerNorm, GELU, learned positions), not the book's model. With `paper_null = "gpt2-medium"` the
+# untrained-model measures of section 2 also run on an untrained model of that architecture (GPT-2's
+# published hyper-parameters and its own tokenizer, seeded weights, built offline) on the first `n_s_paper`
+# pseudo-sentences of Walden in its tokenizer (as many as `n_s` unless set) at N_k = `n_k`.
+#
+# Their keys end in `_paper_arch`: the paper's untrained-model claims judged on the paper's architecture. The
+# untrained model of the book's own architecture stays the null of the book's findings.
+#
+# **Residual statistics** follow chapter B4: uncentered SVD per layer, bases aligned from layer 0, Eq. 1 for
+# every pair 1 ≤ t < t + τ ≤ L, coordinates in the aligned arrival basis. Besides B4's ln(mean variance) we
+# read the residual variance *relative to the spread of the ensemble at the arrival layer* (total residual
+# variance over the total variance of the states x(t + τ) it should predict).
+#
+# A residual stream whose scale grows with depth makes every variance grow with the arrival layer, trained or
+# not, and the relative variance divides that growth out.
+# :::
+#
+# :::{dropdown} How sure we are
+# Every number a verdict rests on carries a 95% interval over its unit of sampling. The separability's value
+# is the mean over `n_splits` classifier splits of the sample (seeds `seed`, `seed` + 1, ...).
+#
+# Its interval comes from `n_boot_splits` bootstrap repetitions, each of which draws the pseudo-sentences of
+# each class with replacement, splits the distinct ones (`train_fraction` to train), refits the classifier
+# at every layer and scores it: a percentile interval over repetitions, moved by the value minus their mean
+# (a repetition's test set repeats pseudo-sentences, so a minimum over layers runs lower there). The
+# untrained model is compared with the trained one repetition by repetition on the same rows (both read the
+# same pseudo-sentences).
+#
+# The untrained model's path shapes are bootstrapped over pilots (`n_boot` resamples); its kurtosis and
+# variance law on `n_boot_kurtosis` resamples, each of which refits the singular bases and their alignment on
+# its own pilots before the residuals. The re-initialised model is drawn with `n_reinit` seeds: mean and
+# t-interval over seeds.
+# :::
+#
+# **Code:** `lotlib.gibberish`; scikit-learn's perceptron; `lm.untrained_variant(seed)` (as
+# `lotlib.load_model(model, untrained=True, seed=seed)`, or `lotlib.load_model("untrained:gpt2-medium",
+# seed=seed)` for the paper's architecture).
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -126,11 +139,11 @@ glue("gibberish_example", repr(lm.tokenizer.decode(noise.ids[0])))
 # two random halves of Walden (nothing to separate), and the untrained model on the same two classes.
 # A gibberish pseudo-sentence reads {glue:text}`gibberish_example`.
 #
-# `null_tests.gibberish_pairs` runs the three pairs of ensembles through the models (block outputs at the pilot,
-# as in B1); `null_tests.separability_by_split` fits one classifier per layer and split, the same split at every
-# layer, and keeps the test accuracy of each; then it repeats the same on the bootstrap draws
-# (`null_tests.split_rows`: every copy of a drawn pseudo-sentence on one side of the split, so none is scored
-# by a classifier fitted on it; the two gibberish pairs get the same draws).
+# The three pairs of ensembles run through the models (block outputs at the pilot, as in B1); one classifier
+# is fitted per layer and split, the same split at every layer, and the test accuracy of each is kept; then
+# the same is repeated on the bootstrap draws (every copy of a drawn pseudo-sentence on one side of the split,
+# so none is scored by a classifier fitted on it; the two gibberish pairs get the same draws). Code:
+# `null_tests.gibberish_pairs`, `null_tests.separability_by_split`, `null_tests.split_rows`.
 
 # %%
 pairs = nt.gibberish_pairs(lm, untrained, language, noise, seed)  # (n, L+1, D) each
@@ -184,8 +197,8 @@ glue("examples_word", "fewer" if n_train < D else "more")
 #
 # The same architecture with random weights, on the same Walden pseudo-sentences (N_k = `n_k`). First the
 # picture of chapter B1: the trajectories on the first three singular directions of their own last layer.
-# (`null_tests.last_layer_view`: the drawn pilots' states t = 1..L on u1..u3 of U(L), from the uncentered SVD
-# of all pilots at the last layer.)
+# (The drawn pilots' states t = 1..L on u1..u3 of U(L), from the uncentered SVD of all pilots at the last
+# layer. Code: `null_tests.last_layer_view`.)
 
 # %%
 walden = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s"))
@@ -261,8 +274,9 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # sample fitted: the singular bases of each layer on its own pilots, their alignment, then Eq. 1 and the
 # moments, for the kurtosis and the arrival R² alike.
 #
-# `null_tests.compare_noise_laws` runs B4's residuals for both models on the same pilots and the same resamples
-# (`refitted_pairs`: bases, alignment and moments per resample) and fits the law of each.
+# B4's residuals run for both models on the same pilots and the same resamples (bases, alignment and moments
+# refitted per resample), and the law is fitted for each. Code: `null_tests.compare_noise_laws`,
+# `refitted_pairs`.
 
 # %%
 law, arrival_r2_gap = nt.compare_noise_laws(compared, weights, n_boot_kurtosis)
@@ -302,9 +316,9 @@ plt.show()
 # {glue:text}`n_s_paper_arch` pseudo-sentences of Walden cut by its own tokenizer at N_k = `n_k`, bootstrapped
 # over its own pilots, every resample of its residuals refitting its bases. Its arrival-R² gap compares it with
 # the trained book's model (no trained GPT-2 medium is read: the book runs offline): both resampled with
-# `n_boot_kurtosis` draws of the same seed, the same draws when both have as many pilots. `null_tests.architecture_null` loads the model, extracts the trajectories and computes
-# `path_shapes` and `residual_law` on them; the figure shows the drawn pilots of both untrained models on
-# u1..u3 of their own last layer.
+# `n_boot_kurtosis` draws of the same seed, the same draws when both have as many pilots. The figure shows
+# the drawn pilots of both untrained models on u1..u3 of their own last layer. Code:
+# `null_tests.architecture_null` (the model, its trajectories, `path_shapes` and `residual_law`).
 
 # %%
 sizes = (n_k, n_s_paper or n_s, n_pilots, n_boot)  # the paper model's
@@ -348,9 +362,9 @@ for key, word in paper.words(skipped="not measured (paper_null is empty)").items
 #
 # The untrained model is shown for
 # reference.
-# `null_tests.reinitialised_trajectories` loads the model once per seed with the blocks from `split` on drawn
-# afresh; `null_tests.stalling_table` gives, per model, the median relative step before and after the split and
-# the mean cosine of consecutive steps on each side (the table below the figure).
+# The model is loaded once per seed with the blocks from `split` on drawn afresh; the table below the figure
+# gives, per model, the median relative step before and after the split and the mean cosine of consecutive
+# steps on each side. Code: `null_tests.reinitialised_trajectories`, `null_tests.stalling_table`.
 
 # %%
 first = L // 2 if reinit_from is None else reinit_from
