@@ -46,8 +46,8 @@
 #   products of the normalized state with the raw rows, and when a normalized state is far longer than
 #   any row its nearest raw rows are nearly the rows of its largest logits: the picture then shows where
 #   the logits point (both measured below). `umap_normalized = True` fits on final_norm(W_E) instead.
-# - The fitted UMAP is cached on disk, keyed by model, rows, their content, parameters and seed; the
-#   first fit of 10,000 rows takes one to two minutes (numba compilation included).
+# - The fitted UMAP is cached on disk, keyed by model, rows, their content, parameters and seed, so only
+#   the first run of a map pays for its fit.
 #
 # **What one example can and cannot show.** This chapter follows one token of one sentence. Whether
 # ' stone' is the top prediction at the last layer is a fact about that sentence, recorded exactly; it

@@ -266,9 +266,8 @@ glue("growth_word", side_word(growth, ("falls", "shows no clear trend", "grows")
 # of the pilots the bases were fit on and is scored on extrapolations of others, which Eq. 1 carries less
 # well.
 #
-# On a Langevin generator for which Eq. 1 holds by construction (`tests/lines_of_thought`, D = 16,
-# 96 pilots, 8 seeds) the first reads 0.45 and the second 0.56-0.59: the paper's unpublished split can sit
-# anywhere between the two readings.
+# On a Langevin generator for which Eq. 1 holds by construction, the tests find the first reading below
+# chance and the second above it: the paper's unpublished split can sit anywhere between the two readings.
 
 # %%
 paper = {}
