@@ -113,3 +113,17 @@ def test_no_chapter_paragraph_is_longer_than_120_words():
     long = [(p.name, len(t.split()), t[:60]) for p in sorted((ROOT / "notebooks").glob("*.py"))
             for t in _paragraphs(p) if len(t.split()) > MAX_PARAGRAPH_WORDS]
     assert not long, f"paragraphs over {MAX_PARAGRAPH_WORDS} words (split them): {long}"
+
+
+def test_profile_book_writes_the_performance_pages_row():
+    """benchmarks/profile_book.py --row prints a row with docs/performance.md's columns."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("profile_book", ROOT / "benchmarks/profile_book.py")
+    profile_book = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile_book)
+    totals = {"total": 2261.0, "forward": 797.0, "peak_memory_gb": 3.456, "peak_chapter": "smollm2-135m / c5"}
+    row = profile_book.performance_row("smollm2-135m", True, totals, 1183.0, "abc1234")
+    assert row == "| smollm2-135m, quick | 19 min 43 s | 2,261 | 35% (797 s) | 3.46 GB (smollm2-135m / c5) | abc1234 |"
+    header = next(line for line in (ROOT / "docs/performance.md").read_text().splitlines() if line.startswith("| book"))
+    assert row.count("|") == header.count("|")
