@@ -28,7 +28,8 @@
 # last-layer heads are subject-specific, and that some heads preserve the key's meaning in their
 # value output.
 #
-# **How it is computed** (`lotlib.traveling_words.probes.noun_probes`, following the authors'
+# :::{dropdown} How it is computed
+# (`lotlib.traveling_words.probes.noun_probes`, following the authors'
 # `common_nouns.py`). Static probes: one token, no position, no context.
 #
 # - The noun's residual input is e = embed_scale · W_E[noun] (the scale is 1 except for Gemma), and
@@ -63,6 +64,7 @@
 # distributions are in the table below). A pattern the random words show as clearly as the nouns is
 # a property of the head for any word, not something the nouns reveal. The query set, nouns and
 # random words, is built by `probes.noun_queries`, the same for the probe-rates chapter.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -27,7 +27,8 @@
 # W_K^h^T and W_VO^h = W_V^h W_O^h factor through d_head, their rank is at most d_head < d: a head
 # ignores every direction in its null space.
 #
-# **How it is computed** (`lotlib.traveling_words.head_svd`: `head_svd`, `svd_tables`, `spectra`,
+# :::{dropdown} How it is computed
+# (`lotlib.traveling_words.head_svd`: `head_svd`, `svd_tables`, `spectra`,
 # `null_space_check`, following the authors' `svd_analysis.py`). The SVD is exact and cheap: with
 # W = A B^T (A, B of shape d × d_head), QR factorizations A = Q_a R_a, B = Q_b R_b leave only a
 # d_head × d_head core to decompose; the other d − d_head singular values are exactly zero.
@@ -48,6 +49,7 @@
 # singular space and their W_VO^h the left one. RMSNorm does not center, so block_norm(W_E) lies on
 # the sphere but not on the hyperplane orthogonal to the ones vector. Gemma 3's per-head q/k norms
 # make the query-key score nonlinear; W_QK^h then describes the score only up to those norms.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -28,6 +28,7 @@
 # ("iterative refinement"). The figure is a picture, not a measurement; the companion chapter
 # *Travel in the full space* measures the same travel without any projection.
 #
+# :::{dropdown} How it is computed
 # **How it is computed, and the choices the paper leaves open.**
 # - The sentence is tokenized without special tokens (no BOS, as GPT-2 has none); the tracked token is
 #   found by tokenizing, not typed: `token_index` counts from the end (-2: the second to last token).
@@ -62,6 +63,7 @@
 # region of plausible continuations approaches thousands of them), so we rank ' stone' among every token of the
 # map by the same ratio: the path heads for ' stone' *in particular* only if few tokens are approached
 # more.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -27,11 +27,13 @@
 # picture on our model and measures how low-dimensional it is, against a cloud of points that has no
 # structure at all.
 #
-# **How it is computed.** The text is collapsed to single spaces, tokenized once and cut into
+# :::{dropdown} How it is computed
+# The text is collapsed to single spaces, tokenized once and cut into
 # non-overlapping chunks of N_k tokens (no BOS, as in the paper). x(t) is block t's output at the last
 # position, taken with forward hooks; **the final norm is never applied**. The basis of the pictures is
 # the thin, **uncentered** SVD of the D × N_s matrix of all pilots at t = L (all pilots, not only the
 # plotted ones).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -28,7 +28,8 @@
 # authors state the criterion behind K0: the mean KL(p_K ‖ p) "dropped about 90% (from about 5 at K = 1 to
 # 0.5 at K = 256)", and the top-5 next tokens at K = 256 share on average 2.5 of 5 with those at K = D.
 #
-# **How it is computed.** As in chapter B1: Walden in non-overlapping pseudo-sentences of N_k tokens,
+# :::{dropdown} How it is computed
+# As in chapter B1: Walden in non-overlapping pseudo-sentences of N_k tokens,
 # the pilot is the last token, x(t) is block t's output (t = 0 is the input of block 0, the embedding),
 # the final norm is never part of a trajectory, and the SVD is uncentered over all pilots. The paper
 # leaves open two choices, made here and stated again where they matter:
@@ -47,6 +48,7 @@
 #   is computed at the book's N_s and at N_s = round(2.8 D) (a seeded subset), each with its own basis. A
 #   wider model's tokenizer can cut Walden into fewer than 2.8 D pseudo-sentences; then the paper's N_s is
 #   all of them, as it must have been for the paper's 7B models (D = 4,096).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -32,7 +32,8 @@
 # measure, and the authors answered in the OpenReview discussion: a linear SVM trained to separate
 # extrapolated from true ensembles scores about 50–51% at τ = 1 and about 60% at τ = 10 for GPT-2 medium.
 #
-# **How it is computed.** Trajectories as in chapter B1: Walden in pseudo-sentences of N_k tokens,
+# :::{dropdown} How it is computed
+# Trajectories as in chapter B1: Walden in pseudo-sentences of N_k tokens,
 # x(t) is block t's output at the pilot (the last token), never the final norm. The paper leaves these
 # choices open, and they are made here:
 #
@@ -70,6 +71,7 @@
 # The split, the predictions and the SVM scores are `lotlib.lines_of_thought.extrapolation`
 # (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `same_pilot_svm`; the paper's pilots by `authors_protocol.paper_pilots`);
 # the figures are `lotlib.lines_of_thought.figures`.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

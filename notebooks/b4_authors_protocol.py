@@ -25,7 +25,8 @@
 # the pilots the paper used, and it runs on every causal LM whose tokenizer cuts Walden into at least D
 # pseudo-sentences: a wide model reads all of Walden, as the paper's 7B models did.
 #
-# **How it is computed**, step by step after the authors' code (`dx_calculate.m`, `figA_llama2_7B.m`;
+# :::{dropdown} How it is computed
+# Step by step after the authors' code (`dx_calculate.m`, `figA_llama2_7B.m`;
 # `lotlib.lines_of_thought.authors_protocol`):
 #
 # - N_s = {glue:text}`paper_n_s` pilots, a seeded subset of the ensemble at the paper's ratio of pilots to
@@ -45,8 +46,10 @@
 #   runs low by about 1/N_s, and all D coordinates err the same way, so the average keeps it): the correction
 #   is below 0.001 at the paper's 2,900 pilots, the same number as the code's, and keeps the interval on its
 #   target at ours (`authors_protocol.log_variance_bias`).
+# :::
 #
-# **How sure we are.** The intervals are percentile bootstraps over pilots ({glue:text}`n_boot` resamples) in
+# :::{dropdown} How sure we are
+# The intervals are percentile bootstraps over pilots ({glue:text}`n_boot` resamples) in
 # which **every resample refits** the SVD of every layer and their alignment on its own pilots. The
 # structureless cloud goes through the same protocol with the same resamples. Statistics that count sampling
 # noise, ⟨|m|/√v⟩ and ⟨|k|⟩ − 3, sit higher in every resample than in the sample (a repeated pilot adds noise
@@ -59,6 +62,7 @@
 # at this size: on an i.i.d. Gaussian residual of N_s pilots and D coordinates, ⟨|m|/√v⟩ is
 # {glue:text}`paper_mean_abs_z_gaussian` and ⟨|k|⟩ − 3 is {glue:text}`paper_kurtosis_gaussian` (median and 95%
 # range over 200 samples): the paper's "~0" is that range (from 0 for ⟨|m|/√v⟩, which cannot be negative).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

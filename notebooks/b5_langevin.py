@@ -30,7 +30,8 @@
 # numbers per layer (a basis, singular values, α and λ) would then describe the whole flow of the model's
 # latent states, and the density of the ensemble would obey a Fokker-Planck equation (Eq. 4).
 #
-# **How it is computed** (the authors' simulation code, vectorized over all starting points and noise
+# :::{dropdown} How it is computed
+# (the authors' simulation code, vectorized over all starting points and noise
 # samples; only the time steps are a loop). Between integer layers t₁ < t < t₁ + 1 the basis turns along the
 # geodesic R(t) = U₁ expm(a logm(U₁ᵀU₂)), a = t − t₁, computed from the real Schur form of U₁ᵀU₂
 # (`lotlib.lines_of_thought.langevin`); S′ = σ′/σ from a cubic spline (not-a-knot) over the layers 1..L;
@@ -42,8 +43,10 @@
 # come out right for *any* weights. So the pilots are split (seeded): the bases, the spline and the noise law are
 # fitted on a share 1 − `held_out` of them, and every score below is on the **held-out** pilots, simulated from
 # their own true states at t₀ and compared with their own true states later.
+# :::
 #
-# **How sure we are.** Variance ratios, the covariance distance and the ratio of total variances carry 95%
+# :::{dropdown} How sure we are
+# Variance ratios, the covariance distance and the ratio of total variances carry 95%
 # jackknife intervals over the held-out pilots, on the log scale (a pilot is left out with its simulated samples;
 # the split, the bases and the noise law are held fixed): on synthetic ensembles with known truth and a few
 # dozen held-out pilots, a bootstrap percentile interval of these ratios held the truth less often than 90% of the
@@ -55,6 +58,7 @@
 # pseudo-sentences: it does not include how the fit would move with other fitted pilots. Variances come from
 # pairs of distinct pilots, so a pilot drawn twice does not shrink them. The curves of energy distance by
 # layer show the method's spread over `n_seeds` seeds (new noise, subsample and halves).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -27,7 +27,8 @@
 # and heads, against a baseline, so that *early layers show clear query-key patterns* becomes a
 # measurement.
 #
-# **How it is computed** (`lotlib.traveling_words.probes.probe_rates_by_block`: the probes of the
+# :::{dropdown} How it is computed
+# (`lotlib.traveling_words.probes.probe_rates_by_block`: the probes of the
 # A4/A5 chapter, for every block). A query token's residual input e (its embedding, times the
 # model's embedding scale; no position) goes through the block's own first norm, q = block_norm(e).
 #
@@ -69,6 +70,7 @@
 # the model view expands them, so every query head has its own W_QK^h and W_VO^h) and rotary
 # positions; where the embeddings are tied the readout W_U is W_E, as in the paper. What this model
 # has is stated below.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -25,7 +25,8 @@
 # The reviewers objected that the path toward the next word may be an artifact of projecting 768
 # dimensions onto 2 or 3. This chapter answers with a number in the full space.
 #
-# **How it is computed.** For pseudo-sentence s and position i (the current token w_i, the next
+# :::{dropdown} How it is computed
+# For pseudo-sentence s and position i (the current token w_i, the next
 # token w_{i+1}, both inside the chunk), with y(t) = final_norm(x(t)) the state at position i after
 # block t passed through the model's full final norm (gamma included):
 #
@@ -57,6 +58,7 @@
 # *Uncertainty.* Positions of one sentence share context, so the unit of resampling is the sentence:
 # every value is averaged per sentence first, and its 95% interval comes from a bootstrap that
 # resamples whole sentences (`n_boot` resamples, seeded).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -41,12 +41,14 @@
 # x(t + 1), so the partial block is the straight chord between consecutive states; the bridged path is compared
 # with it below.
 #
-# **How sure we are.** The numbers a verdict rests on are medians over pilots and layers, with a 95% bootstrap
+# :::{dropdown} How sure we are
+# The numbers a verdict rests on are medians over pilots and layers, with a 95% bootstrap
 # interval over **pilots** (`n_boot` resamples; a pilot is resampled with all its layers). Everything fitted
 # is fitted on a seeded half of the pilots (`continuous.held_out_flow`): the singular bases, the spline of
 # σ, and the choice of the best partial flow's k. Every gap is scored on the other half, so the interval over
 # those held-out pilots carries the fit; a flow fitted on the pilots it is scored on would look better than
 # it is.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -26,7 +26,7 @@
 # MPNet), where every state of the stream is a LayerNorm's output. The model atlas sets the three numbers of
 # every model side by side.
 #
-# **How it is computed.**
+# :::{dropdown} How it is computed
 #
 # 1. *Where the states are* (`lotlib.traveling_words.state_norms`). The states are the last tokens of
 #    Walden's pseudo-sentences at every layer t (the Lines of Thought trajectories). For each: the raw norm
@@ -50,6 +50,7 @@
 #    heads are the model's and are not resampled).
 #
 # What truncation costs the next token, the fourth open question, needs an LM head: chapter C8.
+# :::
 #
 # **No verdict.** Neither paper gives a number for these questions, and no bound for them comes from outside
 # our results, so the claims below are shown with their intervals and judged by nothing (test kind none). The
