@@ -29,8 +29,7 @@
 # value output.
 #
 # :::{dropdown} How it is computed
-# (`lotlib.traveling_words.probes.noun_probes`, following the authors'
-# `common_nouns.py`). Static probes: one token, no position, no context.
+# Following the authors' `common_nouns.py`. Static probes: one token, no position, no context.
 #
 # - The noun's residual input is e = embed_scale · W_E[noun] (the scale is 1 except for Gemma), and
 #   the query is q = block_norm(e), the block's own first norm (gamma and beta included).
@@ -64,6 +63,8 @@
 # distributions are in the table below). A pattern the random words show as clearly as the nouns is
 # a property of the head for any word, not something the nouns reveal. The query set, nouns and
 # random words, is built by `probes.noun_queries`, the same for the probe-rates chapter.
+#
+# **Code:** `lotlib.traveling_words.probes.noun_probes`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]

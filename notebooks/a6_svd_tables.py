@@ -28,8 +28,7 @@
 # ignores every direction in its null space.
 #
 # :::{dropdown} How it is computed
-# (`lotlib.traveling_words.head_svd`: `head_svd`, `svd_tables`, `spectra`,
-# `null_space_check`, following the authors' `svd_analysis.py`). The SVD is exact and cheap: with
+# Following the authors' `svd_analysis.py`. The SVD is exact and cheap: with
 # W = A B^T (A, B of shape d × d_head), QR factorizations A = Q_a R_a, B = Q_b R_b leave only a
 # d_head × d_head core to decompose; the other d − d_head singular values are exactly zero.
 #
@@ -49,6 +48,8 @@
 # singular space and their W_VO^h the left one. RMSNorm does not center, so block_norm(W_E) lies on
 # the sphere but not on the hyperplane orthogonal to the ones vector. Gemma 3's per-head q/k norms
 # make the query-key score nonlinear; W_QK^h then describes the score only up to those norms.
+#
+# **Code:** `lotlib.traveling_words.head_svd` (`head_svd`, `svd_tables`, `spectra`, `null_space_check`).
 # :::
 
 # %% tags=["parameters", "remove-cell"]

@@ -26,8 +26,7 @@
 # pseudo-sentences: a wide model reads all of Walden, as the paper's 7B models did.
 #
 # :::{dropdown} How it is computed
-# Step by step after the authors' code (`dx_calculate.m`, `figA_llama2_7B.m`;
-# `lotlib.lines_of_thought.authors_protocol`):
+# Step by step after the authors' code (`dx_calculate.m`, `figA_llama2_7B.m`):
 #
 # - N_s = {glue:text}`paper_n_s` pilots, a seeded subset of the ensemble at the paper's ratio of pilots to
 #   width (about 2,900 for D = 1024: `n_s_paper` = 2.8 D), or all of Walden where a wide model's tokenizer
@@ -46,6 +45,8 @@
 #   runs low by about 1/N_s, and all D coordinates err the same way, so the average keeps it): the correction
 #   is below 0.001 at the paper's 2,900 pilots, the same number as the code's, and keeps the interval on its
 #   target at ours (`authors_protocol.log_variance_bias`).
+#
+# **Code:** `lotlib.lines_of_thought.authors_protocol`.
 # :::
 #
 # :::{dropdown} How sure we are

@@ -28,9 +28,9 @@
 # measurement.
 #
 # :::{dropdown} How it is computed
-# (`lotlib.traveling_words.probes.probe_rates_by_block`: the probes of the
-# A4/A5 chapter, for every block). A query token's residual input e (its embedding, times the
-# model's embedding scale; no position) goes through the block's own first norm, q = block_norm(e).
+# The probes of the A4/A5 chapter, for every block. A query token's residual input e (its embedding,
+# times the model's embedding scale; no position) goes through the block's own first norm,
+# q = block_norm(e).
 #
 # - *Query-key:* the key direction q W_QK^h is scored against block_norm(e_v) for every vocabulary
 #   token v; the top-5 are the keys head h seeks most (biases left out, as in the paper). With
@@ -70,6 +70,8 @@
 # the model view expands them, so every query head has its own W_QK^h and W_VO^h) and rotary
 # positions; where the embeddings are tied the readout W_U is W_E, as in the paper. What this model
 # has is stated below.
+#
+# **Code:** `lotlib.traveling_words.probes.probe_rates_by_block`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]
