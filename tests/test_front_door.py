@@ -127,3 +127,16 @@ def test_profile_book_writes_the_performance_pages_row():
     assert row == "| smollm2-135m, quick | 19 min 43 s | 2,261 | 35% (797 s) | 3.46 GB (smollm2-135m / c5) | abc1234 |"
     header = next(line for line in (ROOT / "docs/performance.md").read_text().splitlines() if line.startswith("| book"))
     assert row.count("|") == header.count("|")
+
+
+def test_make_venv_stops_in_one_line_on_a_python_the_lock_does_not_cover(tmp_path):
+    fake = tmp_path / "python3.10"
+    fake.write_text('#!/bin/sh\ncase "$2" in *platform*) echo 3.10.13;; *) exit 1;; esac\n')
+    fake.chmod(0o755)
+    venv = tmp_path / "venv"
+    run = subprocess.run(["make", "-s", "-C", str(ROOT), "venv", f"PYTHON={fake}", f"VENV={venv}"],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and not venv.exists()
+    assert run.stdout.splitlines() == [
+        f"[make] {fake} is Python 3.10.13; the lock is for Python 3.11 (3.11.2 or later): "
+        "pick one with make book PYTHON=python3.11"]
