@@ -174,9 +174,9 @@ if raw is not None:
 # exactly that and nothing else, and run the same computation on them (their own SVD, alignment and Eq. 1):
 #
 # - **a structureless cloud**: at every layer, independent Gaussian points with the ensemble's mean and
-#   per-coordinate variance (`lotlib.lines_of_thought.null_tests.structureless_cloud`): the same norm growth;
+#   per-coordinate variance: the same norm growth;
 # - **shuffled pilots**: every layer's ensemble exactly as it is, the pilots permuted independently at each
-#   layer (`lotlib.lines_of_thought.residuals.shuffled_pilots`): the same states and tails, but x(t) and
+#   layer: the same states and tails, but x(t) and
 #   x(t + 1) of a row belong to different pseudo-sentences, so there are no lines of thought to extrapolate.
 #
 # The law is then tested on a quantity that divides the norm growth out: the residual variance relative to
@@ -184,6 +184,9 @@ if raw is not None:
 # lands on an unrelated point with the same spread and scores ρ ≈ 2 (the target's spread plus its own; more
 # where it also misplaces the mean); ρ < 1 means the map predicts part of where each pilot goes. Eq. 2 read
 # beyond the norm growth says ρ still depends on t + τ only, exponentially.
+#
+# **Code:** `lotlib.lines_of_thought.null_tests.structureless_cloud`,
+# `lotlib.lines_of_thought.residuals.shuffled_pilots`, `residual_nulls`.
 
 # %%
 nulls = residual_nulls(ens.X, pairs, n_boot, seed, model=ens.lm.name)
@@ -338,11 +341,12 @@ figures.coordinate_variance_figure(var_tau1, pairs, fit_lm, title)
 #
 # The correlation matrix of the residual coordinates (the `n_corr` largest singular directions of the arrival
 # layer) for t = `t_pdf`, τ = 1. Eq. 2 says it is the identity. The raw-coordinate residual comes straight from
-# `lotlib.lines_of_thought.extrapolation.residuals` (Eq. 1), a check that the fast coordinates above are the
-# same residual. The claim's number is the root mean square correlation between distinct raw coordinates,
-# estimated from pairs of distinct pilots (about 0 for independent coordinates at any sample size), with its
-# bootstrap interval over pilots; the structureless cloud (independent coordinates, but Eq. 1 mixes them) is
-# its null.
+# Eq. 1, a check that the fast coordinates above are the same residual. The claim's number is the root mean
+# square correlation between distinct raw coordinates, estimated from pairs of distinct pilots (about 0 for
+# independent coordinates at any sample size), with its bootstrap interval over pilots; the structureless
+# cloud (independent coordinates, but Eq. 1 mixes them) is its null.
+#
+# **Code:** `lotlib.lines_of_thought.extrapolation.residuals`, `residual_consistency`.
 
 # %%
 w, consistency = residual_consistency(ens.X, Y, U, S, pairs.t_pdf)

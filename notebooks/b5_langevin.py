@@ -124,9 +124,11 @@ ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
 #
 # The simulation therefore uses (`noise = "eq2"`) a rate constant over each layer, solved layer by layer so that
 # the noise accumulated since t₀ and carried by the same step matrices has mean variance α e^(λ(t₀+τ)) per
-# coordinate at every integer layer (`lotlib.lines_of_thought.langevin.matched_noise`; where the drift's stretch
-# already carries more than the target, that layer adds none). `noise = "paper"` runs the authors' rate.
-# `held_out_langevin` splits the pilots, fits the bases, the noise law, the flow and the three rates.
+# coordinate at every integer layer (where the drift's stretch already carries more than the target, that
+# layer adds none). `noise = "paper"` runs the authors' rate. The pilots are split, and the bases, the noise
+# law, the flow and the three rates fitted on one half.
+#
+# **Code:** `lotlib.lines_of_thought.langevin.matched_noise`, `held_out_langevin`.
 
 # %%
 sde = langevin.held_out_langevin(
@@ -203,8 +205,9 @@ sde.turn_table()
 # ## Simulated vs true ensembles
 #
 # Three predictions of the held-out ensemble at t₀ + τ from its own states at t₀: the **Langevin** simulation,
-# the **noiseless linear map** (Eq. 1 from t₀ with the fitted bases, `lotlib.lines_of_thought.extrapolation.extrapolate`)
-# and the Langevin drift with **constant-variance noise**; the Langevin model with the other noise rate comes along.
+# the **noiseless linear map** (Eq. 1 from t₀ with the fitted bases) and the Langevin drift with
+# **constant-variance noise**; the Langevin model with the other noise rate comes along. Code:
+# `lotlib.lines_of_thought.extrapolation.extrapolate`, `langevin.predictions`.
 
 # %%
 predicted = langevin.predictions(sde, n_samples, seed)  # each (n_h, m, n + 1, D)
@@ -269,9 +272,9 @@ shares.round(2)
 # **floor** is the distance between two random halves of the true held-out ensemble: what sampling alone gives.
 # A model beats another only by a margin larger than that floor: the claims use
 # (E_other − E_Langevin − |floor|) / E|x − x′|, in units of the ensemble's own scale, at the last layer. Its 95%
-# interval is a bootstrap of the held-out pilots (`langevin.energy_margins`: one simulation, the distances
-# between pilots summed once, each resample reweighting them; every prediction keeps the points of the pilots
-# drawn). The model was fitted on the other pilots, so each resample is scored out of sample; the figure's bands
+# interval is a bootstrap of the held-out pilots (one simulation, the distances between pilots summed once,
+# each resample reweighting them; every prediction keeps the points of the pilots drawn; code:
+# `langevin.energy_margins`). The model was fitted on the other pilots, so each resample is scored out of sample; the figure's bands
 # are the method's spread over seeds (noise, subsample, halves), not an interval of the data.
 
 # %%
@@ -300,20 +303,22 @@ energy.groupby("layer t").mean().drop(columns="seed").round(3)
 # ## The Fokker-Planck view
 #
 # Eq. 4 is the equation of the ensemble's density. For a linear drift its mean m and covariance C follow
-# closed equations; carried by the same discrete scheme they are m ← M m, C ← M C Mᵀ + B² dt I
-# (`lotlib.lines_of_thought.langevin.moments`), from the held-out pilots' mean and covariance at t₀.
+# closed equations; carried by the same discrete scheme they are m ← M m, C ← M C Mᵀ + B² dt I, from the
+# held-out pilots' mean and covariance at t₀.
 #
 # Against the
 # held-out truth at every layer: the error of the mean in units of the ensemble's spread, ‖m − m_true‖ / √tr C_true;
 # the relative Frobenius distance of the covariances ‖C − C_true‖ / ‖C_true‖; and the ratio of total variances.
 # The first two are distances, which sampling alone makes positive (two samples of one distribution differ by
-# their noise, and a resample of the pilots adds more): both are estimated from pairs of distinct pilots
-# (`lotlib.lines_of_thought.langevin.covariance_distance`), so that a perfect prediction scores about 0 at any
-# number of held-out pilots and the interval is centered where it should be.
+# their noise, and a resample of the pilots adds more): both are estimated from pairs of distinct pilots, so
+# that a perfect prediction scores about 0 at any number of held-out pilots and the interval is centered where
+# it should be.
 #
 # As a check, the same
 # covariance distance between the fitted and the held-out pilots' true states (two samples of one layer) should
 # be near 0.
+#
+# **Code:** `lotlib.lines_of_thought.langevin.moments`, `langevin.covariance_distance`.
 
 # %%
 fp = langevin.fokker_planck(sde, n_boot, seed)
