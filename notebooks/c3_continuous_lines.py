@@ -29,8 +29,8 @@
 #
 #   x(t₁ + a) = U₁ M^a diag(σ(t₁ + a) / σ(t₁)) U₁ᵀ x(t₁),   M = U₁ᵀU₂,
 #
-# with M^a = expm(a logm M) (`lotlib.lines_of_thought.continuous`; as in B5, bases with det −1 get their least significant
-# column flipped and the spline is of ln σ, so σ never crosses zero). At a = 1 it is the linear extrapolation
+# with M^a = expm(a logm M) (as in B5, bases with det −1 get their least significant column flipped and the
+# spline is of ln σ, so σ never crosses zero; code: `lotlib.lines_of_thought.continuous`). At a = 1 it is the linear extrapolation
 # of Eq. 1 with τ = 1 (up to those flipped columns): it lands on x̃(t₁, 1), not on x(t₁ + 1), and the gap
 # is the residual of B4. Restarted at every true state, these **flow segments** are the model's own
 # interpolation.
@@ -137,8 +137,8 @@ glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 #
 # The flow maps the coordinate along u_i(t) onto u_i(t+1) for *every* i. That is only meaningful if the aligned
 # direction i is the same direction at both layers. The overlap |u_i(t)·u_i(t+1)| by rank of σ, and the gap of a
-# partial map that applies Eq. 1 (`lotlib.lines_of_thought.extrapolation.extrapolate` with `rank=k`) to the k
-# largest directions only and leaves the rest of the state where it is (k = 0 is staying put, k = D the full flow):
+# partial map that applies Eq. 1 to the k largest directions only and leaves the rest of the state where it is
+# (k = 0 is staying put, k = D the full flow; code: `extrapolation.extrapolate` with `rank=k`):
 
 # %%
 figures.stability_figure(anchoring.overlap, anchoring.partial_gap)

@@ -135,8 +135,7 @@ glue("others_shown", ", ".join(names[1:]) or "none")
 # (it is the null of its claims). The logits of a 262k-token vocabulary (Gemma 3) take a gigabyte for a thousand
 # states, so the truncation runs in batches sized to the vocabulary (about 16 million logits at a time). The models shown beside {glue:text}`model`: {glue:text}`others_shown`.
 #
-# `null_tests.measure_model` does the whole pass for one model and returns its summary row and the arrays the
-# figures draw.
+# One pass per model gives its summary row and the arrays the figures draw. Code: `null_tests.measure_model`.
 
 # %%
 measures = {
@@ -228,11 +227,11 @@ plt.show()
 #
 # ## With or without BOS
 #
-# Every model reads its pseudo-sentences as its tokenizer starts a text (`lotlib.walden(..., bos=None)`, the
-# default): GPT-2 and SmolLM2 without a BOS token, as the paper's pseudo-sentences are; Gemma with one, because it
+# Every model reads its pseudo-sentences as its tokenizer starts a text (the default): GPT-2 and SmolLM2 without a BOS token, as the paper's pseudo-sentences are; Gemma with one, because it
 # was trained with a BOS at the start of every sequence. A direct check of what
 # BOS changes: the negative log-likelihood of the true next token (the first token of the next pseudo-sentence)
 # from x(L), on the first `n_bos` pseudo-sentences, with and without the tokenizer's BOS token (the table below).
+# Code: `lotlib.walden(..., bos=None)`.
 #
 # ## All models side by side
 #
