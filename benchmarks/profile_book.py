@@ -2,6 +2,7 @@
 
     python benchmarks/profile_book.py [--model smollm2-135m] [--quick] [--build build] [--no-null]
     python benchmarks/profile_book.py --cold [--model ...] [--quick]     # build it cold first, then profile
+    python benchmarks/profile_book.py ... --row     # and docs/performance.md's table row for this book
 
 Reads each executed chapter's seconds (in all, and in forward passes timed by `ModelView.run`) and its kernel's
 peak memory from the book's notebooks and its null books' (its untrained variant and the paper's untrained
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +48,34 @@ def _cold_build(
     return time.perf_counter() - start
 
 
+def _commit(root: Path) -> str:
+    """The checkout's short commit hash, or "unknown" outside git."""
+    run = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    return run.stdout.strip() if run.returncode == 0 else "unknown"
+
+
+def performance_row(
+    model: str, quick: bool, totals: dict, wall: float | None, commit: str
+) -> str:
+    """docs/performance.md's row for one book: cold time, chapter-seconds, forward share, peak, commit."""
+    cold = f"{int(wall // 60)} min {round(wall % 60):02d} s" if wall else "not measured"
+    share = totals["forward"] / totals["total"] if totals["total"] else 0.0
+    peak = (
+        f"{totals['peak_memory_gb']:.2f} GB ({totals['peak_chapter']})"
+        if totals["peak_chapter"]
+        else "not recorded"
+    )
+    return (
+        f"| {model}, {'quick' if quick else 'full'} | {cold} | {totals['total']:,.0f} | "
+        f"{share:.0%} ({totals['forward']:,.0f} s) | {peak} | {commit} |"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -55,6 +85,9 @@ def main() -> int:
     parser.add_argument("--build", type=Path, default=None, help="default: build/")
     parser.add_argument("--no-null", dest="null", action="store_false")
     parser.add_argument("--cold", action="store_true", help="build it cold first")
+    parser.add_argument(
+        "--row", action="store_true", help="print docs/performance.md's row too"
+    )
     args = parser.parse_args()
     root = project_root()
     with tempfile.TemporaryDirectory(prefix="lotlib-profile-") as scratch:
@@ -83,6 +116,8 @@ def main() -> int:
         )
         + (f"; wall clock of the cold build {wall / 60:.1f} min" if wall else "")
     )
+    if args.row:
+        print(performance_row(args.model, args.quick, totals, wall, _commit(root)))
     return 0
 
 

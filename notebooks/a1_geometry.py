@@ -38,7 +38,9 @@
 # k-dimensional vectors, with γ, β and W_QK restricted to the same coordinates. Which coordinates? The
 # ones where the chosen head's query-key form on the normalized state, diag(γ) W_QK diag(γ), is
 # strongest (largest share of its squared Frobenius norm in their 2 × 2 block, extended greedily to a
-# 3 × 3 block): there the picture shows the part of the head that matters most. We require the two
+# 3 × 3 block): there the picture shows the part of the head that matters most.
+#
+# We require the two
 # drawn coordinates to have |γ| at least `min_gamma_ratio` apart, otherwise γ would shrink the
 # circle into a slightly smaller circle and the ellipse would not be seen. In 2-D, centering would
 # leave only two points (the plane x · 1 = 0 is a line), so the 2-D panels show the scaling step; the
@@ -203,7 +205,9 @@ glue("beta_2d", "none" if beta is None else str(beta.round(4).tolist()))
 # (sphere) of radius √k up to eps, the model's own norm module computes the construction (center,
 # sphere of radius √d, γ, β) in all d coordinates, and LayerNorm's centering puts the points on the
 # plane. They would hold for any weights; they fail only if our code, or our reading of the model's
-# norm, does not do what the paper describes. The finding is the stretch: the table gives the
+# norm, does not do what the paper describes.
+#
+# The finding is the stretch: the table gives the
 # quantile ratio of |γ| against the bar of a visibly elongated ellipsoid (the same two-fold ratio the
 # drawing asks of its two coordinates). The report judges it against the untrained model of the same architecture, whose
 # γ = 1 draws a sphere (ratio 1), so a pass here is a property of training, not of the architecture. The

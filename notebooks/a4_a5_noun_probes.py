@@ -28,8 +28,8 @@
 # last-layer heads are subject-specific, and that some heads preserve the key's meaning in their
 # value output.
 #
-# **How it is computed** (`lotlib.traveling_words.probes.noun_probes`, following the authors'
-# `common_nouns.py`). Static probes: one token, no position, no context.
+# :::{dropdown} How it is computed
+# Following the authors' `common_nouns.py`. Static probes: one token, no position, no context.
 #
 # - The noun's residual input is e = embed_scale · W_E[noun] (the scale is 1 except for Gemma), and
 #   the query is q = block_norm(e), the block's own first norm (gamma and beta included).
@@ -51,7 +51,9 @@
 # (L − 1) // 2 (block 5 of GPT-2's 12, as in the paper). On models with grouped-query attention
 # (this model: {glue:text}`n_heads` query heads, {glue:text}`n_kv_heads` key/value heads) the view expands the shared key/value heads to
 # every query head, so each query head has its own W_QK^h and W_VO^h; heads in one group share W_K
-# and W_V and differ in W_Q and W_O. On RMSNorm models (Llama, SmolLM2, Gemma) the norm does not
+# and W_V and differ in W_Q and W_O.
+#
+# On RMSNorm models (Llama, SmolLM2, Gemma) the norm does not
 # center: block_norm(e) lies on the sphere but not on the hyperplane orthogonal to the ones vector.
 #
 # **Random words, the null of every query-key measurement.** The same probes run on random
@@ -61,6 +63,9 @@
 # distributions are in the table below). A pattern the random words show as clearly as the nouns is
 # a property of the head for any word, not something the nouns reveal. The query set, nouns and
 # random words, is built by `probes.noun_queries`, the same for the probe-rates chapter.
+#
+# **Code:** `lotlib.traveling_words.probes.noun_probes`.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

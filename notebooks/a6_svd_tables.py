@@ -27,8 +27,8 @@
 # W_K^h^T and W_VO^h = W_V^h W_O^h factor through d_head, their rank is at most d_head < d: a head
 # ignores every direction in its null space.
 #
-# **How it is computed** (`lotlib.traveling_words.head_svd`: `head_svd`, `svd_tables`, `spectra`,
-# `null_space_check`, following the authors' `svd_analysis.py`). The SVD is exact and cheap: with
+# :::{dropdown} How it is computed
+# Following the authors' `svd_analysis.py`. The SVD is exact and cheap: with
 # W = A B^T (A, B of shape d × d_head), QR factorizations A = Q_a R_a, B = Q_b R_b leave only a
 # d_head × d_head core to decompose; the other d − d_head singular values are exactly zero.
 #
@@ -48,6 +48,9 @@
 # singular space and their W_VO^h the left one. RMSNorm does not center, so block_norm(W_E) lies on
 # the sphere but not on the hyperplane orthogonal to the ones vector. Gemma 3's per-head q/k norms
 # make the query-key score nonlinear; W_QK^h then describes the score only up to those norms.
+#
+# **Code:** `lotlib.traveling_words.head_svd` (`head_svd`, `svd_tables`, `spectra`, `null_space_check`).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -167,7 +170,9 @@ gaps.groupby(["block", "matrix"]).agg(
 # trained one; the two checks (numerical rank ≤ d_head for every head; largest s_(d_head+1) / s_1 at
 # most 1e-6) test that our head matrices are the products the model computes, not the paper. **The
 # coverage and copying values describe the trained heads** and carry no verdict: the paper shows them
-# as curves and tables without a number to hold them against. Their intervals resample the heads of
+# as curves and tables without a number to hold them against.
+#
+# Their intervals resample the heads of
 # the probed blocks (`n_boot` bootstrap resamples, seeded): how much the median or the share would
 # move with other heads like these. The median rank for 99% coverage as a share of d_head is
 # {glue:text}`qk_rank99_over_d_head` for W_QK and {glue:text}`vo_rank99_over_d_head` for W_VO.

@@ -28,6 +28,7 @@
 # ("iterative refinement"). The figure is a picture, not a measurement; the companion chapter
 # *Travel in the full space* measures the same travel without any projection.
 #
+# :::{dropdown} How it is computed
 # **How it is computed, and the choices the paper leaves open.**
 # - The sentence is tokenized without special tokens (no BOS, as GPT-2 has none); the tracked token is
 #   found by tokenizing, not typed: `token_index` counts from the end (-2: the second to last token).
@@ -40,12 +41,14 @@
 #   paper's is not). The paper's code takes the first rows; here each seed draws its own rows from the
 #   whole vocabulary (`umap_rows_drawn`; False: the first rows, for every seed), so that a repetition
 #   resamples the tokens that make the map as well as UMAP's randomness. The path's points are placed with `UMAP.transform`, which looks up each
-#   point's nearest fitted rows in the full space. Why raw W_E: with tied embeddings the logits are dot
+#   point's nearest fitted rows in the full space.
+#
+#   Why raw W_E: with tied embeddings the logits are dot
 #   products of the normalized state with the raw rows, and when a normalized state is far longer than
 #   any row its nearest raw rows are nearly the rows of its largest logits: the picture then shows where
 #   the logits point (both measured below). `umap_normalized = True` fits on final_norm(W_E) instead.
-# - The fitted UMAP is cached on disk, keyed by model, rows, their content, parameters and seed; the
-#   first fit of 10,000 rows takes one to two minutes (numba compilation included).
+# - The fitted UMAP is cached on disk, keyed by model, rows, their content, parameters and seed, so only
+#   the first run of a map pays for its fit.
 #
 # **What one example can and cannot show.** This chapter follows one token of one sentence. Whether
 # ' stone' is the top prediction at the last layer is a fact about that sentence, recorded exactly; it
@@ -53,11 +56,14 @@
 # positions and with intervals, is the chapter *Travel in the full space*. What this chapter can
 # measure with uncertainty is the picture itself: UMAP is random, and so is which tokens make the map, so
 # the map is fitted `n_seeds` times, each on its own rows with its own seed, and every map measurement is
-# reported as a mean over these repetitions with a 95% interval. And "the path
+# reported as a mean over these repetitions with a 95% interval.
+#
+# And "the path
 # ends closer to ' stone' than it starts" can be true of most tokens (a state that moves toward the
 # region of plausible continuations approaches thousands of them), so we rank ' stone' among every token of the
 # map by the same ratio: the path heads for ' stone' *in particular* only if few tokens are approached
 # more.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -134,7 +140,9 @@ for name, value in lm.view.facts().items():
 # median of {glue:text}`row_norm_median:.2f` for a fitted row. How far their nearest rows are those
 # they have the largest dot products with: on average {glue:text}`neighbour_logit_agreement_mean` of each normalized
 # state's {glue:text}`n_neighbors_text` nearest fitted rows are among its largest dot products (the
-# lowest over the path: {glue:text}`neighbour_logit_agreement_min:.2f`). The blocks then move it on
+# lowest over the path: {glue:text}`neighbour_logit_agreement_min:.2f`).
+#
+# The blocks then move it on
 # the map; the arrows of the last panel end near the next word when the model predicts it.
 # Distances on a UMAP map are not faithful to the full space, only neighbourhoods are, which is why the
 # chapter *Travel in the full space* measures the travel without projection.

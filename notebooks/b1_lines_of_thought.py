@@ -27,11 +27,13 @@
 # picture on our model and measures how low-dimensional it is, against a cloud of points that has no
 # structure at all.
 #
-# **How it is computed.** The text is collapsed to single spaces, tokenized once and cut into
+# :::{dropdown} How it is computed
+# The text is collapsed to single spaces, tokenized once and cut into
 # non-overlapping chunks of N_k tokens (no BOS, as in the paper). x(t) is block t's output at the last
 # position, taken with forward hooks; **the final norm is never applied**. The basis of the pictures is
 # the thin, **uncentered** SVD of the D × N_s matrix of all pilots at t = L (all pilots, not only the
 # plotted ones).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -118,7 +120,9 @@ pd.DataFrame(counts).loc[[1, L // 2, L]].rename_axis("layer t")
 #
 # These counts are in-sample and depend on N_s: a finite sample's spectrum spreads (with fewer states than
 # directions every sample is low-dimensional), and a bootstrap that repeats states lowers the count
-# further. The verdict therefore uses a measure that is out of sample. The **D/4** leading principal
+# further. The verdict therefore uses a measure that is out of sample.
+#
+# The **D/4** leading principal
 # directions of the last layer (the paper's K0 = D/4 for GPT-2 medium, chapter B2) are fit on a random half
 # of the pilots; the share of the *other* half's variance around the fit half's mean that they carry is the
 # measured value, with a 95% bootstrap interval over the held-out pilots (the fit half and its directions

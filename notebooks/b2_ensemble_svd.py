@@ -28,7 +28,8 @@
 # authors state the criterion behind K0: the mean KL(p_K ‖ p) "dropped about 90% (from about 5 at K = 1 to
 # 0.5 at K = 256)", and the top-5 next tokens at K = 256 share on average 2.5 of 5 with those at K = D.
 #
-# **How it is computed.** As in chapter B1: Walden in non-overlapping pseudo-sentences of N_k tokens,
+# :::{dropdown} How it is computed
+# As in chapter B1: Walden in non-overlapping pseudo-sentences of N_k tokens,
 # the pilot is the last token, x(t) is block t's output (t = 0 is the input of block 0, the embedding),
 # the final norm is never part of a trajectory, and the SVD is uncentered over all pilots. The paper
 # leaves open two choices, made here and stated again where they matter:
@@ -47,6 +48,7 @@
 #   is computed at the book's N_s and at N_s = round(2.8 D) (a seeded subset), each with its own basis. A
 #   wider model's tokenizer can cut Walden into fewer than 2.8 D pseudo-sentences; then the paper's N_s is
 #   all of them, as it must have been for the paper's 7B models (D = 4,096).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -148,7 +150,9 @@ glue("spectrum_slope_first", slopes[1])
 #    subsample of `n_truncated` of them (the basis is always fit on all pilots of the sample).
 # 2. **Every layer, propagated**: after every block t = 1..L, replace the pilot's state by its projection
 #    onto the top-K singular vectors of U(t) and let the remaining blocks run on it with the model's own
-#    position embeddings and causal mask. The other tokens of the pseudo-sentence are left alone, and
+#    position embeddings and causal mask.
+#
+#    The other tokens of the pseudo-sentence are left alone, and
 #    causality makes them independent of the pilot, so their keys and values are computed once and kept
 #    in the model's key-value cache. This protocol runs on a random subsample of pilots.
 #
@@ -268,7 +272,9 @@ glue("kl_k1_last_layer", kl_k1)
 #
 # The KL in nats is **not diagnostic** when the untrained model passes it: a random model's next-token
 # distribution is close to uniform, and a near-uniform distribution barely moves whatever the state, so
-# its KL is small at every K. The drop and K0 are ratios that do not depend on how peaked p is, and they
+# its KL is small at every K.
+#
+# The drop and K0 are ratios that do not depend on how peaked p is, and they
 # are **not diagnostic** either when the untrained model passes them (random weights can pass both): the
 # uncentered basis puts the states' own common directions first, and the readout of
 # any ensemble, trained or not, is carried by those, so "D/4 directions keep the distribution" is a

@@ -32,7 +32,8 @@
 # measure, and the authors answered in the OpenReview discussion: a linear SVM trained to separate
 # extrapolated from true ensembles scores about 50–51% at τ = 1 and about 60% at τ = 10 for GPT-2 medium.
 #
-# **How it is computed.** Trajectories as in chapter B1: Walden in pseudo-sentences of N_k tokens,
+# :::{dropdown} How it is computed
+# Trajectories as in chapter B1: Walden in pseudo-sentences of N_k tokens,
 # x(t) is block t's output at the pilot (the last token), never the final norm. The paper leaves these
 # choices open, and they are made here:
 #
@@ -70,6 +71,7 @@
 # The split, the predictions and the SVM scores are `lotlib.lines_of_thought.extrapolation`
 # (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `same_pilot_svm`; the paper's pilots by `authors_protocol.paper_pilots`);
 # the figures are `lotlib.lines_of_thought.figures`.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -195,7 +197,9 @@ for when in ("tau1", "tau_max"):
 # references frame it: the naive predictor x(t) in place of x̃ (the ensemble really moves); two sets of
 # true states from different pilots (what "indistinguishable" scores on these data); and a **structureless
 # cloud**: Gaussian points with the arrival layer's mean and covariance (from the fit half), which knows
-# nothing of the pilots or of the dynamics. A linear classifier sees differences of means along some
+# nothing of the pilots or of the dynamics.
+#
+# A linear classifier sees differences of means along some
 # direction; any prediction that gets the arrival ensemble's first two moments right is, to it, as good
 # as Eq. 1, and the cloud measures what that alone scores. The SVM sees {glue:text}`svm_features`,
 # standardized, with C = {glue:text}`svm_c`, on {glue:text}`n_svm` pilots per class.
@@ -262,9 +266,10 @@ glue("growth_word", side_word(growth, ("falls", "shows no clear trend", "grows")
 # and the bases fit on the SVM's training pilots only, every fitted step inside the training split as a
 # cross-validation would have it. The second has the opposite bias: the classifier learns on extrapolations
 # of the pilots the bases were fit on and is scored on extrapolations of others, which Eq. 1 carries less
-# well. On a Langevin generator for which Eq. 1 holds by construction (`tests/lines_of_thought`, D = 16,
-# 96 pilots, 8 seeds) the first reads 0.45 and the second 0.56-0.59: the paper's unpublished split can sit
-# anywhere between the two readings.
+# well.
+#
+# On a Langevin generator for which Eq. 1 holds by construction, the tests find the first reading below
+# chance and the second above it: the paper's unpublished split can sit anywhere between the two readings.
 
 # %%
 paper = {}

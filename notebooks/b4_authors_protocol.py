@@ -25,8 +25,8 @@
 # the pilots the paper used, and it runs on every causal LM whose tokenizer cuts Walden into at least D
 # pseudo-sentences: a wide model reads all of Walden, as the paper's 7B models did.
 #
-# **How it is computed**, step by step after the authors' code (`dx_calculate.m`, `figA_llama2_7B.m`;
-# `lotlib.lines_of_thought.authors_protocol`):
+# :::{dropdown} How it is computed
+# Step by step after the authors' code (`dx_calculate.m`, `figA_llama2_7B.m`):
 #
 # - N_s = {glue:text}`paper_n_s` pilots, a seeded subset of the ensemble at the paper's ratio of pilots to
 #   width (about 2,900 for D = 1024: `n_s_paper` = 2.8 D), or all of Walden where a wide model's tokenizer
@@ -46,17 +46,24 @@
 #   is below 0.001 at the paper's 2,900 pilots, the same number as the code's, and keeps the interval on its
 #   target at ours (`authors_protocol.log_variance_bias`).
 #
-# **How sure we are.** The intervals are percentile bootstraps over pilots ({glue:text}`n_boot` resamples) in
+# **Code:** `lotlib.lines_of_thought.authors_protocol`.
+# :::
+#
+# :::{dropdown} How sure we are
+# The intervals are percentile bootstraps over pilots ({glue:text}`n_boot` resamples) in
 # which **every resample refits** the SVD of every layer and their alignment on its own pilots. The
 # structureless cloud goes through the same protocol with the same resamples. Statistics that count sampling
 # noise, ⟨|m|/√v⟩ and ⟨|k|⟩ − 3, sit higher in every resample than in the sample (a repeated pilot adds noise
 # and tails): their interval keeps the resamples' spread and is moved to the sample's value, without which a
-# residual of zero mean would read as off-centre. The resamples of Eq. 2's fit move too, in a direction that
+# residual of zero mean would read as off-centre.
+#
+# The resamples of Eq. 2's fit move too, in a direction that
 # depends on the residual's law; their interval holds both the resamples' percentile interval and that
 # interval moved to the sample's value (`authors_protocol.authors_summary` says why). What "about zero" means
 # at this size: on an i.i.d. Gaussian residual of N_s pilots and D coordinates, ⟨|m|/√v⟩ is
 # {glue:text}`paper_mean_abs_z_gaussian` and ⟨|k|⟩ − 3 is {glue:text}`paper_kurtosis_gaussian` (median and 95%
 # range over 200 samples): the paper's "~0" is that range (from 0 for ⟨|m|/√v⟩, which cannot be negative).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

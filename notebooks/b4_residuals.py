@@ -18,10 +18,12 @@
 # Eq. 1 and look at what is left over, the residual w = x(t+τ) − x̃(t, τ), for **every** pair of layers at
 # once. Three heatmaps over (t, t+τ) summarize each pair as the paper draws them: how far the residual
 # coordinates are from zero mean (|μ/σ|), how large they are (log variance) and how far from Gaussian their
-# tails are (|excess kurtosis|). Then the fit of the variance law, measured twice: as the paper states it,
-# and with the growth of the ensemble itself divided out, against two ensembles that have the same growth and
-# no dynamics at all. Then the shape of one coordinate's noise, the variance of each coordinate layer by
-# layer, and the correlation matrix of the residual coordinates.
+# tails are (|excess kurtosis|).
+#
+# Then the fit of the variance law, measured twice: as the paper states it, and with the growth of the
+# ensemble itself divided out, against two ensembles that have the same growth and no dynamics at all. Last,
+# the shape of one coordinate's noise, the variance of each coordinate layer by layer, and the correlation
+# matrix of the residual coordinates.
 #
 # **The paper's claim** (Sarfati et al., Eq. 2 and Fig. 4): the residuals are i.i.d. Gaussian coordinates
 # with zero mean and variance α e^(λ(t+τ)), a function of the *arrival* layer t + τ only, growing
@@ -29,39 +31,48 @@
 # first layers. **Why it matters:** this is the noise term of the Langevin equation (chapter B5). If the
 # residuals are not a simple Gaussian with a law in t + τ, the stochastic model has the wrong noise.
 #
-# **How it is computed.** Trajectories of the pseudo-sentences, per-layer **uncentered** SVD, singular
-# vectors aligned across layers (optimal assignment and sign, `lotlib.lines_of_thought.ensemble.align_bases`),
-# Eq. 1 from `lotlib.lines_of_thought.extrapolation`. With y(t) = U(t)ᵀx(t) computed once per layer, the
+# :::{dropdown} How it is computed
+# Trajectories of the pseudo-sentences, per-layer **uncentered** SVD, singular vectors aligned across layers
+# (optimal assignment and sign), Eq. 1 between every pair. With y(t) = U(t)ᵀx(t) computed once per layer, the
 # residual's coordinates in the arrival basis are y(t+τ) − Σ(t+τ)Σ(t)⁻¹ y(t): every pair costs a vector
-# operation over the ensemble (`lotlib.lines_of_thought.residuals`; the tests check it against the direct
-# Eq. 1 residual). The layers are the block outputs t = 1..L (x(0), the embedding, is not a block output and
-# is left out, as in the paper). The chapter needs at least D pilots: with fewer, the residual lives in a
-# subspace of fewer than D dimensions and its raw coordinates are linearly dependent (2 D for the held-out
-# scoring below, which fits the bases on half of them).
+# operation over the ensemble (the tests check it against the direct Eq. 1 residual).
 #
-# **How sure we are.** Every number a verdict rests on is **scored out of sample**: the pilots are split
-# (seeded, half and half), the singular bases U(t), Σ(t) are fitted on one half, and the residuals whose law
-# is tested are those of the other half, which the bases never saw. The 95% intervals are over those held-out
-# **pilots** (pseudo-sentences, the unit of sampling), each resample evaluated on all pairs of layers at once
-# as weighted moments of the residuals (`lotlib.lines_of_thought.residuals.resampled_pairs`): a jackknife
-# (50 groups of pilots left out in turn) for every statistic but the offset of the mean and the correlation
-# between coordinates, which read 0 when the law holds and take the percentile interval of `n_boot`
-# bootstrap resamples, as in chapter B5. (On a
-# few dozen heavy-tailed pilots, percentile intervals of λ·L, α_rel and the kurtosis were too narrow; the
-# jackknife's err wide: `benchmarks/coverage.py`.) The bases stay fixed in every resample, which is
-# right for pilots they were not fitted on: each interval is about these bases (refitting 2 × L SVDs per
-# resample would cost minutes; a basis fitted on the pilots it scores makes their residuals look lighter
-# tailed and better centered than they are, and intervals with the bases fixed then missed the truth on
-# synthetic ensembles: `benchmarks/coverage.py`). The nulls are scored the same way. The paper's own
-# numbers, α ≈ 0.64 and λ ≈ 0.18, by its own protocol (bases fitted on the pilots they score, as the authors
-# do, refitted in every resample) are the next chapter's: it needs only D pilots, so it also runs on models
-# whose tokenizer cuts Walden into fewer than the 2 D this chapter needs. The statistics are chosen so that a resample estimates the same thing as the
-# sample: the offset of the mean is estimated from pairs of distinct pilots and the kurtosis is signed,
-# because mean |μ/σ| and mean |kurtosis| grow under resampling (a duplicated pilot adds sampling noise);
-# those two stay in the heatmaps, which show all pilots in the bases fitted on all of them.
+# The layers are the block outputs t = 1..L (x(0), the embedding, is not a block output and is left out, as
+# in the paper). The chapter needs at least D pilots: with fewer, the residual lives in a subspace of fewer
+# than D dimensions and its raw coordinates are linearly dependent (2 D for the held-out scoring below, which
+# fits the bases on half of them).
+# :::
 #
-# The computations are `lotlib.lines_of_thought.residuals` (`pair_statistics`, `residual_nulls`), the
-# figures `lotlib.lines_of_thought.figures`.
+# :::{dropdown} How sure we are
+# Every number a verdict rests on is **scored out of sample**: the pilots are split (seeded, half and half),
+# the singular bases U(t), Σ(t) are fitted on one half, and the residuals whose law is tested are those of the
+# other half, which the bases never saw. The nulls are scored the same way.
+#
+# The 95% intervals are over those held-out **pilots** (pseudo-sentences, the unit of sampling), each
+# resample evaluated on all pairs of layers at once as weighted moments of the residuals. Most statistics
+# take a jackknife (50 groups of pilots left out in turn). The offset of the mean and the correlation between
+# coordinates, which read 0 when the law holds, take the percentile interval of `n_boot` bootstrap resamples,
+# as in chapter B5. On a few dozen heavy-tailed pilots, percentile intervals of λ·L, α_rel and the kurtosis
+# were too narrow; the jackknife's err wide (the coverage benchmark measures both).
+#
+# The bases stay fixed in every resample, which is right for pilots they were not fitted on: each interval is
+# about these bases. A basis fitted on the pilots it scores makes their residuals look lighter tailed and
+# better centered than they are, and intervals with the bases fixed then missed the truth on synthetic
+# ensembles.
+#
+# The paper's own numbers, α ≈ 0.64 and λ ≈ 0.18, by its own protocol (bases fitted on the pilots they
+# score, as the authors do, refitted in every resample) are the next chapter's: it needs only D pilots, so it
+# also runs on models whose tokenizer cuts Walden into fewer than the 2 D this chapter needs.
+#
+# The statistics are chosen so that a resample estimates the same thing as the sample: the offset of the
+# mean is estimated from pairs of distinct pilots and the kurtosis is signed, because mean |μ/σ| and mean
+# |kurtosis| grow under resampling (a duplicated pilot adds sampling noise). Those two stay in the heatmaps,
+# which show all pilots in the bases fitted on all of them.
+# :::
+#
+# **Code:** `lotlib.lines_of_thought.ensemble.align_bases`, `lotlib.lines_of_thought.extrapolation`,
+# `lotlib.lines_of_thought.residuals` (`pair_statistics`, `resampled_pairs`, `residual_nulls`), the figures
+# `lotlib.lines_of_thought.figures`; `benchmarks/coverage.py` for the intervals' coverage.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -163,9 +174,9 @@ if raw is not None:
 # exactly that and nothing else, and run the same computation on them (their own SVD, alignment and Eq. 1):
 #
 # - **a structureless cloud**: at every layer, independent Gaussian points with the ensemble's mean and
-#   per-coordinate variance (`lotlib.lines_of_thought.null_tests.structureless_cloud`): the same norm growth;
+#   per-coordinate variance: the same norm growth;
 # - **shuffled pilots**: every layer's ensemble exactly as it is, the pilots permuted independently at each
-#   layer (`lotlib.lines_of_thought.residuals.shuffled_pilots`): the same states and tails, but x(t) and
+#   layer: the same states and tails, but x(t) and
 #   x(t + 1) of a row belong to different pseudo-sentences, so there are no lines of thought to extrapolate.
 #
 # The law is then tested on a quantity that divides the norm growth out: the residual variance relative to
@@ -173,6 +184,9 @@ if raw is not None:
 # lands on an unrelated point with the same spread and scores ρ ≈ 2 (the target's spread plus its own; more
 # where it also misplaces the mean); ρ < 1 means the map predicts part of where each pilot goes. Eq. 2 read
 # beyond the norm growth says ρ still depends on t + τ only, exponentially.
+#
+# **Code:** `lotlib.lines_of_thought.null_tests.structureless_cloud`,
+# `lotlib.lines_of_thought.residuals.shuffled_pilots`, `residual_nulls`.
 
 # %%
 nulls = residual_nulls(ens.X, pairs, n_boot, seed, model=ens.lm.name)
@@ -247,7 +261,9 @@ nulls.dimensionless_table(laws)
 # distinct pilots (about 0 for a zero-mean residual at any sample size), averaged over pairs as a root mean
 # square. The uncentered SVD does not carry the ensemble's mean exactly from one layer to the next (the mean
 # mixes several singular directions), so a structureless ensemble with the same mean has an offset too: it is
-# the Eq. 1 map's, not the dynamics'. **If the model's offset matches the nulls', the test cannot tell** a
+# the Eq. 1 map's, not the dynamics'.
+#
+# **If the model's offset matches the nulls', the test cannot tell** a
 # trained model's residual from that of a map applied to an ensemble with no lines of thought.
 
 # %%
@@ -281,6 +297,7 @@ figures.noise_pdfs(
 # Gaussian residual, isotropic or not), for departures t ≥ `early_layers` (the paper exempts the first layers,
 # without saying how many), summarized by the **median over pairs**: the typical pair, which a few departure
 # layers with very heavy tails do not decide (the heatmap shows where they are; the mean is given beside it).
+#
 # The distributions below are over pairs of layers, for the model and the two nulls. The shuffled pilots have
 # the model's states at every layer and no dynamics: if they have the same tails, the tails come from the
 # ensemble of states (a few pilots far out), not from what the layers do to them.
@@ -324,11 +341,12 @@ figures.coordinate_variance_figure(var_tau1, pairs, fit_lm, title)
 #
 # The correlation matrix of the residual coordinates (the `n_corr` largest singular directions of the arrival
 # layer) for t = `t_pdf`, τ = 1. Eq. 2 says it is the identity. The raw-coordinate residual comes straight from
-# `lotlib.lines_of_thought.extrapolation.residuals` (Eq. 1), a check that the fast coordinates above are the
-# same residual. The claim's number is the root mean square correlation between distinct raw coordinates,
-# estimated from pairs of distinct pilots (about 0 for independent coordinates at any sample size), with its
-# bootstrap interval over pilots; the structureless cloud (independent coordinates, but Eq. 1 mixes them) is
-# its null.
+# Eq. 1, a check that the fast coordinates above are the same residual. The claim's number is the root mean
+# square correlation between distinct raw coordinates, estimated from pairs of distinct pilots (about 0 for
+# independent coordinates at any sample size), with its bootstrap interval over pilots; the structureless
+# cloud (independent coordinates, but Eq. 1 mixes them) is its null.
+#
+# **Code:** `lotlib.lines_of_thought.extrapolation.residuals`, `residual_consistency`.
 
 # %%
 w, consistency = residual_consistency(ens.X, Y, U, S, pairs.t_pdf)
@@ -399,7 +417,9 @@ conclude("b4_residuals", values, model, why_not_diagnostic=why)
 # %% [markdown]
 # **Reading the table.** The residual-variance law as the paper states it (absolute variance, "arrival R²" and
 # exponential R²) is a statement the two nulls satisfy as well: the norm growth makes it true of any map on any
-# growing ensemble, so whatever the model's value, that test cannot tell. With the growth divided out (ρ), the
+# growing ensemble, so whatever the model's value, that test cannot tell.
+#
+# With the growth divided out (ρ), the
 # structureless ensembles fail the law by construction (ρ of 2 or more, with no trend in t + τ), and the model's value says whether its
 # residual still depends on the arrival layer only: a value below the bound means it depends on τ as well, i.e.
 # the further the map extrapolates the more it misses, as one would expect of a dynamics and not of Eq. 2. The

@@ -30,7 +30,8 @@
 # numbers per layer (a basis, singular values, α and λ) would then describe the whole flow of the model's
 # latent states, and the density of the ensemble would obey a Fokker-Planck equation (Eq. 4).
 #
-# **How it is computed** (the authors' simulation code, vectorized over all starting points and noise
+# :::{dropdown} How it is computed
+# (the authors' simulation code, vectorized over all starting points and noise
 # samples; only the time steps are a loop). Between integer layers t₁ < t < t₁ + 1 the basis turns along the
 # geodesic R(t) = U₁ expm(a logm(U₁ᵀU₂)), a = t − t₁, computed from the real Schur form of U₁ᵀU₂
 # (`lotlib.lines_of_thought.langevin`); S′ = σ′/σ from a cubic spline (not-a-knot) over the layers 1..L;
@@ -42,17 +43,22 @@
 # come out right for *any* weights. So the pilots are split (seeded): the bases, the spline and the noise law are
 # fitted on a share 1 − `held_out` of them, and every score below is on the **held-out** pilots, simulated from
 # their own true states at t₀ and compared with their own true states later.
+# :::
 #
-# **How sure we are.** Variance ratios, the covariance distance and the ratio of total variances carry 95%
+# :::{dropdown} How sure we are
+# Variance ratios, the covariance distance and the ratio of total variances carry 95%
 # jackknife intervals over the held-out pilots, on the log scale (a pilot is left out with its simulated samples;
 # the split, the bases and the noise law are held fixed): on synthetic ensembles with known truth and a few
 # dozen held-out pilots, a bootstrap percentile interval of these ratios held the truth less often than 90% of the
 # time and the jackknife's more often (`benchmarks/coverage.py`). The error of the mean and the energy-distance
-# margins carry bootstrap intervals (a pilot is resampled with its predictions). The fit never
+# margins carry bootstrap intervals (a pilot is resampled with its predictions).
+#
+# The fit never
 # saw these pilots, so each interval is about the model fitted here, scored on the model's population of
 # pseudo-sentences: it does not include how the fit would move with other fitted pilots. Variances come from
 # pairs of distinct pilots, so a pilot drawn twice does not shrink them. The curves of energy distance by
 # layer show the method's spread over `n_seeds` seeds (new noise, subsample and halves).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -108,7 +114,9 @@ ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
 #
 # The paper's rate B² = α λ e^(λt) is the time derivative of Eq. 2: accumulated from t₀ (and ignoring the
 # drift's stretch) it gives α (e^(λ(t₀+τ)) − e^(λt₀)) = α e^(λ(t₀+τ)) (1 − e^(−λτ)), which over one layer is
-# 1 − e^(−λ) ≈ 16% of Eq. 2's variance at the paper's λ = 0.18. The two agree only for noise accumulated since
+# 1 − e^(−λ) ≈ 16% of Eq. 2's variance at the paper's λ = 0.18.
+#
+# The two agree only for noise accumulated since
 # t = −∞, that is, if the residual of a map restarted at t₀ still carried the noise of every layer before t₀.
 # They also predict different residuals, which B4's data can decide: the paper's rate started at the departure
 # layer predicts ln var = ln α + λ(t+τ) + ln(1 − e^(−λτ)), a residual that grows with τ at a fixed arrival
@@ -116,9 +124,11 @@ ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
 #
 # The simulation therefore uses (`noise = "eq2"`) a rate constant over each layer, solved layer by layer so that
 # the noise accumulated since t₀ and carried by the same step matrices has mean variance α e^(λ(t₀+τ)) per
-# coordinate at every integer layer (`lotlib.lines_of_thought.langevin.matched_noise`; where the drift's stretch
-# already carries more than the target, that layer adds none). `noise = "paper"` runs the authors' rate.
-# `held_out_langevin` splits the pilots, fits the bases, the noise law, the flow and the three rates.
+# coordinate at every integer layer (where the drift's stretch already carries more than the target, that
+# layer adds none). `noise = "paper"` runs the authors' rate. The pilots are split, and the bases, the noise
+# law, the flow and the three rates fitted on one half.
+#
+# **Code:** `lotlib.lines_of_thought.langevin.matched_noise`, `held_out_langevin`.
 
 # %%
 sde = langevin.held_out_langevin(
@@ -169,7 +179,9 @@ rates
 # vectors, but a basis can still be a reflection (det U(t) = −1), and then U₁ᵀU₂ is one too. We make every basis
 # proper: where det U(t) = −1 the column with the smallest singular value of that layer is flipped (the least
 # harmful choice: that one coordinate changes sign). Flipping whole layers rather than one end of each
-# interval lets the flow over several layers compose without sign errors between intervals. The authors
+# interval lets the flow over several layers compose without sign errors between intervals.
+#
+# The authors
 # spline σ itself; between two layers that spline can pass through zero, where S′ = σ′/σ diverges. A spline of
 # ln σ has the same values at the layers (so the same Eq. 1 map from layer to layer) and never crosses zero.
 
@@ -193,8 +205,9 @@ sde.turn_table()
 # ## Simulated vs true ensembles
 #
 # Three predictions of the held-out ensemble at t₀ + τ from its own states at t₀: the **Langevin** simulation,
-# the **noiseless linear map** (Eq. 1 from t₀ with the fitted bases, `lotlib.lines_of_thought.extrapolation.extrapolate`)
-# and the Langevin drift with **constant-variance noise**; the Langevin model with the other noise rate comes along.
+# the **noiseless linear map** (Eq. 1 from t₀ with the fitted bases) and the Langevin drift with
+# **constant-variance noise**; the Langevin model with the other noise rate comes along. Code:
+# `lotlib.lines_of_thought.extrapolation.extrapolate`, `langevin.predictions`.
 
 # %%
 predicted = langevin.predictions(sde, n_samples, seed)  # each (n_h, m, n + 1, D)
@@ -259,9 +272,9 @@ shares.round(2)
 # **floor** is the distance between two random halves of the true held-out ensemble: what sampling alone gives.
 # A model beats another only by a margin larger than that floor: the claims use
 # (E_other − E_Langevin − |floor|) / E|x − x′|, in units of the ensemble's own scale, at the last layer. Its 95%
-# interval is a bootstrap of the held-out pilots (`langevin.energy_margins`: one simulation, the distances
-# between pilots summed once, each resample reweighting them; every prediction keeps the points of the pilots
-# drawn). The model was fitted on the other pilots, so each resample is scored out of sample; the figure's bands
+# interval is a bootstrap of the held-out pilots (one simulation, the distances between pilots summed once,
+# each resample reweighting them; every prediction keeps the points of the pilots drawn; code:
+# `langevin.energy_margins`). The model was fitted on the other pilots, so each resample is scored out of sample; the figure's bands
 # are the method's spread over seeds (noise, subsample, halves), not an interval of the data.
 
 # %%
@@ -290,16 +303,22 @@ energy.groupby("layer t").mean().drop(columns="seed").round(3)
 # ## The Fokker-Planck view
 #
 # Eq. 4 is the equation of the ensemble's density. For a linear drift its mean m and covariance C follow
-# closed equations; carried by the same discrete scheme they are m ← M m, C ← M C Mᵀ + B² dt I
-# (`lotlib.lines_of_thought.langevin.moments`), from the held-out pilots' mean and covariance at t₀. Against the
+# closed equations; carried by the same discrete scheme they are m ← M m, C ← M C Mᵀ + B² dt I, from the
+# held-out pilots' mean and covariance at t₀.
+#
+# Against the
 # held-out truth at every layer: the error of the mean in units of the ensemble's spread, ‖m − m_true‖ / √tr C_true;
 # the relative Frobenius distance of the covariances ‖C − C_true‖ / ‖C_true‖; and the ratio of total variances.
 # The first two are distances, which sampling alone makes positive (two samples of one distribution differ by
-# their noise, and a resample of the pilots adds more): both are estimated from pairs of distinct pilots
-# (`lotlib.lines_of_thought.langevin.covariance_distance`), so that a perfect prediction scores about 0 at any
-# number of held-out pilots and the interval is centered where it should be. As a check, the same
+# their noise, and a resample of the pilots adds more): both are estimated from pairs of distinct pilots, so
+# that a perfect prediction scores about 0 at any number of held-out pilots and the interval is centered where
+# it should be.
+#
+# As a check, the same
 # covariance distance between the fitted and the held-out pilots' true states (two samples of one layer) should
 # be near 0.
+#
+# **Code:** `lotlib.lines_of_thought.langevin.moments`, `langevin.covariance_distance`.
 
 # %%
 fp = langevin.fokker_planck(sde, n_boot, seed)

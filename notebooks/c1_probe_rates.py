@@ -27,9 +27,10 @@
 # and heads, against a baseline, so that *early layers show clear query-key patterns* becomes a
 # measurement.
 #
-# **How it is computed** (`lotlib.traveling_words.probes.probe_rates_by_block`: the probes of the
-# A4/A5 chapter, for every block). A query token's residual input e (its embedding, times the
-# model's embedding scale; no position) goes through the block's own first norm, q = block_norm(e).
+# :::{dropdown} How it is computed
+# The probes of the A4/A5 chapter, for every block. A query token's residual input e (its embedding,
+# times the model's embedding scale; no position) goes through the block's own first norm,
+# q = block_norm(e).
 #
 # - *Query-key:* the key direction q W_QK^h is scored against block_norm(e_v) for every vocabulary
 #   token v; the top-5 are the keys head h seeks most (biases left out, as in the paper). With
@@ -52,7 +53,9 @@
 # more that are single tokens both with and without a leading space (this rules out most word
 # pieces), none a variant of a noun. A word can only match as many tokens as its variant set has in
 # the vocabulary, and a random word has fewer than a common noun (most have no plural token): a
-# baseline drawn at random would be capped lower for that reason alone. So each random word is drawn
+# baseline drawn at random would be capped lower for that reason alone.
+#
+# So each random word is drawn
 # among those with as many variant tokens as a noun (`random_words(..., like=variant_counts(nouns))`);
 # the table below shows both distributions and an unmatched draw. The query set is built by
 # `probes.noun_queries`, the same as in the A4/A5 chapter.
@@ -67,6 +70,9 @@
 # the model view expands them, so every query head has its own W_QK^h and W_VO^h) and rotary
 # positions; where the embeddings are tied the readout W_U is W_E, as in the paper. What this model
 # has is stated below.
+#
+# **Code:** `lotlib.traveling_words.probes.probe_rates_by_block`.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

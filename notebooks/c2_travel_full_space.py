@@ -25,7 +25,8 @@
 # The reviewers objected that the path toward the next word may be an artifact of projecting 768
 # dimensions onto 2 or 3. This chapter answers with a number in the full space.
 #
-# **How it is computed.** For pseudo-sentence s and position i (the current token w_i, the next
+# :::{dropdown} How it is computed
+# For pseudo-sentence s and position i (the current token w_i, the next
 # token w_{i+1}, both inside the chunk), with y(t) = final_norm(x(t)) the state at position i after
 # block t passed through the model's full final norm (gamma included):
 #
@@ -57,6 +58,7 @@
 # *Uncertainty.* Positions of one sentence share context, so the unit of resampling is the sentence:
 # every value is averaged per sentence first, and its 95% interval comes from a bootstrap that
 # resamples whole sentences (`n_boot` resamples, seeded).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -121,7 +123,9 @@ for name, value in lm.view.facts().items():
 # with *both* targets, it moves the state away from its own word, the −e(current) term the two targets
 # share; it says nothing about the next word. Compare the other cosines with
 # 1/√D = {glue:text}`inv_sqrt_d:.3f`, the size of a chance alignment in D = {glue:text}`d_model`
-# dimensions. The difference on the right is what the next word adds. Its sign can change from block
+# dimensions. The difference on the right is what the next word adds.
+#
+# Its sign can change from block
 # to block: the band lies above zero in {glue:text}`blocks_positive` of {glue:text}`n_layers` blocks
 # and below zero in {glue:text}`blocks_negative` (blocks {glue:text}`blocks_below_list`), which move
 # the state, on average, away from the next word relative to a random one. The mean difference over
@@ -160,10 +164,14 @@ study.trip_table.round(4)
 # Four findings, each a mean over pseudo-sentences with a 95% bootstrap interval that resamples whole
 # sentences. The report sets beside each the same chapter run on an untrained model of the same
 # architecture (which sees the same text but has learned nothing), and, for the whole trip and the
-# share of wins, the passage null above. The bars are effect sizes, not zero: a null with no lean has an
+# share of wins, the passage null above.
+#
+# The bars are effect sizes, not zero: a null with no lean has an
 # interval around zero, which a bar at zero would always cut, so the trip must lean by at least 0.01 (a
 # quarter of a chance alignment 1/√D for the widths of GPT-2 and SmolLM2) and the next word must win at
-# a clear majority (55%) of positions. The passage null is the reason the bar matters: the state can
+# a clear majority (55%) of positions.
+#
+# The passage null is the reason the bar matters: the state can
 # lean toward the words of its own passage, and the next word is often one of them; where that lean
 # reaches the bar, the whole-trip test is **not diagnostic** of travel toward the *next* word, and the
 # within-passage claim, whose rival comes from the same passage, is the test that can tell.

@@ -29,22 +29,26 @@
 #
 #   x(t₁ + a) = U₁ M^a diag(σ(t₁ + a) / σ(t₁)) U₁ᵀ x(t₁),   M = U₁ᵀU₂,
 #
-# with M^a = expm(a logm M) (`lotlib.lines_of_thought.continuous`; as in B5, bases with det −1 get their least significant
-# column flipped and the spline is of ln σ, so σ never crosses zero). At a = 1 it is the linear extrapolation
+# with M^a = expm(a logm M) (as in B5, bases with det −1 get their least significant column flipped and the
+# spline is of ln σ, so σ never crosses zero; code: `lotlib.lines_of_thought.continuous`). At a = 1 it is the linear extrapolation
 # of Eq. 1 with τ = 1 (up to those flipped columns): it lands on x̃(t₁, 1), not on x(t₁ + 1), and the gap
 # is the residual of B4. Restarted at every true state, these **flow segments** are the model's own
-# interpolation. Adding the residual linearly along each segment, x(t₁ + a) + a w, gives the **bridged path**,
+# interpolation.
+#
+# Adding the residual linearly along each segment, x(t₁ + a) + a w, gives the **bridged path**,
 # continuous and through every true position. The other simple definition, a *partial block*
 # x(t) + a (block(x(t)) − x(t)), needs no computation at the pilot's position: block t's output there *is*
 # x(t + 1), so the partial block is the straight chord between consecutive states; the bridged path is compared
 # with it below.
 #
-# **How sure we are.** The numbers a verdict rests on are medians over pilots and layers, with a 95% bootstrap
+# :::{dropdown} How sure we are
+# The numbers a verdict rests on are medians over pilots and layers, with a 95% bootstrap
 # interval over **pilots** (`n_boot` resamples; a pilot is resampled with all its layers). Everything fitted
 # is fitted on a seeded half of the pilots (`continuous.held_out_flow`): the singular bases, the spline of
 # σ, and the choice of the best partial flow's k. Every gap is scored on the other half, so the interval over
 # those held-out pilots carries the fit; a flow fitted on the pilots it is scored on would look better than
 # it is.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -133,8 +137,8 @@ glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 #
 # The flow maps the coordinate along u_i(t) onto u_i(t+1) for *every* i. That is only meaningful if the aligned
 # direction i is the same direction at both layers. The overlap |u_i(t)·u_i(t+1)| by rank of σ, and the gap of a
-# partial map that applies Eq. 1 (`lotlib.lines_of_thought.extrapolation.extrapolate` with `rank=k`) to the k
-# largest directions only and leaves the rest of the state where it is (k = 0 is staying put, k = D the full flow):
+# partial map that applies Eq. 1 to the k largest directions only and leaves the rest of the state where it is
+# (k = 0 is staying put, k = D the full flow; code: `extrapolation.extrapolate` with `rank=k`):
 
 # %%
 figures.stability_figure(anchoring.overlap, anchoring.partial_gap)
@@ -148,7 +152,9 @@ glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 # partial flows is {glue:text}`partial_gaps`; the best on the fitted pilots, k = {glue:text}`partial_flow_best_k`,
 # lands at {glue:text}`partial_flow_best_gap_over_step` on the held-out ones (95% bootstrap over them). When a flow
 # restricted to the stable directions lands closer to the truth than the full one, the continuous line of
-# thought is anchored only in the low-dimensional part of the ensemble. This test may not tell a trained
+# thought is anchored only in the low-dimensional part of the ensemble.
+#
+# This test may not tell a trained
 # model from a random one: in a random network, the paper's appendix reports, lines of thought are straight and
 # quasi-parallel, so the state barely moves along directions that keep their identity and a flow along them
 # can also land closer than staying put; the untrained model's value, in the report, says whether it does here.

@@ -29,48 +29,63 @@
 # model had the same statistics, the "noise law" of chapter B4 would say nothing about what training
 # builds; if gibberish moved like language, the lines would say nothing about text.
 #
-# **How it is computed.** Trajectories as in chapter B1: x(t) is block t's output at the pilot (the last
-# token), the final norm is never applied, no BOS token. The paper leaves several choices open; ours:
+# :::{dropdown} How it is computed
+# Trajectories as in chapter B1: x(t) is block t's output at the pilot (the last token), the final norm is
+# never applied, no BOS token. The paper leaves several choices open; ours follow.
 #
-# - **Gibberish** has N_k = 10 tokens drawn uniformly from the model's whole vocabulary (seeded,
-#   `lotlib.gibberish`); the language side is Walden cut at the same N_k = 10, the first `n_s_gibberish`
-#   pseudo-sentences, so both classes have the same size.
-# - **The classifier** is a `sklearn` perceptron (the paper's choice; `classifier = "logistic"` switches to
-#   logistic regression) on standardized states, trained on a seeded, stratified 70% of the pilots and
-#   scored on the other 30%, layer by layer with the same split. A second curve runs the same pipeline on
-#   two random halves of Walden: what "not separable" scores here.
-# - **The untrained model** is the same configuration with fresh, seeded weights
-#   (`lm.untrained_variant(seed)`, as `lotlib.load_model(model, untrained=True, seed=seed)`, the library's
-#   default initialisation); the **re-initialised model** keeps blocks 0..L/2−1 and draws blocks L/2..L−1
-#   afresh (`reinit_from = L/2`),
-#   so x(1)..x(L/2) are the trained model's and every later step comes from a random block. Both run on the
-#   first `n_s` pseudo-sentences of Walden at N_k = 50, as does the trained model they are compared with.
-# - **The paper's architecture.** The paper's untrained model was a GPT-2 medium (24 layers, D = 1024, 16
-#   heads, LayerNorm, GELU, learned positions), not the book's model. With `paper_null = "gpt2-medium"` the
-#   untrained-model measures of section 2 also run on an untrained model of that architecture
-#   (`lotlib.load_model("untrained:gpt2-medium", seed=seed)`: GPT-2's published hyper-parameters and its own
-#   tokenizer, seeded weights, built offline) on the first `n_s_paper` pseudo-sentences of Walden in its
-#   tokenizer (as many as `n_s` unless set) at N_k = `n_k`. Their keys end in `_paper_arch`: the paper's untrained-model claims judged on
-#   the paper's architecture. The untrained model of the book's own architecture stays the null of the book's
-#   findings.
-# - **Residual statistics** follow chapter B4: uncentered SVD per layer, bases aligned from layer 0, Eq. 1 for
-#   every pair 1 ≤ t < t + τ ≤ L, coordinates in the aligned arrival basis. Besides B4's ln(mean variance) we
-#   read the residual variance *relative to the spread of the ensemble at the arrival layer* (total residual
-#   variance over the total variance of the states x(t + τ) it should predict): a residual stream whose scale
-#   grows with depth makes every variance grow with the arrival layer, trained or not, and the relative
-#   variance divides that growth out.
+# **Gibberish** has N_k = 10 tokens drawn uniformly from the model's whole vocabulary (seeded); the language
+# side is Walden cut at the same N_k = 10, the first `n_s_gibberish` pseudo-sentences, so both classes have
+# the same size.
 #
-# **How sure we are.** Every number a verdict rests on carries a 95% interval over its unit of sampling. The
-# separability's value is the mean over `n_splits` classifier splits of the sample (seeds `seed`, `seed` + 1,
-# ...); its interval comes from `n_boot_splits` bootstrap repetitions, each of which draws the
-# pseudo-sentences of each class with replacement, splits the distinct ones (`train_fraction` to train),
-# refits the classifier at every layer and scores it: a percentile interval over repetitions, moved by the
-# value minus their mean (a repetition's test set repeats pseudo-sentences, so a minimum over layers runs
-# lower there). The untrained model is compared with the trained one repetition by repetition on the same
-# rows (both read the same pseudo-sentences). The untrained model's path shapes are bootstrapped over pilots
-# (`n_boot` resamples); its kurtosis and variance law on `n_boot_kurtosis` resamples, each of which refits
-# the singular bases and their alignment on its own pilots before the residuals. The re-initialised model is
-# drawn with `n_reinit` seeds: mean and t-interval over seeds.
+# **The classifier** is a perceptron (the paper's choice; `classifier = "logistic"` switches to logistic
+# regression) on standardized states, trained on a seeded, stratified 70% of the pilots and scored on the
+# other 30%, layer by layer with the same split. A second curve runs the same pipeline on two random halves
+# of Walden: what "not separable" scores here.
+#
+# **The untrained model** is the same configuration with fresh, seeded weights (the library's default
+# initialisation); the **re-initialised model** keeps blocks 0..L/2−1 and draws blocks L/2..L−1 afresh
+# (`reinit_from = L/2`), so x(1)..x(L/2) are the trained model's and every later step comes from a random
+# block. Both run on the first `n_s` pseudo-sentences of Walden at N_k = 50, as does the trained model they
+# are compared with.
+#
+# **The paper's architecture.** The paper's untrained model was a GPT-2 medium (24 layers, D = 1024, 16
+# heads, LayerNorm, GELU, learned positions), not the book's model. With `paper_null = "gpt2-medium"` the
+# untrained-model measures of section 2 also run on an untrained model of that architecture (GPT-2's
+# published hyper-parameters and its own tokenizer, seeded weights, built offline) on the first `n_s_paper`
+# pseudo-sentences of Walden in its tokenizer (as many as `n_s` unless set) at N_k = `n_k`.
+#
+# Their keys end in `_paper_arch`: the paper's untrained-model claims judged on the paper's architecture. The
+# untrained model of the book's own architecture stays the null of the book's findings.
+#
+# **Residual statistics** follow chapter B4: uncentered SVD per layer, bases aligned from layer 0, Eq. 1 for
+# every pair 1 ≤ t < t + τ ≤ L, coordinates in the aligned arrival basis. Besides B4's ln(mean variance) we
+# read the residual variance *relative to the spread of the ensemble at the arrival layer* (total residual
+# variance over the total variance of the states x(t + τ) it should predict).
+#
+# A residual stream whose scale grows with depth makes every variance grow with the arrival layer, trained or
+# not, and the relative variance divides that growth out.
+# :::
+#
+# :::{dropdown} How sure we are
+# Every number a verdict rests on carries a 95% interval over its unit of sampling. The separability's value
+# is the mean over `n_splits` classifier splits of the sample (seeds `seed`, `seed` + 1, ...).
+#
+# Its interval comes from `n_boot_splits` bootstrap repetitions, each of which draws the pseudo-sentences of
+# each class with replacement, splits the distinct ones (`train_fraction` to train), refits the classifier
+# at every layer and scores it: a percentile interval over repetitions, moved by the value minus their mean
+# (a repetition's test set repeats pseudo-sentences, so a minimum over layers runs lower there). The
+# untrained model is compared with the trained one repetition by repetition on the same rows (both read the
+# same pseudo-sentences).
+#
+# The untrained model's path shapes are bootstrapped over pilots (`n_boot` resamples); its kurtosis and
+# variance law on `n_boot_kurtosis` resamples, each of which refits the singular bases and their alignment on
+# its own pilots before the residuals. The re-initialised model is drawn with `n_reinit` seeds: mean and
+# t-interval over seeds.
+# :::
+#
+# **Code:** `lotlib.gibberish`; scikit-learn's perceptron; `lm.untrained_variant(seed)` (as
+# `lotlib.load_model(model, untrained=True, seed=seed)`, or `lotlib.load_model("untrained:gpt2-medium",
+# seed=seed)` for the paper's architecture).
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -124,11 +139,11 @@ glue("gibberish_example", repr(lm.tokenizer.decode(noise.ids[0])))
 # two random halves of Walden (nothing to separate), and the untrained model on the same two classes.
 # A gibberish pseudo-sentence reads {glue:text}`gibberish_example`.
 #
-# `null_tests.gibberish_pairs` runs the three pairs of ensembles through the models (block outputs at the pilot,
-# as in B1); `null_tests.separability_by_split` fits one classifier per layer and split, the same split at every
-# layer, and keeps the test accuracy of each; then it repeats the same on the bootstrap draws
-# (`null_tests.split_rows`: every copy of a drawn pseudo-sentence on one side of the split, so none is scored
-# by a classifier fitted on it; the two gibberish pairs get the same draws).
+# The three pairs of ensembles run through the models (block outputs at the pilot, as in B1); one classifier
+# is fitted per layer and split, the same split at every layer, and the test accuracy of each is kept; then
+# the same is repeated on the bootstrap draws (every copy of a drawn pseudo-sentence on one side of the split,
+# so none is scored by a classifier fitted on it; the two gibberish pairs get the same draws). Code:
+# `null_tests.gibberish_pairs`, `null_tests.separability_by_split`, `null_tests.split_rows`.
 
 # %%
 pairs = nt.gibberish_pairs(lm, untrained, language, noise, seed)  # (n, L+1, D) each
@@ -165,7 +180,9 @@ glue("examples_word", "fewer" if n_train < D else "more")
 # pilots on the other. The Walden-vs-Walden control runs the identical pipeline on two halves of the same text;
 # near chance (0.5) it shows that the separation is not an artefact of fitting many dimensions with few pilots.
 # The third curve is the null that tells whether the test can see training at all: the same classes through
-# random weights. The classes differ in their tokens (uniformly random tokens are mostly rare ones, each drawn
+# random weights.
+#
+# The classes differ in their tokens (uniformly random tokens are mostly rare ones, each drawn
 # about once, while Walden's pilots are a few frequent words drawn again and again), so some separation is
 # possible from the tokens alone; how much of it random blocks keep, against the trained curve, is what training
 # adds. Here the random blocks keep {glue:text}`untrained_keeps` the trained ones: the untrained model's minimum
@@ -180,8 +197,8 @@ glue("examples_word", "fewer" if n_train < D else "more")
 #
 # The same architecture with random weights, on the same Walden pseudo-sentences (N_k = `n_k`). First the
 # picture of chapter B1: the trajectories on the first three singular directions of their own last layer.
-# (`null_tests.last_layer_view`: the drawn pilots' states t = 1..L on u1..u3 of U(L), from the uncentered SVD
-# of all pilots at the last layer.)
+# (The drawn pilots' states t = 1..L on u1..u3 of U(L), from the uncentered SVD of all pilots at the last
+# layer. Code: `null_tests.last_layer_view`.)
 
 # %%
 walden = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s"))
@@ -201,13 +218,14 @@ title = (
 plots.show(plots.paths_3d(P_untrained, layers, f"{title}, on u1..u3 of U({L})"))
 
 # %% [markdown]
-# Are the paths straight and parallel? Two measures on all pilots, over the block outputs t = 1..L. Straightness:
-# the distance from x(1) to x(L) over the length of the path, Σ‖x(t+1) − x(t)‖ (1 for a straight line, about
+# Are the paths straight and parallel? Two measures on all pilots, over the block outputs t = 1..L.
+#
+# Straightness: the distance from x(1) to x(L) over the length of the path, Σ‖x(t+1) − x(t)‖ (1 for a straight line, about
 # 1/√(L−1) for a random walk of independent steps), in the full space and in the three plotted coordinates.
 # Parallel steps: at each layer, the norm of the mean unit step over pilots (1 when every pilot steps in the same
 # direction, about 1/√N for independent directions), averaged over the steps 1 → 2, ..., L−1 → L.
-# `null_tests.path_shapes` computes both on every pilot, and the coherence on every bootstrap resample of the
-# pilots at once (a resample is a row of counts, the weighted mean one matrix product).
+# Both are computed on every pilot, and the coherence on every bootstrap resample of the pilots at once (a
+# resample is a row of counts, the weighted mean one matrix product). Code: `null_tests.path_shapes`.
 
 # %%
 shapes = nt.path_shapes(compared, pilots, weights)
@@ -227,7 +245,9 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # random-walk line (dotted) means the opposite: every random block adds a step in a direction unrelated to the
 # previous one, as a sum of independent random updates does. A step coherence above the independent level but
 # well below 1 says the random blocks share a common component of their updates without moving the pilots in
-# parallel. Where the straightness on u1..u3 is higher than in the full space, the projection is flattering: a
+# parallel.
+#
+# Where the straightness on u1..u3 is higher than in the full space, the projection is flattering: a
 # projection on the directions where the ensemble ends up farthest from the origin makes paths look straighter
 # than they are, because those directions are chosen by where the paths arrive. A figure of projected paths can
 # show "straight lines" that the full space does not have.
@@ -235,21 +255,28 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # ### Residual statistics of the untrained model
 #
 # The extrapolation residuals of chapter B4, for both models on the same pilots: the excess kurtosis of the
-# residual coordinates, and whether the variance is a function of the arrival layer t + τ alone. The kurtosis
+# residual coordinates, and whether the variance is a function of the arrival layer t + τ alone.
+#
+# The kurtosis
 # is B4's statistic: the excess kurtosis of each coordinate of the residual weighted by its variance (0 for
 # Gaussian residuals, large when the coordinates that carry the variance have heavy tails), median over all
 # pairs. "Arrival R²" is the share of the variation of a log variance over all pairs that the arrival layer
-# explains (any function of it: 1 when the variance depends on t + τ only). On B4's ln(mean variance) it is
+# explains (any function of it: 1 when the variance depends on t + τ only).
+#
+# On B4's ln(mean variance) it is
 # dominated by the growth of the residual stream itself, which any model with growing states shares; on the
 # relative variance, tr Cov w / tr Cov x(t + τ) (the residual over the spread of the states it should predict),
 # that growth is divided out, and the arrival R² says whether *the quality of the extrapolation* depends on where
 # it arrives only. The verdict uses the relative one: trained minus untrained, bootstrapped over pilots with the
-# same `n_boot_kurtosis` resamples for both models (they read the same text). Every resample refits what the
+# same `n_boot_kurtosis` resamples for both models (they read the same text).
+#
+# Every resample refits what the
 # sample fitted: the singular bases of each layer on its own pilots, their alignment, then Eq. 1 and the
 # moments, for the kurtosis and the arrival R² alike.
 #
-# `null_tests.compare_noise_laws` runs B4's residuals for both models on the same pilots and the same resamples
-# (`refitted_pairs`: bases, alignment and moments per resample) and fits the law of each.
+# B4's residuals run for both models on the same pilots and the same resamples (bases, alignment and moments
+# refitted per resample), and the law is fitted for each. Code: `null_tests.compare_noise_laws`,
+# `refitted_pairs`.
 
 # %%
 law, arrival_r2_gap = nt.compare_noise_laws(compared, weights, n_boot_kurtosis)
@@ -266,13 +293,17 @@ plt.show()
 #
 # Top row, B4's picture: where the points climb with the arrival layer in both models, it is because the states
 # themselves grow; the arrival R² of this row is high for any model whose residual stream grows, and says
-# little. Bottom row, the same residuals over the spread of the states they should predict. Where the colors
+# little. Bottom row, the same residuals over the spread of the states they should predict.
+#
+# Where the colors
 # separate within a column in order, at a fixed arrival layer late departures (short jumps τ) leave a smaller
 # residual than early ones, as a random walk does, whose increment over τ steps grows with τ rather than with
 # where it arrives, and the arrival layer explains little (the arrival R² in the corner). The paper's null test
 # says the untrained model departs further from a law in t + τ alone than the trained one: a positive
 # difference above (chapter B4 judges the trained model's own claim). The dashed line, ln 2, is what a map that
-# knows nothing scores. The kurtosis compares the tails with a Gaussian's (0): the paper reports an excess
+# knows nothing scores.
+#
+# The kurtosis compares the tails with a Gaussian's (0): the paper reports an excess
 # kurtosis of about 1–1.5 for the untrained GPT-2 medium. An untrained value near 0 is the central limit
 # theorem at work on a sum of many independent random updates.
 #
@@ -285,9 +316,9 @@ plt.show()
 # {glue:text}`n_s_paper_arch` pseudo-sentences of Walden cut by its own tokenizer at N_k = `n_k`, bootstrapped
 # over its own pilots, every resample of its residuals refitting its bases. Its arrival-R² gap compares it with
 # the trained book's model (no trained GPT-2 medium is read: the book runs offline): both resampled with
-# `n_boot_kurtosis` draws of the same seed, the same draws when both have as many pilots. `null_tests.architecture_null` loads the model, extracts the trajectories and computes
-# `path_shapes` and `residual_law` on them; the figure shows the drawn pilots of both untrained models on
-# u1..u3 of their own last layer.
+# `n_boot_kurtosis` draws of the same seed, the same draws when both have as many pilots. The figure shows
+# the drawn pilots of both untrained models on u1..u3 of their own last layer. Code:
+# `null_tests.architecture_null` (the model, its trajectories, `path_shapes` and `residual_law`).
 
 # %%
 sizes = (n_k, n_s_paper or n_s, n_pilots, n_boot)  # the paper model's
@@ -327,11 +358,13 @@ for key, word in paper.words(skipped="not measured (paper_null is empty)").items
 # How far does a pilot move per block, relative to where it is, ‖x(t+1) − x(t)‖ / ‖x(t)‖, and does it keep its
 # direction (cosine between consecutive steps)? Before the split the re-initialised model *is* the trained model,
 # so one ratio says whether it stalls: its median relative step over the steps after the split, divided by the
-# trained model's over the same steps (the claim's test sets the threshold). The untrained model is shown for
+# trained model's over the same steps (the claim's test sets the threshold).
+#
+# The untrained model is shown for
 # reference.
-# `null_tests.reinitialised_trajectories` loads the model once per seed with the blocks from `split` on drawn
-# afresh; `null_tests.stalling_table` gives, per model, the median relative step before and after the split and
-# the mean cosine of consecutive steps on each side (the table below the figure).
+# The model is loaded once per seed with the blocks from `split` on drawn afresh; the table below the figure
+# gives, per model, the median relative step before and after the split and the mean cosine of consecutive
+# steps on each side. Code: `null_tests.reinitialised_trajectories`, `null_tests.stalling_table`.
 
 # %%
 first = L // 2 if reinit_from is None else reinit_from
@@ -383,7 +416,9 @@ if X_reinit:  # an untrained model has nothing to re-initialise
 # receive (trained states have grown large by L/2, a fresh block's output has the scale of its random
 # initialisation), so the pilots barely move; that is the stalling. The cosine after the line says what the small
 # steps look like: near 0 they turn at random, a diffusion around the point where the trained blocks left the
-# pilot, rather than a drift. In the 3-D picture stalled layers past L/2 pile up on top of each other. A model
+# pilot, rather than a drift.
+#
+# In the 3-D picture stalled layers past L/2 pile up on top of each other. A model
 # that is itself untrained has no trained blocks to keep: nothing is re-initialised, and the claims about
 # re-initialisation are not applicable.
 #
@@ -453,7 +488,9 @@ conclude("c4_null_tests", values, model, why_not_diagnostic=why)
 # medium's in the paper: *fails* on straightness or kurtosis means its untrained paths are not straight, or its
 # residuals not heavy-tailed, the way the paper's were; that is a difference between initialisations, measured,
 # not a failure of the trained model. The values ending in `_paper_arch` (section 2) ask the same of an
-# untrained GPT-2 medium itself, the paper's own null. The arrival row says whether the relative
+# untrained GPT-2 medium itself, the paper's own null.
+#
+# The arrival row says whether the relative
 # variance depends less on the arrival layer alone in the untrained model than in the trained one. The
 # re-initialisation rows say whether fresh blocks after L/2 stall and whether their small steps turn at random;
 # on a model that is itself untrained they fail, as they should. When the book's model *is* the untrained

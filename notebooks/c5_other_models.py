@@ -26,49 +26,64 @@
 # from the noise law, and the **last layer** breaks it (its residual variance is off the exponential trend of
 # the others). Llama 2 7B has λ ≈ 0.27 where GPT-2 medium has λ ≈ 0.18. **Why it matters:** the reviewers
 # asked for the last-layer anomaly as a diagnostic across models, and a diagnostic has to be a number that a
-# model without the anomaly would fail. It also has to measure the model, not the way its states were read: in
+# model without the anomaly would fail.
+#
+# It also has to measure the model, not the way its states were read: in
 # Hugging Face models the last entry of `output_hidden_states` is taken *after* the final norm, while every
 # other entry is a raw block output, so a trajectory read that way ends on a different scale from the rest.
 #
-# **How it is computed.** Every model runs on Walden cut into pseudo-sentences of N_k tokens (no BOS, as in
-# the paper), the pilot is the last token, x(t) is block t's output, all with the conventions of chapters B2
-# and B4:
+# :::{dropdown} How it is computed
+# Every model runs on Walden cut into pseudo-sentences of N_k tokens (no BOS, as in the paper), the pilot is
+# the last token, x(t) is block t's output, all with the conventions of chapters B2 and B4.
 #
-# - **Spectrum decay**: σ_1/σ_2 and the least-squares slope of ln σ_i against ln i for i = 10..k/2 at the last
-#   layer (uncentered SVD of the fitted half of the pilots, below; k = min(N_s / 2, D)), as in chapter B2.
-# - **Truncation**: the last-layer protocol of chapter B2 (x(L) projected on the top-K singular directions of
-#   U(L), then final norm and unembedding) on `n_kl` held-out pilots: the mean KL(p_K ‖ p) at K = 1 and
-#   K = D/4, their ratio (the authors' criterion: about 5 nats falling by about 90%), and how many of the
-#   `top` most likely next tokens p_{D/4} shares with p.
-# - **Noise law**: Eq. 1 residuals for every pair 1 ≤ t < t + τ ≤ L, bases aligned from layer 0, coordinates in
-#   the aligned arrival basis, and the fit ln(mean variance) = ln α + λ(t + τ) over all pairs (chapter B4's
-#   first convention). Across models only dimensionless numbers are compared: **λL**, the total growth of the
-#   noise over the model's depth (λ per layer is not comparable between 18 and 30 layers), and **α relative to
-#   the arrival spread**, the residual variance as a share of the variance of the states it should predict
-#   (geometric mean over pairs; α itself is in the units of each model's residual stream).
-# - **The last layer, left out.** A law fitted on all layers and tested on the last one compares a layer the
-#   fit must extrapolate to with layers the fit has seen; any cut-off layer can look anomalous that way (where
-#   the states grow ever more slowly with depth, the extrapolated line overshoots the flattening curve, and the
-#   in-sample layers sit on it by construction). So every
-#   arrival layer s is treated alike: the law is refitted without the pairs that touch s, and r(s) is how far
-#   the mean ln variance of the pairs arriving at s lies from that refit (in ln units, 0 = on the law). The
-#   last layer "breaks the law" when |r(L)| exceeds |r(s)| for every other layer from L/2 to L−1 (the paper's
-#   early layers deviate; they are left out of the comparison): the **excess** |r(L)| − max |r(s)| > 0. It is
-#   computed three ways: on B4's ln(mean variance); on the residual variance relative to the arrival layer's
-#   spread (the growth of the states divided out); and with the final norm applied to x(L), as
-#   `output_hidden_states` reports it.
-# - **Nulls.** The report runs this chapter on the untrained model of the same architecture. The chapter adds a
-#   **structureless cloud**: Gaussian points with the same mean and per-coordinate variance as the model's
-#   states at every layer, independent across layers: the same norm growth and nothing else.
-# - **Separability**: chapter "Null tests" with one classifier split: Walden vs uniformly random tokens at
-#   N_k = `n_k_gibberish`, a seeded perceptron on a 70/30 split at every layer; the minimum over t = 1..L.
+# **Spectrum decay**: σ_1/σ_2 and the least-squares slope of ln σ_i against ln i for i = 10..k/2 at the last
+# layer (uncentered SVD of the fitted half of the pilots; k = min(N_s / 2, D)), as in chapter B2.
 #
-# **How sure we are.** The claims' numbers carry 95% intervals from a bootstrap over pilots (`n_boot`
-# resamples; normal intervals from the bootstrap standard error, because the excess, a difference of absolute
-# values and a maximum, is shifted on resamples while its spread is not). The singular bases are fitted on a
-# seeded half of each model's pilots and everything above is scored, and bootstrapped, on the other half
-# (`null_tests.measure_model`), so the intervals carry the fit: a basis fitted on the pilots it is scored on
-# would make their residuals smaller than a new pilot's. The cloud is split the same way.
+# **Truncation**: the last-layer protocol of chapter B2 (x(L) projected on the top-K singular directions of
+# U(L), then final norm and unembedding) on `n_kl` held-out pilots: the mean KL(p_K ‖ p) at K = 1 and K = D/4,
+# their ratio (the authors' criterion: about 5 nats falling by about 90%), and how many of the `top` most
+# likely next tokens p_{D/4} shares with p.
+#
+# **Noise law**: Eq. 1 residuals for every pair 1 ≤ t < t + τ ≤ L, bases aligned from layer 0, coordinates in
+# the aligned arrival basis, and the fit ln(mean variance) = ln α + λ(t + τ) over all pairs (chapter B4's
+# first convention). Across models only dimensionless numbers are compared: **λL**, the total growth of the
+# noise over the model's depth (λ per layer is not comparable between 18 and 30 layers), and **α relative to
+# the arrival spread**, the residual variance as a share of the variance of the states it should predict
+# (geometric mean over pairs; α itself is in the units of each model's residual stream).
+#
+# **The last layer, left out.** A law fitted on all layers and tested on the last one compares a layer the fit
+# must extrapolate to with layers the fit has seen; any cut-off layer can look anomalous that way (where the
+# states grow ever more slowly with depth, the extrapolated line overshoots the flattening curve, and the
+# in-sample layers sit on it by construction).
+#
+# So every arrival layer s is treated alike: the law is refitted without the pairs that touch s, and r(s) is
+# how far the mean ln variance of the pairs arriving at s lies from that refit (in ln units, 0 = on the law).
+# The last layer "breaks the law" when |r(L)| exceeds |r(s)| for every other layer from L/2 to L−1 (the
+# paper's early layers deviate; they are left out of the comparison): the **excess** |r(L)| − max |r(s)| > 0.
+#
+# The excess is computed three ways: on B4's ln(mean variance); on the residual variance relative to the
+# arrival layer's spread (the growth of the states divided out); and with the final norm applied to x(L), as
+# `output_hidden_states` reports it.
+#
+# **Nulls.** The report runs this chapter on the untrained model of the same architecture. The chapter adds a
+# **structureless cloud**: Gaussian points with the same mean and per-coordinate variance as the model's
+# states at every layer, independent across layers: the same norm growth and nothing else.
+#
+# **Separability**: chapter "Null tests" with one classifier split: Walden vs uniformly random tokens at
+# N_k = `n_k_gibberish`, a seeded perceptron on a 70/30 split at every layer; the minimum over t = 1..L.
+# :::
+#
+# :::{dropdown} How sure we are
+# The claims' numbers carry 95% intervals from a bootstrap over pilots (`n_boot` resamples; normal intervals
+# from the bootstrap standard error, because the excess, a difference of absolute values and a maximum, is
+# shifted on resamples while its spread is not).
+#
+# The singular bases are fitted on a seeded half of each model's pilots and everything above is scored, and
+# bootstrapped, on the other half, so the intervals carry the fit: a basis fitted on the pilots it is scored
+# on would make their residuals smaller than a new pilot's. The cloud is split the same way.
+# :::
+#
+# **Code:** `lotlib.lines_of_thought.null_tests.measure_model`.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the book's model, whose claims are judged
@@ -120,8 +135,7 @@ glue("others_shown", ", ".join(names[1:]) or "none")
 # (it is the null of its claims). The logits of a 262k-token vocabulary (Gemma 3) take a gigabyte for a thousand
 # states, so the truncation runs in batches sized to the vocabulary (about 16 million logits at a time). The models shown beside {glue:text}`model`: {glue:text}`others_shown`.
 #
-# `null_tests.measure_model` does the whole pass for one model and returns its summary row and the arrays the
-# figures draw.
+# One pass per model gives its summary row and the arrays the figures draw. Code: `null_tests.measure_model`.
 
 # %%
 measures = {
@@ -191,7 +205,9 @@ for key in ("last_layer_excess", "last_layer_excess_relative"):
 # the model's norm growth and nothing else; where on ln(mean variance) its curve follows the model's, last layer
 # included, whatever the left panel shows at the last layer is a property of how the spread of the states grows,
 # not of how well the lines of thought are extrapolated: a last block that enlarges the states more than its
-# predecessors "breaks the law" in a cloud as well. Relative to the arrival spread (middle), a cloud has nothing
+# predecessors "breaks the law" in a cloud as well.
+#
+# Relative to the arrival spread (middle), a cloud has nothing
 # but its growth, which that reading divides out, and the model's last layer has to stand out on its own.
 #
 # ## The truncated next-token distribution, the spectrum and separability
@@ -211,11 +227,11 @@ plt.show()
 #
 # ## With or without BOS
 #
-# Every model reads its pseudo-sentences as its tokenizer starts a text (`lotlib.walden(..., bos=None)`, the
-# default): GPT-2 and SmolLM2 without a BOS token, as the paper's pseudo-sentences are; Gemma with one, because it
+# Every model reads its pseudo-sentences as its tokenizer starts a text (the default): GPT-2 and SmolLM2 without a BOS token, as the paper's pseudo-sentences are; Gemma with one, because it
 # was trained with a BOS at the start of every sequence. A direct check of what
 # BOS changes: the negative log-likelihood of the true next token (the first token of the next pseudo-sentence)
 # from x(L), on the first `n_bos` pseudo-sentences, with and without the tokenizer's BOS token (the table below).
+# Code: `lotlib.walden(..., bos=None)`.
 #
 # ## All models side by side
 #
@@ -235,11 +251,15 @@ nt.measures_table({name: m.row for name, m in measures.items()}, top)
 # **What to notice.** Read the table row by row. The spectrum rows say how dominant the common direction u_1 is
 # (σ1/σ2) and how fast the rest decays. The truncation rows give the authors' own criterion: the KL at K = 1
 # (about 5 nats for GPT-2 medium), at K = D/4 (about 0.5) and their ratio (about 0.1), and the top-5 overlap (the
-# authors: about 2.5 of 5 at D/4). λL is the total growth of the noise over the model's depth; the paper's
+# authors: about 2.5 of 5 at D/4).
+#
+# λL is the total growth of the noise over the model's depth; the paper's
 # models have λL ≈ 0.18 × 24 ≈ 4.3 (GPT-2 medium) and 0.27 × 32 ≈ 8.6 (Llama 2 7B). α relative to the arrival
 # spread says how large the extrapolation's residual is compared with the states it predicts (1 = as large as
 # the spread itself). The last-layer rows are the diagnostic; the early and late |r| rows say how well the law
-# holds elsewhere. A model with a BOS token the tokenizer names (SmolLM2's `<|im_start|>` is a chat marker, not
+# holds elsewhere.
+#
+# A model with a BOS token the tokenizer names (SmolLM2's `<|im_start|>` is a chat marker, not
 # a start of text) gets the NLL check: for a model trained with BOS at the start of every sequence, leaving it out
 # makes the first word of a pseudo-sentence play the role BOS plays in its attention (the "attention sink"). The
 # next-token NLL from x(L) without and with BOS: {glue:text}`bos_text`. Every other number here is measured on
@@ -288,12 +308,16 @@ conclude(
 # whose extrapolation is worse (or better) than its spread predicts stands out; not quite all of the growth,
 # though: the extrapolation scales each direction by a ratio of *uncentered* singular values, which follow the
 # growth of the ensemble's mean as well as of its spread, so a cloud whose mean jumps at the last layer can still
-# put that layer slightly off the relative law. Where the cloud passes this test too, the model's
+# put that layer slightly off the relative law.
+#
+# Where the cloud passes this test too, the model's
 # excess has to be read as "no larger than norm growth alone can make it", not as an anomaly. The final-norm row is
 # an identity of the reading, not of the model: after the final norm x(L) has the norm's scale, off any law fitted
 # on the stream's growth unless the stream happened to end at that scale, so the paper's anomaly, if read from
 # `output_hidden_states`, would be there whatever the model does. λL compares the total growth over the depth with
-# the paper's models. It need not tell lines of thought from a cloud: the residual of a linear map grows as the
+# the paper's models.
+#
+# It need not tell lines of thought from a cloud: the residual of a linear map grows as the
 # states it predicts grow, and the structureless cloud with the same norm growth reaches
 # λL = {glue:text}`lambda_L_cloud` against the model's {glue:text}`lambda_L`; what it does tell is how much the model's states
 # grow, to be set against the untrained model (the report's other null).

@@ -26,26 +26,31 @@
 # MPNet), where every state of the stream is a LayerNorm's output. The model atlas sets the three numbers of
 # every model side by side.
 #
-# **How it is computed.**
+# :::{dropdown} How it is computed
 #
 # 1. *Where the states are* (`lotlib.traveling_words.state_norms`). The states are the last tokens of
 #    Walden's pseudo-sentences at every layer t (the Lines of Thought trajectories). For each: the raw norm
 #    ‖x(t)‖ / √d, and the ellipsoid ratio ‖(x(t) − β) / γ‖ / √d of the norm that reads x(t) (block t's input
 #    norm; the final norm at t = L). The ratio is 1 when x(t) lies on that norm's ellipsoid, as it must for a
 #    post-LN encoder, whose states are that norm's outputs; a pre-norm decoder's stream is not normalized, so
-#    the ratio says how much work the norm does. Summaries: the growth of the median raw norm from the first
+#    the ratio says how much work the norm does.
+#
+#    Summaries: the growth of the median raw norm from the first
 #    block's output to the last, and the median over layers of the gap |ratio − 1|, with bootstrap intervals
 #    over the pseudo-sentences.
 # 2. *What a head cannot see* (`lotlib.traveling_words.read_shares`). Head h of block t forms its query from
 #    the normalized state z = block_norm(t)(x(t)) as z W_Q^h, a map from d to d_head dimensions. Two states
 #    whose difference is orthogonal to the columns of W_Q^h give the head the same query, so the head cannot
-#    tell them apart. Over the ensemble of states, with covariance C, the head reads the share
+#    tell them apart.
+#
+#    Over the ensemble of states, with covariance C, the head reads the share
 #    tr(P_h C) / tr(C) of their variance, P_h the projector onto the columns of W_Q^h. Directions spread
 #    evenly, or a subspace placed at random, read d_head / d on average; the ratio to it is 1 for them. The
 #    interval is a bootstrap over the pseudo-sentences: the covariance is re-estimated on each resample (the
 #    heads are the model's and are not resampled).
 #
 # What truncation costs the next token, the fourth open question, needs an LM head: chapter C8.
+# :::
 #
 # **No verdict.** Neither paper gives a number for these questions, and no bound for them comes from outside
 # our results, so the claims below are shown with their intervals and judged by nothing (test kind none). The

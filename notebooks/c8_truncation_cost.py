@@ -22,12 +22,15 @@
 # about 0.5 nats of KL; a reviewer asked what that costs in the model's own currency, the loss on the true
 # next token. It is answered here in numbers, which the paper does not state.
 #
-# **How it is computed** (`lotlib.lines_of_thought.truncation.truncation_cost`). The bases are the
-# per-layer singular vectors of the first pseudo-sentences; the following `n_scored` ones, held out, are
-# truncated after every block to the top K directions and propagated through the later blocks (B2's "every
+# :::{dropdown} How it is computed
+# The bases are the per-layer singular vectors of the first pseudo-sentences; the following `n_scored`
+# ones, held out, are truncated after every block to the top K directions and propagated through the later blocks (B2's "every
 # layer" protocol). Each has a true next token, the first token of the pseudo-sentence after it. For each K:
 # the mean KL(p_K ‖ p), the mean rise of the next-token loss −log p_K(next) over −log p(next), and the top-1
 # accuracy of p_K, each with a bootstrap interval over the held-out pseudo-sentences.
+#
+# **Code:** `lotlib.lines_of_thought.truncation.truncation_cost`.
+# :::
 #
 # **No verdict.** The paper gives no number for this question, and no bound for it comes from outside our
 # results, so the claims below are shown with their intervals and judged by nothing (test kind none). The
