@@ -51,8 +51,9 @@ import pandas as pd
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import ensemble, figures
-from lotlib.intervals import STRADDLES, side_word
+from lotlib.chapters import b1_lines_of_thought as b1
+from lotlib.lines_of_thought import ensemble
+from lotlib.stats import STRADDLES, side_word
 from lotlib.lines_of_thought.ensemble import open_ensemble
 
 plots.apply_theme()
@@ -68,11 +69,11 @@ ens
 
 # %%
 U, S = ensemble.ensemble_svd(X)  # per layer: U (L+1, D, k), S (L+1, k)
-pilots, fit, held = ensemble.draw_pilots(ens.n_s, n_pilots, seed)
+pilots, fit, held = ensemble.picture_and_halves(ens.n_s, n_pilots, seed)
 layers = np.arange(1, L + 1)
 P = ensemble.project(X[pilots][:, layers], U[L][:, :3])  # (n_pilots, L, 3)
 title = f"{len(pilots)} lines of thought, {model}, t = 1..{L}, on u1..u3 of U({L})"
-figures.show_paths(P, layers, title)
+b1.show_paths(P, layers, title)
 energy = ensemble.squared_norm_shares(S[L])
 glue("energy_u2_last_layer", energy[1])
 glue("energy_u3_last_layer", energy[2])
@@ -104,7 +105,7 @@ glue("energy_u3_last_layer", energy[2])
 # %%
 counts = ensemble.direction_counts(X, S, share=0.9, seed=seed)  # reading -> (L+1,)
 span = min(ens.n_s - 1, D)
-figures.direction_counts_figure(counts, span, f"Directions for 90%, {model}")
+b1.direction_counts_figure(counts, span, f"Directions for 90%, {model}")
 glue("span", span)
 pd.DataFrame(counts).loc[[1, L // 2, L]].rename_axis("layer t")
 
@@ -128,7 +129,7 @@ pd.DataFrame(counts).loc[[1, L // 2, L]].rename_axis("layer t")
 # %%
 K = D // 4
 per_layer = ensemble.held_out_shares(X, fit, held, K, n_boot=n_boot, seed=seed)
-figures.held_out_share_figure(
+b1.held_out_share_figure(
     per_layer, K, f"Held-out variance, D/4 directions, {model}"
 )
 for name, key in (("side", "ensemble"), ("cloud_side", "structureless cloud")):
@@ -156,7 +157,7 @@ dims = ensemble.widest_coordinates(X[:, L])
 names = tuple(f"x[{d}]" for d in dims)
 C = X[pilots][:, second_half][:, :, dims].astype(np.float64)  # (n_pilots, ·, 3)
 title = f"t = {L // 2}..{L} in coordinates {', '.join(names)}"
-figures.show_paths(C, second_half, title, names)
+b1.show_paths(C, second_half, title, names)
 spread = X[:, L].std(axis=0)  # (D,) over pilots
 glue("raw_spreads", ", ".join(f"{n}: {s:.2f}" for n, s in zip(names, spread[dims])))
 glue("median_spread", float(np.median(spread)))

@@ -83,9 +83,10 @@ import pandas as pd
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import figures, langevin
+from lotlib.chapters import b5_langevin as b5
+from lotlib.lines_of_thought import langevin
 from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.intervals import side_word
+from lotlib.stats import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
@@ -200,7 +201,7 @@ sde.turn_table()
 predicted = langevin.predictions(sde, n_samples, seed)  # each (n_h, m, n + 1, D)
 lang_name = f"Langevin (noise {noise})"
 drift_error = langevin.scheme_error(sde)
-figures.langevin_scatter(
+b5.langevin_scatter(
     sde,
     predicted[lang_name],
     n_plot,
@@ -270,7 +271,7 @@ margins = langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed)
 margin = margins.estimate("noiseless linear map (Eq. 1)")
 words = ("not closer to", "not measurably closer to", "closer to")
 glue("langevin_vs_map", side_word(margin, words))
-figures.energy_figure(
+b5.energy_figure(
     energy,
     f"Distance to the true held-out ensemble (mean, 95% CI over seeds), {model}",
 )
@@ -303,7 +304,7 @@ energy.groupby("layer t").mean().drop(columns="seed").round(3)
 
 # %%
 fp = langevin.fokker_planck(sde, n_boot, seed)
-figures.fokker_planck_figure(
+b5.fokker_planck_figure(
     fp.by_layer, f"Fokker-Planck view: predicted vs true held-out moments, {model}"
 )
 plt.show()

@@ -67,8 +67,9 @@ import numpy as np
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import continuous, ensemble, figures
-from lotlib.intervals import STRADDLES, side_word
+from lotlib.chapters import c3_continuous_lines as c3
+from lotlib.lines_of_thought import continuous, ensemble
+from lotlib.stats import STRADDLES, draw_pilots, side_word
 
 plots.apply_theme()
 ens = ensemble.open_ensemble(
@@ -95,12 +96,14 @@ ens
 # largest singular directions of the last layer's ensemble, as in chapter B1.
 
 # %%
-shown, summary_pilots = ensemble.draw_sets(len(held), [n_show, n_summary], seed)
+rng = np.random.default_rng(seed)
+shown = draw_pilots(len(held), n_show, rng)
+summary_pilots = draw_pilots(len(held), n_summary, rng)
 times, paths = continuous.restarted_paths(held[shown], flow, layers, per_layer)
 bridged = continuous.bridged_paths(held[shown], paths, layers)
 basis = fit.U[L][:, np.argsort(fit.S[L])[::-1][:3]]
 title = f"Continuous lines of thought, {model}, t = {first}..{last}"
-figures.continuous_lines(held, shown, paths, bridged, basis, layers, title)
+c3.continuous_lines(held, shown, paths, bridged, basis, layers, title)
 
 # %% [markdown]
 # **What to notice.** Between two layers the curves can bend: the flow turns with the singular basis (the
@@ -117,7 +120,7 @@ figures.continuous_lines(held, shown, paths, bridged, basis, layers, title)
 # %%
 anchoring = continuous.anchoring(X, fit, layers, n_boot=n_boot, seed=seed)
 title = f"How far the flow from x(t) lands from x(t+1) (median, quartiles), {model}"
-figures.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
+c3.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
 glue("landing_word", side_word(anchoring.landing_gap, STRADDLES, 1.0))
 glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 
@@ -137,7 +140,7 @@ glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 # largest directions only and leaves the rest of the state where it is (k = 0 is staying put, k = D the full flow):
 
 # %%
-figures.stability_figure(anchoring.overlap, anchoring.partial_gap)
+c3.stability_figure(anchoring.overlap, anchoring.partial_gap)
 gaps = anchoring.partial_gap.items()
 glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 
@@ -162,7 +165,7 @@ glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 summary = continuous.path_summary(held[summary_pilots], flow, layers, per_layer=8)
 ratio = {"bridged length / chord": summary["length_ratio"]}  # (n_summary, n_seg)
 title = "Curvature of the continuous lines (median, quartiles over pilots)"
-figures.medians_by_layer(ratio, layers[1:], "bridged length / chord", title)
+c3.medians_by_layer(ratio, layers[1:], "bridged length / chord", title)
 curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
 
 # %% [markdown]

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .langevin import Flow
+from ..models.bounds import ParameterError, layer_index
+from ..stats import bootstrap
+from .ensemble import align_bases, ensemble_svd
+from .extrapolation import extrapolate
+from .langevin import Flow, langevin_flow
+from .residuals import split_for_bases
 
 
 def flow_segment(x: np.ndarray, flow: Flow, t1: int, a) -> np.ndarray:
@@ -111,7 +116,6 @@ def continuous_layers(
     """The layers of C3 checked against depth `L`: the first (at least 1: x(0) is no block output) and the
     last layer of the lines (None: L), and the start of the never-restarted flow (None: L // 2, kept inside
     [first, last - 1]). Raises `ParameterError` for lines shorter than one layer or t_free outside them."""
-    from ..models.bounds import ParameterError, layer_index
 
     first = max(1, layer_index(first_layer, L, "first_layer", model))
     last = L if last_layer is None else layer_index(last_layer, L, "last_layer", model)
@@ -150,7 +154,6 @@ def landing(X: np.ndarray, flow: Flow, layers) -> dict[str, np.ndarray]:
 def median_over_pilots(values: np.ndarray, n_boot: int = 1000, seed: int = 0):
     """The median of `values` `(N, m)` (pilots x layers) with a 95% bootstrap interval over pilots (a
     pilot is resampled with all its layers): an `Estimate`."""
-    from ..intervals import bootstrap
 
     return bootstrap(
         lambda rows: float(np.median(values[rows])),
@@ -178,7 +181,6 @@ def partial_flow_gaps(
     """For each k of `ks`, the landing gap over the true step `(N, n_seg)` of a partial map: Eq. 1
     (`extrapolate` with `rank=k`, tau = 1) on the k directions of largest sigma(t), the rest of the state
     left where it is. X `(N, T, D)`; U `(T, D, k)`, S `(T, k)` aligned."""
-    from .extrapolation import extrapolate
 
     layers = np.asarray(layers)
     step = np.linalg.norm(X[:, layers[1:]] - X[:, layers[:-1]], axis=-1)
@@ -200,7 +202,6 @@ def free_flow_errors(
     """The flow from x(t_free) alone, never restarted, up to layer `last`: its median relative error
     `||x_free - x||` / `||x||` over pilots at t_free + tau `(last - t_free + 1,)`, and the median relative
     difference between its end and Eq. 1 from t_free over the same layers (`extrapolate`, aligned U, S)."""
-    from .extrapolation import extrapolate
 
     n = last - t_free
     free = free_path(X[:, t_free], flow, t_free, n)  # (N, n + 1, D)
@@ -286,9 +287,6 @@ def held_out_flow(
     """Split the pilots of X `(N, T, D)` (seeded, a share `held_out` held; at least D fitted, else a
     `ParameterError` naming n_s), and fit the aligned bases and the sigma spline (`langevin_flow` over
     layers 1..T-1, rotations on the segments of `layers`) on the fitted pilots only."""
-    from .ensemble import align_bases, ensemble_svd
-    from .langevin import langevin_flow
-    from .residuals import split_for_bases
 
     held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
     U, S = align_bases(*ensemble_svd(X[fitted]))

@@ -19,8 +19,8 @@ classes). Otherwise it is the statistic's value on the generator's population, a
 statistic of the population, not the injected noise (Eq. 1's residual is not the Langevin noise). For the SVM on
 separated classes the estimand is the accuracy of a classifier trained on the replication's training size (the
 learning curve is not at its end), estimated by `svm_accuracy_at_size`; the large-sample accuracy is reported
-beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed (issue 19's second route: "scored on data the
-fit never saw"), so their estimand is the replication's own fit scored on the population
+beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed (scored on data the
+fit never saw), so their estimand is the replication's own fit scored on the population
 (`b4_fitted_truth`, `b5_fitted_truth`); the share of their intervals that hold the model fitted on the population is reported too.
 
 `replicate` runs a `Case` (a generator, an estimator returning named `Estimate`s, a truth) over seeded
@@ -40,13 +40,15 @@ from scipy.linalg import expm
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..intervals import (
+from ..stats import (
     Estimate,
     bootstrap_and_jackknife_weights,
     resampling_weights,
     zero_band,
 )
 from . import langevin
+from .authors_protocol import authors_residual_statistics, gaussian_floor
+from .extrapolation import svm_accuracy_interval, svm_split_accuracy
 from .residuals import (
     PairLayers,
     ResidualNulls,
@@ -270,7 +272,6 @@ def authors_b4(
 ) -> dict[str, Estimate]:
     """B4 in the authors' protocol (`authors_protocol.authors_residual_statistics`: moments per raw coordinate,
     the bases refitted in every resample) for X `(N, L+1, D)`: its layers 1..L (the embedding left out)."""
-    from .authors_protocol import authors_residual_statistics
 
     return authors_residual_statistics(
         X[:, 1:], n_boot=n_boot, seed=seed, progress=False
@@ -297,7 +298,6 @@ HELD_OUT_UNGATED = {
 def paper_floor_bands(n: int, d: int) -> dict[str, tuple[float, float]]:
     """The bands of the paper's "~0" for the authors' statistics at n pilots and d coordinates, as the report
     sets them (`intervals.zero_band` of `authors_protocol.gaussian_floor`)."""
-    from .authors_protocol import gaussian_floor
 
     floor = gaussian_floor(n, d)
     return {
@@ -403,7 +403,6 @@ def svm_b3(
     data: tuple[np.ndarray, np.ndarray], *, n_rep: int = 20, seed: int = 0
 ) -> dict[str, Estimate]:
     """The SVM accuracy interval (`extrapolation.svm_accuracy_interval`) of paired classes `(n, D)` each."""
-    from .extrapolation import svm_accuracy_interval
 
     return {"svm_accuracy": svm_accuracy_interval(*data, n_rep=n_rep, seed=seed)}
 
@@ -421,7 +420,6 @@ def svm_accuracy_at_size(
     """The expected accuracy of the SVM (`extrapolation.svm_split_accuracy`) trained on round(`train_fraction` n)
     pairs of `classes`: the mean over `n_draws` fresh samples, each of those training pairs and `n_test` test
     pairs (what the accuracy of n pairs split into training and test pilots estimates)."""
-    from .extrapolation import svm_split_accuracy
 
     n_train = round(train_fraction * n)
     share = n_train / (n_train + n_test)

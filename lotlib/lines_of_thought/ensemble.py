@@ -10,6 +10,10 @@ from functools import cached_property
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..models.bounds import ParameterError, pilot_count
+from ..stats import bootstrap, draw_pilots, split_pilots
+from .nulls import gaussian_cloud
+
 
 def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Thin SVD of the `(D, N)` matrix of states at every layer, **uncentered**: x = U S V^T.
@@ -78,22 +82,6 @@ def directions_for(spectrum: np.ndarray, share: float = 0.9) -> int:
     return int(1 + np.argmax(cumulative >= share - 1e-12))
 
 
-def gaussian_cloud(
-    x: np.ndarray, n: int | None = None, seed: int = 0, correlated: bool = False
-) -> np.ndarray:
-    """A structureless cloud shaped like states `x` `(N, D)`: `n` (default N) Gaussian points with the same
-    mean and, with `correlated=False`, the same per-coordinate variance and no correlation between
-    coordinates; with `correlated=True`, the same full covariance (mean + z @ (x - mean) / sqrt(N), z
-    standard normal `(n, N)`). `(n, D)` float64, deterministic for a given `seed`."""
-    x = x.astype(np.float64)
-    n = len(x) if n is None else n
-    rng = np.random.default_rng(seed)
-    mean = x.mean(0)
-    if correlated:
-        return mean + rng.standard_normal((n, len(x))) @ (x - mean) / np.sqrt(len(x))
-    return mean + rng.standard_normal((n, x.shape[1])) * x.std(0)
-
-
 def principal_directions(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The mean `(D,)` of states `x` `(N, D)` and their `k` leading principal directions around it, `(D, k)`
     orthonormal columns (at most min(N, D) of them)."""
@@ -150,7 +138,6 @@ class Ensemble:
     ) -> np.ndarray:
         """`authors_protocol.paper_pilots` of these pilots, read under the chapter's count `cap`: sorted
         indices of `n_s` of them ("2.8D": the paper's ratio), or all of them where the corpus ran out first."""
-        from .authors_protocol import paper_pilots
 
         return paper_pilots(self.n_s, self.D, n_s, seed, model=self.lm.name, cap=cap)
 
@@ -171,7 +158,6 @@ def open_ensemble(
     """How every Lines of Thought chapter opens: `model` loaded on `device` in `dtype`, Walden cut into
     `n_s` pseudo-sentences of `n_k` tokens (a count, "kD" or None for all; `at_least_width` refuses fewer
     than D, even when all of Walden is fewer) and their trajectories from the cache."""
-    from ..models.bounds import pilot_count
     from ..models.trajectories import walden_trajectories
 
     lm, corpus, X = walden_trajectories(
@@ -191,15 +177,15 @@ READINGS = (
 )
 
 
-def draw_pilots(
+def picture_and_halves(
     n_s: int, n_pilots: int, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """From one generator seeded by `seed`: `n_pilots` pilots drawn for a picture (sorted, at most `n_s`),
     then a random split of all `n_s` pilots into a fit half and a held-out half (both sorted)."""
     rng = np.random.default_rng(seed)
-    pilots = np.sort(rng.choice(n_s, size=min(n_pilots, n_s), replace=False))
-    half = rng.permutation(n_s)
-    return pilots, np.sort(half[: n_s // 2]), np.sort(half[n_s // 2 :])
+    pilots = draw_pilots(n_s, n_pilots, rng)
+    fit, held = split_pilots(n_s, n_s // 2, rng)
+    return pilots, fit, held
 
 
 def squared_norm_shares(S: np.ndarray) -> np.ndarray:
@@ -242,7 +228,6 @@ def held_out_share(
     """Share of the held-out states' variance (around the fit states' mean) in the `k` leading principal
     directions of the fit states, with a bootstrap interval over held-out states. x `(N, D)`; fit, held:
     row indices. An `Estimate`; the fit half and its directions are not resampled."""
-    from ..intervals import bootstrap
 
     mean, directions = principal_directions(x[fit], k)
     captured, total = variance_captured(x[held], mean, directions)
@@ -327,7 +312,6 @@ def basis_turning(
     """Angles arccos(`|u_i(t1).u_i(t2)|`) of the first `n` aligned directions (`align_bases`) at every pair of
     layers, and their readings (`Turning`). U_aligned `(T, D, k)`; S `(T, k)` sorted per layer (the ranks
     are counted in it); S_aligned `(T, k)` the singular values that follow the aligned columns."""
-    from .extrapolation import basis_angles
 
     angles = np.stack([basis_angles(U_aligned, i) for i in range(n)])  # (n, T, T)
     L = len(S) - 1
@@ -364,8 +348,59 @@ def spectrum_slopes(S: np.ndarray, first: int = 10) -> np.ndarray:
     return np.array([np.polyfit(np.log(index[mid]), np.log(s[mid]), 1)[0] for s in S])
 
 
-def draw_sets(n_s: int, sizes: list[int], seed: int = 0) -> list[np.ndarray]:
-    """Sets of pilots drawn one after the other from one generator seeded by `seed`, each of `sizes[j]`
-    distinct pilots among `n_s` (at most `n_s`), sorted."""
-    rng = np.random.default_rng(seed)
-    return [np.sort(rng.choice(n_s, size=min(n, n_s), replace=False)) for n in sizes]
+def basis_angles(U: np.ndarray, i: int) -> np.ndarray:
+    """Angle in degrees between singular vector i at every pair of layers, arccos`|u_i(t1).u_i(t2)|`: `(T, T)`.
+
+    U `(T, D, k)` aligned; 0 on the diagonal, 90 for orthogonal directions.
+    """
+    u = U[:, :, i]
+    return np.degrees(np.arccos(np.clip(np.abs(u @ u.T), 0.0, 1.0)))
+
+
+def paper_pilots(
+    n_pilots: int,
+    d_model: int,
+    n_s: int | str = "2.8D",
+    seed: int = 0,
+    param: str = "n_s_paper",
+    model: str = "the model",
+    *,
+    cap: int | str | None,
+) -> np.ndarray:
+    """Sorted indices of a seeded subset of `n_pilots` pilots of the paper's size: `n_s` pilots, a count
+    or a multiple of the width `d_model` ("2.8D": about 2,900 pilots for GPT-2 medium's D = 1024, rounded
+    up by `lotlib.models.bounds.pilot_count`).
+
+    `cap` is the chapter's own count, the one the `n_pilots` were read under (None: all of the corpus). When
+    the corpus ran out before it (fewer pilots than `cap`, or `cap` None) and `n_s` asks for more than there
+    are, all of them are taken: the paper's practice for its widest models, whose tokenizers cut Walden into
+    fewer than 2.8 D pseudo-sentences (`paper_pilots_label` says so). Raises `ParameterError` naming `param`
+    when the pilots were capped below `n_s`, or number fewer than `d_model` (a full basis)."""
+
+    want = pilot_count(n_s, d_model, param, model=model)
+    limit = pilot_count(cap, d_model, "n_s", model=model)
+    corpus_ran_out = limit is None or n_pilots < limit
+    if want > n_pilots and not (corpus_ran_out and n_pilots >= d_model):
+        raise ParameterError(
+            f"parameter {param} = {n_s!r} asks for {want} pilots (D = {d_model}) but the ensemble "
+            f"of {model} has {n_pilots}: open it with n_s >= {want}, or lower {param}"
+        )
+    if want >= n_pilots:
+        return np.arange(n_pilots)
+    return draw_pilots(n_pilots, want, np.random.default_rng(seed))
+
+
+def paper_pilots_label(count: int, d_model: int, n_s: int | str = "2.8D") -> str:
+    """How many pilots `paper_pilots` took, in words: "2.8 D = 1,613 pilots", or, when the corpus was shorter
+    than `n_s` asks at width `d_model`, "2,851 pilots, all of Walden (...)"."""
+
+    want = pilot_count(n_s, d_model)
+    asked = f"{want:,}"
+    if isinstance(n_s, str):  # "2.8D" -> "2.8 D = 4,301"
+        asked = f"{(n_s.replace(' ', '')[:-1] + ' D').strip()} = {want:,}"
+    if count >= want:
+        return f"{asked} pilots"
+    return (
+        f"{count:,} pilots, all of Walden ({asked} is more than it has at this tokenizer and width; the "
+        f"paper's 7B models, D = 4,096, can only have read all of it too)"
+    )

@@ -19,18 +19,24 @@ bootstrap draw of held-out pilots to score; both re-split the classifier's pilot
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..intervals import LEVEL, Estimate, bootstrap, side_word
-from ..storage.checkpoints import resumable
-from .ensemble import align_bases, gaussian_cloud
+from ..stats import (
+    Estimate,
+    bootstrap,
+    centered_percentile,
+    side_word,
+    split_pilots,
+    training_rows,
+)
+from .ensemble import align_bases
+from .nulls import gaussian_cloud
+from .resampling import refit_bootstrap
 
 T = TypeVar("T")
 
@@ -65,15 +71,6 @@ def residuals(
 ) -> np.ndarray:
     """w = x(t+tau) - x~(t, tau), `(N, D)` (float64): what the linear extrapolation misses."""
     return X[:, t + tau, :].astype(np.float64) - extrapolate(X, U, S, t, tau, rank)
-
-
-def basis_angles(U: np.ndarray, i: int) -> np.ndarray:
-    """Angle in degrees between singular vector i at every pair of layers, arccos`|u_i(t1).u_i(t2)|`: `(T, T)`.
-
-    U `(T, D, k)` aligned; 0 on the diagonal, 90 for orthogonal directions.
-    """
-    u = U[:, :, i]
-    return np.degrees(np.arccos(np.clip(np.abs(u @ u.T), 0.0, 1.0)))
 
 
 def svm_accuracy(
@@ -116,18 +113,6 @@ def svm_split_accuracy(
     return split_accuracy(A, B, training_rows(pilots, rng, train_fraction), C=C)
 
 
-def training_rows(
-    pilots: np.ndarray, rng: np.random.Generator, train_fraction: float = 0.5
-) -> np.ndarray:
-    """Which rows of a draw `pilots` `(n,)` train a classifier, `(n,)` bool: a random `train_fraction` of the
-    distinct pilots (at least one on each side), every copy of a pilot on its side."""
-    ids = rng.permutation(np.unique(pilots))
-    if len(ids) < 2:
-        raise ValueError("an SVM split needs at least 2 distinct pilots")
-    n_train = min(max(round(train_fraction * len(ids)), 1), len(ids) - 1)
-    return np.isin(pilots, ids[:n_train])
-
-
 def split_accuracy(
     A: np.ndarray, B: np.ndarray, train: np.ndarray, *, C: float = 0.1
 ) -> float:
@@ -140,101 +125,6 @@ def split_accuracy(
     labels = np.repeat([0, 1], len(A))
     classifier = _classifier(C).fit(features[train], labels[train])
     return float(classifier.score(features[~train], labels[~train]))
-
-
-def resample_rows(
-    statistic: Callable[[np.ndarray, np.random.Generator], T],
-    n: int,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    desc: str | None = None,
-) -> list[T]:
-    """`statistic(pilots, rng)` on the sample (`arange(n)`, `default_rng(seed)`), then on each of `n_rep` draws
-    of n pilots with replacement with fresh randomness (`default_rng([seed, r + 1])`): `1 + n_rep` rows, the
-    sample's first. Each row is kept for a resumed run of the chapter (`lotlib.storage.checkpoints`). A tqdm
-    bar when `desc` is given."""
-    steps = resumable(desc or "resamples")
-    rows = [steps(0, lambda: statistic(np.arange(n), np.random.default_rng(seed)))]
-
-    def draw(r: int) -> T:
-        rng = np.random.default_rng([seed, r + 1])
-        return statistic(rng.integers(0, n, size=n), rng)
-
-    for r in tqdm(range(n_rep), desc=desc, disable=desc is None):
-        rows.append(steps(r + 1, partial(draw, r)))
-    return rows
-
-
-def percentile_estimates(
-    rows: list[dict[str, float]],
-    n: int,
-    *,
-    unit: str,
-    bounds: tuple[float, float] = (-np.inf, np.inf),
-) -> dict[str, Estimate]:
-    """`centered_percentile` of each statistic of `rows` (`resample_rows`: the sample's values first)."""
-    return {
-        key: centered_percentile(
-            [row[key] for row in rows], n, unit=unit, bounds=bounds
-        )
-        for key in rows[0]
-    }
-
-
-def refit_bootstrap(
-    statistic: Callable[[np.ndarray, np.random.Generator], dict[str, float]],
-    n: int,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    unit: str = "pilots",
-    desc: str | None = None,
-    bounds: tuple[float, float] = (-np.inf, np.inf),
-) -> dict[str, Estimate]:
-    """Percentile intervals of statistics that fit something on the pilots (bases, a classifier).
-
-    `statistic(pilots, rng)` computes every value from the pilots `pilots` `(n,)` (indices 0..n-1, repeats
-    allowed), refitting each fitted step on them, with the method's randomness (splits, clouds) from `rng`.
-    The values: `statistic(arange(n), default_rng(seed))`. Each of the `n_rep` repetitions draws n pilots
-    with replacement and fresh randomness (`resample_rows`); the interval is the percentile interval of the
-    repetitions re-centered on the value and clipped to the statistics' `bounds` (`centered_percentile`).
-    A tqdm bar when `desc` is given.
-    """
-    rows = resample_rows(statistic, n, n_rep=n_rep, seed=seed, desc=desc)
-    return percentile_estimates(rows, n, unit=unit, bounds=bounds)
-
-
-def centered_percentile(
-    values,
-    n: int,
-    *,
-    unit: str,
-    level: float = LEVEL,
-    bounds: tuple[float, float] = (-np.inf, np.inf),
-    with_raw: bool = False,
-) -> Estimate:
-    """The `Estimate` of a statistic on the sample (`values[0]`) from its repetitions (`values[1:]`, non-finite
-    ones dropped): the repetitions' `level` percentile interval moved by the value minus their mean, clipped
-    to the values the statistic can take (`bounds`: an accuracy 0..1, K0 / D up to 1). `with_raw`: the
-    smallest interval holding both the moved one and the unmoved one, for a statistic whose repetitions move
-    for reasons the sample cannot tell apart (see `authors_protocol.authors_summary`).
-
-    Why moved: a draw with replacement holds about 63% distinct pilots, and a statistic fit and scored on
-    the same pilots (the paper's bases, a classifier's training set) moves with the number of distinct
-    pilots, so the repetitions are shifted as a whole (B2 on SmolLM2 at N = 2.8 D: KL at D/4 0.55 nats on
-    the sample, 0.37 to 0.43 on the draws). Their spread is kept, their shift is not."""
-    values = np.asarray(values, dtype=np.float64)
-    value, draws = float(values[0]), values[1:][np.isfinite(values[1:])]
-    method = "bootstrap (centered and raw)" if with_raw else "bootstrap (centered)"
-    if len(draws) == 0:
-        return Estimate(value, np.nan, np.nan, n, unit, method, level)
-    quantiles = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    moved = quantiles + value - draws.mean()
-    if with_raw:
-        moved = np.array([min(moved[0], quantiles[0]), max(moved[1], quantiles[1])])
-    lo, hi = np.clip(moved, *bounds)
-    return Estimate(value, float(lo), float(hi), n, unit, method, level)
 
 
 def svm_accuracy_interval(
@@ -541,8 +431,7 @@ def _split(
     Xs: np.ndarray, first: int, rng: np.random.Generator, rank: int | None
 ) -> HeldOutBases:
     n = len(Xs)
-    order = rng.permutation(n)
-    fit, held = np.sort(order[: n // 2]), np.sort(order[n // 2 :])
+    fit, held = split_pilots(n, n // 2, rng)
     U, S = align_bases(*weighted_svd(Xs, np.bincount(fit, minlength=n)), reference=0)
     return HeldOutBases(Xs, first, fit, held, U, S, rank)
 

@@ -23,8 +23,28 @@ from scipy.interpolate import CubicSpline
 from scipy.linalg import schur
 from threadpoolctl import threadpool_limits
 
+from ..models.bounds import ParameterError, layer_index
+from ..stats import (
+    bootstrap_and_jackknife_weights,
+    centered_percentile,
+    jackknife_estimate,
+    jackknife_weights,
+    percentile_estimate,
+    resampling_weights,
+    split_pilots,
+)
+from .ensemble import align_bases, ensemble_svd
+from .extrapolation import extrapolate
+from .residuals import (
+    fit_accumulated,
+    fit_variance,
+    pair_mask,
+    pair_statistics,
+    singular_coordinates,
+)
+
 if TYPE_CHECKING:
-    from ..intervals import Estimate
+    from ..stats import Estimate
 
 NoiseRate = Callable[
     [float], float
@@ -491,15 +511,6 @@ class HeldOutLangevin:
         ).round(1)
 
 
-def split_pilots(
-    n: int, held_out: float, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """A seeded split of `n` pilots: (held, fitted) sorted indices, a share `held_out` held."""
-    split = np.random.default_rng(seed).permutation(n)
-    cut = round(held_out * n)
-    return np.sort(split[:cut]), np.sort(split[cut:])
-
-
 def held_out_langevin(
     X: np.ndarray,
     t_start,
@@ -518,15 +529,6 @@ def held_out_langevin(
     the noise law of B4 over all pairs of layers 1..L, the flow and steps from t0 (`t_start`, None: L // 2)
     over `n_layers`, and the noise rates: "eq2" (`matched_noise` to Eq. 2), "paper" (alpha lambda e^(lambda t))
     and "constant" (the simulated noise's final variance, injected evenly). Raises ParameterError on bounds."""
-    from ..models.bounds import ParameterError, layer_index
-    from .ensemble import align_bases, ensemble_svd
-    from .residuals import (
-        fit_accumulated,
-        fit_variance,
-        pair_mask,
-        pair_statistics,
-        singular_coordinates,
-    )
 
     N, T, D = X.shape
     L = T - 1
@@ -535,7 +537,7 @@ def held_out_langevin(
         raise ParameterError(
             f"parameter n_layers = {n_layers}: from t_start = {t0}, {model} (L = {L}) allows 1..{L - t0}"
         )
-    held, fitted = split_pilots(N, held_out, seed)
+    held, fitted = split_pilots(N, round(held_out * N), np.random.default_rng(seed))
     if len(fitted) < D or len(held) < 2:
         raise ParameterError(
             f"parameter held_out = {held_out}: {len(fitted)} pilots to fit and {len(held)} held out of {N}; "
@@ -588,7 +590,6 @@ def predictions(
 
 def noiseless_map(model: HeldOutLangevin) -> np.ndarray:
     """Eq. 1 from t0 with the fitted bases, on the held-out pilots: `(n_h, n_layers + 1, D)`."""
-    from .extrapolation import extrapolate
 
     Xh, t0 = model.X[model.held], model.t0
     return np.stack(
@@ -633,7 +634,6 @@ def variance_ratios(
     """Total variance of each prediction `(n_h, samples, n_layers + 1, D)` at t0 + n_layers over the true held-out
     ensemble's, along u1..u4 of that layer and in all D, with jackknife intervals on the log scale over the
     held-out pilots (`intervals.jackknife_estimate`)."""
-    from ..intervals import jackknife_estimate, jackknife_weights
 
     n = len(model.held)
     rows = np.vstack([np.ones(n), jackknife_weights(n)])
@@ -658,7 +658,6 @@ def residual_shares(model: HeldOutLangevin) -> pd.DataFrame:
     """tr Cov(x~, w) / tr Cov(w) for Eq. 1 from t0 over tau = 1..n_layers (x~ the extrapolation, w the residual),
     on the fitted and on the held-out pilots: 0 for noise independent of the state, -1/2 when the map already
     has the right spread."""
-    from .extrapolation import extrapolate
 
     def share(Z: np.ndarray, tau: int) -> float:
         tilde = extrapolate(Z, model.U, model.S, model.t0, tau)
@@ -750,7 +749,6 @@ class EnergyMargins:
 
     def estimate(self, name: str) -> Estimate:
         """The margin over `name` with its 95% bootstrap interval (`centered_percentile`)."""
-        from .extrapolation import centered_percentile
 
         return centered_percentile(self.margins[name], self.n, unit="held-out pilots")
 
@@ -782,7 +780,6 @@ def energy_margins(
     (`resampling_weights`, seeded; every prediction keeps the points of the pilots drawn) reweights them. The
     floor is the energy distance between two seeded halves of the drawn pilots' truth. The model was fitted on
     the other pilots, so every resample is scored out of sample."""
-    from ..intervals import resampling_weights
 
     rng = np.random.default_rng(seed)
     held = np.arange(len(model.held))
@@ -914,12 +911,6 @@ class FokkerPlanck:
 def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerPlanck:
     """Mean and covariance carried by the scheme from the held-out pilots at t0 (`propagators`, `moments`) with
     the chosen noise, constant-variance noise and no noise, against the held-out truth at every layer."""
-    from ..intervals import (
-        bootstrap_and_jackknife_weights,
-        jackknife_estimate,
-        percentile_estimate,
-        resampling_weights,
-    )
 
     P, truth, n = propagators(model.plan), model.truth, len(model.held)
     starts = truth[:, 0]

@@ -29,14 +29,17 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..intervals import (
+from ..models.bounds import ParameterError, layer_index
+from ..stats import (
     Estimate,
     bootstrap_and_jackknife_weights,
     jackknife_estimate,
     percentile_estimate,
+    split_pilots,
 )
 from .ensemble import align_bases, ensemble_svd
 from .extrapolation import residuals
+from .nulls import shuffled_pilots, structureless_cloud
 
 
 def singular_coordinates(X: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -342,14 +345,6 @@ def resampled_pairs(
     return ResampledPairs(**out, spread=s2 - np.sum(s1**2, -1), k=k)
 
 
-def shuffled_pilots(X: np.ndarray, seed: int = 0) -> np.ndarray:
-    """A null with every layer's ensemble exactly as it is and no lines of thought: the pilots permuted
-    independently at each layer, so that x(t) and x(t + 1) of one row belong to different pseudo-sentences.
-    X `(N, T, D)` -> `(N, T, D)`, seeded."""
-    rng = np.random.default_rng(seed)
-    return np.stack([X[rng.permutation(len(X)), t] for t in range(X.shape[1])], axis=1)
-
-
 def offdiagonal_correlation(W: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Root mean square correlation between distinct coordinates of W `(N, d)` for each row of `weights`
     `(B, N)`: `(B,)`. The mean square is estimated from pairs of distinct pilots (n != m: (z_n . z_m)^2 minus
@@ -389,7 +384,6 @@ class PairLayers:
         t_pdf=None,
     ):
         """Checked layer parameters (`lotlib.models.bounds.layer_index`); None: L, L // 4, L // 2."""
-        from ..models.bounds import layer_index
 
         def check(value, name, default):
             return default if value is None else layer_index(value, L, name, model)
@@ -743,10 +737,8 @@ def split_for_bases(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The seeded split (held, fitted) of N pilots for `held_out_pairs`; raises `ParameterError` when the
     fitted share has fewer than D pilots (the bases would not span the space the residual lives in)."""
-    from ..models.bounds import ParameterError
-    from .langevin import split_pilots
 
-    held, fitted = split_pilots(N, held_out, seed)
+    held, fitted = split_pilots(N, round(held_out * N), np.random.default_rng(seed))
     if len(fitted) < D or len(held) < 4:
         raise ParameterError(
             f"parameter n_s: the bases are fitted on {len(fitted)} of the {N} pilots of {model} and the "
@@ -768,7 +760,6 @@ def residual_nulls(
     seeded), each scored out of sample (`held_out_pairs`): bases fitted on a seeded share 1 - `held_out` of
     its pilots (the same split for all three), residuals of the others, over the same rows of weights of
     the held-out pilots (`bootstrap_and_jackknife_weights`). `ResidualNulls.ensembles` keeps the held-out pilots."""
-    from .null_tests import structureless_cloud  # it imports this module
 
     held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
     weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)
@@ -794,3 +785,15 @@ def residual_consistency(
     w = residual_coordinates(Y, S, t, 1).astype(np.float64)
     direct = residuals(X, U, S, t, 1) @ U[t + 1]
     return w, float(np.abs(direct - w).max() / np.abs(w).max())
+
+
+def pair_frame(values: np.ndarray, pairs) -> pd.DataFrame:
+    """B4: a `(T, T)` pair statistic over `PairLayers.all` as a heatmap table: departure t in rows (top:
+    last), arrival t + tau in columns."""
+    layers = pairs.layers
+    shown = np.where(pairs.all, values, np.nan)[1 : pairs.L, 1:]
+    return pd.DataFrame(
+        shown,
+        index=pd.Index(layers[:-1], name="departure layer t"),
+        columns=pd.Index(layers, name="arrival layer t + τ"),
+    ).iloc[::-1]

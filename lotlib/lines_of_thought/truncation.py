@@ -30,9 +30,13 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate
+from ..models.bounds import pilot_count
 from ..models.loading import Model
 from ..models.view import ModelView
+from ..stats import Estimate, bootstrap_mean, draw_pilots
+from .ensemble import ensemble_svd
+from .extrapolation import weighted_svd
+from .resampling import centered_estimates, resample_rows
 
 
 @dataclass(frozen=True)
@@ -432,7 +436,6 @@ def resampled_truncation(
     the sample's values, percentile intervals over the repetitions re-centered on them
     (`extrapolation.centered_percentile`; K0's interval, moved like the others, need not fall on the
     grid, and stops at 1)."""
-    from .extrapolation import percentile_estimates, resample_rows, weighted_svd
 
     N, D = len(X), X.shape[2]
     layers = X if len(sub) > 1 else X[:, -1:]
@@ -466,7 +469,7 @@ def resampled_truncation(
         }
         for one in runs
     ]
-    found = percentile_estimates(
+    found = centered_estimates(
         values, N, unit="pilots (bases refit)", bounds=(0.0, np.inf)
     )
     grouped: dict[str, dict] = {}
@@ -503,9 +506,8 @@ def truncation_at_sizes(
 ) -> dict[str, ResampledTruncation]:
     """`resampled_truncation` of each sample of pilots (label -> sorted indices into X `(N, L+1, D)` and ids
     `(N, T)`: the book's N_s, the paper's 2.8 D), its bases fit on that sample alone, scoring
-    `n_truncated` (None: all) and `n_propagated` of its pilots (`ensemble.draw_sets` with `seed`). A sample
+    `n_truncated` (None: all) and `n_propagated` of its pilots (`stats.draw_pilots`, one generator seeded by `seed`). A sample
     equal to one already run shares its result."""
-    from .ensemble import draw_sets
 
     out: dict[str, ResampledTruncation] = {}
     for label, pilots in samples.items():
@@ -514,7 +516,8 @@ def truncation_at_sizes(
             out[label] = same[0]
             continue
         sizes = [n_truncated or len(pilots), n_propagated]
-        picked, sub = draw_sets(len(pilots), sizes, seed)
+        rng = np.random.default_rng(seed)
+        picked, sub = (draw_pilots(len(pilots), size, rng) for size in sizes)
         out[label] = resampled_truncation(
             model,
             ids[pilots],
@@ -546,7 +549,6 @@ class TruncationCost:
 
     def at(self, K: int) -> dict[str, Estimate]:
         """KL, loss rise (nats) and top-1 accuracy of p_K at K (a value of the grid), with intervals."""
-        from ..intervals import bootstrap_mean
 
         j = self.scores.ks.index(K)
         per_pilot = {
@@ -563,7 +565,6 @@ class TruncationCost:
 
     def full(self) -> dict[str, Estimate]:
         """The untruncated model's next-token loss (nats) and top-1 accuracy on the scored pilots."""
-        from ..intervals import bootstrap_mean
 
         return {
             name: bootstrap_mean(
@@ -626,8 +627,6 @@ def truncation_cost(
     N - `n_scored` - 1 (a count or a multiple of the width, "0.25D"), the next `n_scored` (held out; each with
     its successor's first token as target, `next_tokens`; the last has none) truncated after every block
     (`propagated_truncation`) for each K of `ks` (None: `truncation_grid`)."""
-    from ..models.bounds import pilot_count
-    from .ensemble import ensemble_svd
 
     scored = pilot_count(n_scored, ens.D, "n_scored", model=ens.lm.name)
     n_fit = ens.n_s - scored - 1

@@ -2,8 +2,8 @@
 and a bootstrap that refits the bases."""
 
 import math
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,16 +22,19 @@ from lotlib.lines_of_thought.authors_protocol import (
     gaussian_floor,
     pair_moments,
     paper_ensembles,
-    paper_pilots,
-    paper_pilots_label,
     weighted_bases,
 )
-from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from lotlib.lines_of_thought.ensemble import (
+    align_bases,
+    ensemble_svd,
+    paper_pilots,
+    paper_pilots_label,
+)
 from lotlib.lines_of_thought.extrapolation import residuals
 
 ROOT = Path(__file__).resolve().parents[2]
-from lotlib.intervals import resampling_weights
 from lotlib.models.bounds import ParameterError
+from lotlib.stats import resampling_weights
 
 
 def _direct_summaries(X: np.ndarray) -> dict[str, np.ndarray]:

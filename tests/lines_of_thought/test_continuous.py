@@ -2,9 +2,17 @@
 import numpy as np
 import pytest
 
-from lotlib.lines_of_thought.continuous import (anchoring, continuous_layers, direction_overlap, free_flow_errors,
-                                                held_out_flow, landing, landing_gaps, median_over_pilots,
-                                                partial_flow_gaps)
+from lotlib.lines_of_thought.continuous import (
+    anchoring,
+    continuous_layers,
+    direction_overlap,
+    free_flow_errors,
+    held_out_flow,
+    landing,
+    landing_gaps,
+    median_over_pilots,
+    partial_flow_gaps,
+)
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import extrapolate
 from lotlib.lines_of_thought.langevin import langevin_flow

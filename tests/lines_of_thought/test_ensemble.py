@@ -1,8 +1,15 @@
 """Ensemble SVD (uncentered) and alignment of singular vectors across layers."""
 import numpy as np
 
-from lotlib.lines_of_thought.ensemble import (align_bases, centered_spectrum, directions_for, ensemble_svd, gaussian_cloud,
-                                              principal_directions, variance_captured)
+from lotlib.lines_of_thought.ensemble import (
+    align_bases,
+    centered_spectrum,
+    directions_for,
+    ensemble_svd,
+    principal_directions,
+    variance_captured,
+)
+from lotlib.lines_of_thought.nulls import gaussian_cloud
 
 
 def test_uncentered_svd_reconstructs_each_layer():
@@ -85,19 +92,24 @@ def test_variance_captured_out_of_sample_by_the_principal_directions_of_other_st
     assert captured.sum() / total.sum() < 0.5
 
 
-def test_draw_pilots_then_splits_all_pilots_in_two_halves():
-    from lotlib.lines_of_thought.ensemble import draw_pilots
+def test_picture_and_halves_draws_pilots_then_splits_all_pilots_in_two_halves():
+    from lotlib.lines_of_thought.ensemble import picture_and_halves
 
-    pilots, fit, held = draw_pilots(11, 4, seed=3)
+    pilots, fit, held = picture_and_halves(11, 4, seed=3)
     rng = np.random.default_rng(3)
     np.testing.assert_array_equal(pilots, np.sort(rng.choice(11, size=4, replace=False)))
     assert len(fit) == 5 and len(held) == 6
     np.testing.assert_array_equal(np.sort(np.concatenate([fit, held])), np.arange(11))
-    assert len(draw_pilots(3, 10)[0]) == 3
+    assert len(picture_and_halves(3, 10)[0]) == 3
 
 
 def test_direction_counts_follow_each_reading():
-    from lotlib.lines_of_thought.ensemble import READINGS, direction_counts, gaussian_cloud, squared_norm_shares
+    from lotlib.lines_of_thought.ensemble import (
+        READINGS,
+        direction_counts,
+        squared_norm_shares,
+    )
+    from lotlib.lines_of_thought.nulls import gaussian_cloud
 
     rng = np.random.default_rng(4)
     X = rng.normal(size=(60, 3, 10)) * np.linspace(5.0, 0.1, 10) + 20.0  # a large mean
@@ -113,12 +125,17 @@ def test_direction_counts_follow_each_reading():
 
 
 def test_held_out_share_is_one_for_states_inside_k_directions_and_summarised_per_layer():
-    from lotlib.lines_of_thought.ensemble import dimension_summary, direction_counts, draw_pilots, held_out_shares
+    from lotlib.lines_of_thought.ensemble import (
+        dimension_summary,
+        direction_counts,
+        held_out_shares,
+        picture_and_halves,
+    )
 
     rng = np.random.default_rng(5)
     basis = np.linalg.qr(rng.normal(size=(12, 12)))[0][:, :3]
     X = (rng.normal(size=(40, 2, 3)) @ basis.T) + 1.0  # every layer inside 3 directions around a mean
-    _, fit, held = draw_pilots(40, 5, seed=0)
+    _, fit, held = picture_and_halves(40, 5, seed=0)
     per_layer = held_out_shares(X, fit, held, 3, n_boot=50)
     for e in per_layer["ensemble"]:
         assert abs(e.value - 1.0) < 1e-9 and e.n == len(held)
@@ -134,15 +151,6 @@ def test_widest_coordinates():
 
     x = np.random.default_rng(6).normal(size=(100, 6)) * np.array([1, 9, 2, 7, 0.5, 3])
     np.testing.assert_array_equal(widest_coordinates(x), [1, 3, 5])
-
-
-def test_draw_sets_are_successive_draws_of_one_generator():
-    from lotlib.lines_of_thought.ensemble import draw_sets
-
-    a, b = draw_sets(20, [5, 30], seed=2)
-    rng = np.random.default_rng(2)
-    np.testing.assert_array_equal(a, np.sort(rng.choice(20, 5, replace=False)))
-    np.testing.assert_array_equal(b, np.sort(rng.choice(20, 20, replace=False)))
 
 
 def test_basis_turning_reads_angles_and_ranks_of_aligned_directions():

@@ -4,14 +4,27 @@ import pytest
 from scipy.linalg import expm
 from scipy.stats import norm
 
-from lotlib.lines_of_thought.extrapolation import (HeldOutBases, basis_angles, centered_percentile, extrapolate,
-                                                    prediction_errors, refit_bootstrap, repeated_svm,
-                                                    residuals, same_pilot_svm, subsamples, svm_accuracy,
-                                                    svm_accuracy_interval, svm_split_accuracy, svm_by_tau,
-                                                    svm_true_vs_true, weighted_svd, BASES_FROM, split_accuracy,
-                                                    training_rows)
 from lotlib.lines_of_thought.coverage import LangevinGenerator
-from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from lotlib.lines_of_thought.ensemble import align_bases, basis_angles, ensemble_svd
+from lotlib.lines_of_thought.extrapolation import (
+    BASES_FROM,
+    HeldOutBases,
+    extrapolate,
+    prediction_errors,
+    repeated_svm,
+    residuals,
+    same_pilot_svm,
+    split_accuracy,
+    subsamples,
+    svm_accuracy,
+    svm_accuracy_interval,
+    svm_by_tau,
+    svm_split_accuracy,
+    svm_true_vs_true,
+    weighted_svd,
+)
+from lotlib.lines_of_thought.resampling import refit_bootstrap
+from lotlib.stats import centered_percentile, training_rows
 
 
 def _linear_chain(N=300, T=6, D=8, rank=None, seed=0):

@@ -2,7 +2,6 @@
 and the continuous lines of thought built on its deterministic part."""
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.interpolate import CubicSpline
 from scipy.linalg import expm, logm
@@ -17,32 +16,28 @@ from lotlib.lines_of_thought.continuous import (
 )
 from lotlib.lines_of_thought.extrapolation import extrapolate
 from lotlib.lines_of_thought.langevin import (
-    covariance_distance,
-    energy_distance,
-    exponential_noise,
-    langevin_flow,
-    matched_noise,
-    moments,
-    propagators,
-    proper_bases,
-    rotation_log,
-    simulate,
-    steps,
-)
-from lotlib.lines_of_thought.langevin import (
     ENERGY_COLUMNS,
     FP_STATS,
     _weighted_energy,
+    covariance_distance,
     energy_distance,
     energy_margins,
+    exponential_noise,
     fokker_planck,
     fp_stats,
-    pilot_distances,
     held_out_langevin,
+    langevin_flow,
+    matched_noise,
+    moments,
     noiseless_map,
+    pilot_distances,
+    propagators,
+    proper_bases,
     residual_shares,
+    rotation_log,
     scheme_variants,
-    split_pilots,
+    simulate,
+    steps,
     total_variance,
 )
 
@@ -408,15 +403,6 @@ def _walks(N=80, T=7, D=6, seed=0):
     return (np.cumsum(rng.normal(size=(N, T, D)), axis=1) + 5).astype(np.float32)
 
 
-def test_split_pilots_is_a_seeded_partition():
-    held, fitted = split_pilots(40, 0.25, seed=3)
-    assert len(held) == 10 and len(fitted) == 30
-    np.testing.assert_array_equal(
-        np.sort(np.concatenate([held, fitted])), np.arange(40)
-    )
-    np.testing.assert_array_equal(split_pilots(40, 0.25, seed=3)[0], held)
-
-
 def test_held_out_langevin_refuses_too_few_pilots_and_matches_the_constant_noise():
     from lotlib.models.bounds import ParameterError
 
@@ -472,7 +458,7 @@ def test_a_bootstrap_of_the_variance_ratio_is_centred_on_the_sample_value():
     between pilots but not the noise within them, so a ratio of predicted to true variance drifts up under
     resampling (2.3% here); from pairs of distinct pilots it drifts less than half as much (what is left is
     the ratio's own curvature)."""
-    from lotlib.intervals import resampling_weights
+    from lotlib.stats import resampling_weights
 
     def plug_in(Z, w):  # the pooled variance of the points drawn
         count = w.sum(1) * Z.shape[1]

@@ -5,22 +5,57 @@ import pytest
 import torch
 
 from lotlib import capture, gibberish, load_model
-from lotlib.intervals import Estimate, bootstrap
+from lotlib.chapters.c4_null_tests import (
+    PAPER_ARCH,
+    ArchitectureNull,
+    architecture_null,
+    arrival_r2_gap,
+    compare_noise_laws,
+    last_layer_view,
+    noise_law_summary,
+    path_shapes,
+    refitted_pairs,
+    reinit_stalling,
+    residual_law,
+    separability_by_split,
+    stalling,
+    stalling_table,
+)
+from lotlib.chapters.c5_other_models import (
+    cloud_summary,
+    last_layer_excess,
+    last_layer_normalized,
+    last_layer_summary,
+    loo_log_ratios,
+    measure_model,
+    measures_table,
+    next_token_nll,
+    noise_law,
+    pilot_residuals,
+    spectrum_decay,
+)
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from lotlib.lines_of_thought.null_tests import (
+    layer_separability,
+    relative_steps,
+    separability,
+    split_rows,
+    step_coherence,
+    step_cosines,
+    step_table,
+    straightness,
+)
+from lotlib.lines_of_thought.nulls import structureless_cloud
+from lotlib.lines_of_thought.residuals import (
+    fit_laws,
+    fit_variance,
+    pair_mask,
+    pair_statistics,
+    resampled_pairs,
+    singular_coordinates,
+)
 from lotlib.models.bounds import ParameterError
-from lotlib.lines_of_thought.null_tests import (last_layer_excess, last_layer_normalized, layer_separability,
-                                                loo_log_ratios, next_token_nll, pilot_residuals, relative_steps,
-                                                resampled_estimate, resampling_weights, separability, stalling,
-                                                step_coherence, step_cosines, straightness, structureless_cloud)
-from lotlib.lines_of_thought.null_tests import (PAPER_ARCH, ArchitectureNull, architecture_null, arrival_r2_gap,
-                                                residual_law)
-from lotlib.lines_of_thought.null_tests import (cloud_summary, compare_noise_laws, drawn_pilots, last_layer_summary,
-                                                last_layer_view, measure_model, measures_table, noise_law,
-                                                noise_law_summary, path_shapes, refitted_pairs, reinit_stalling,
-                                                separability_by_split, spectrum_decay, split_rows, stalling_table,
-                                                step_table)
-from lotlib.lines_of_thought.residuals import (fit_laws, fit_variance, pair_mask, pair_statistics, resampled_pairs,
-                                               singular_coordinates)
+from lotlib.stats import Estimate, bootstrap, resampled_estimate, resampling_weights
 
 
 @pytest.mark.parametrize("classifier", ["perceptron", "logistic"])
@@ -289,12 +324,6 @@ def test_next_token_nll_matches_the_models_logits(tiny_llama):
 # the chapters' analyses (C4, C5)
 
 
-def test_drawn_pilots_are_distinct_sorted_and_seeded():
-    pilots = drawn_pilots(50, 20, seed=2)
-    assert len(np.unique(pilots)) == 20 and np.all(np.diff(pilots) > 0)
-    np.testing.assert_array_equal(drawn_pilots(50, 20, seed=2), pilots)
-    np.testing.assert_array_equal(drawn_pilots(5, 20), np.arange(5))
-
 
 def test_separability_by_split_summarizes_each_pair():
     rng = np.random.default_rng(0)
@@ -424,7 +453,7 @@ def test_last_layer_and_cloud_summaries_read_the_noise_law():
 
 
 def test_measures_table_formats_and_orders_the_rows():
-    from lotlib.intervals import Estimate
+    from lotlib.stats import Estimate
 
     rows = {"m": {"d_model": 64, "n_layers": 3, "lambda": Estimate(0.5, 0.4, 0.6, 10, "pilots", "bootstrap-se", 0.95),
                   "spectrum_slope": None, "top3_overlap_quarter": 1.23456}}
@@ -461,7 +490,7 @@ def test_separability_gap_is_the_split_by_split_difference_of_minima():
 
 
 def test_side_word_reads_the_whole_interval():
-    from lotlib.intervals import Estimate, side_word
+    from lotlib.stats import Estimate, side_word
 
     def word(lo, hi):
         return side_word(Estimate((lo + hi) / 2, lo, hi, 5, "seeds"), ("less", "as much", "more"))

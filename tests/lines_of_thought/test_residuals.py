@@ -5,12 +5,29 @@ from scipy import stats
 
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import residuals
-from lotlib.lines_of_thought.residuals import (PairLayers, coordinate_moments, fit_accumulated, fit_laws,
-                                               fit_variance, gaussian_reference, heavy_share_z, law_subset_table,
-                                               law_subsets, offdiagonal_correlation, pair_mask, pair_statistics,
-                                               percentile_estimate, resampled_pairs, residual_consistency,
-                                               residual_coordinates, residual_nulls, shuffled_pilots,
-                                               singular_coordinates, singular_pair_moments, tau1_variances)
+from lotlib.lines_of_thought.nulls import shuffled_pilots
+from lotlib.lines_of_thought.residuals import (
+    PairLayers,
+    coordinate_moments,
+    fit_accumulated,
+    fit_laws,
+    fit_variance,
+    gaussian_reference,
+    heavy_share_z,
+    law_subset_table,
+    law_subsets,
+    offdiagonal_correlation,
+    pair_mask,
+    pair_statistics,
+    percentile_estimate,
+    resampled_pairs,
+    residual_consistency,
+    residual_coordinates,
+    residual_nulls,
+    singular_coordinates,
+    singular_pair_moments,
+    tau1_variances,
+)
 
 
 def _gaussian_layers(N=4000, T=4, D=6, seed=0):
@@ -226,7 +243,7 @@ def test_jackknife_log_interval_of_a_mean_is_its_standard_error():
     of the group means. A statistic that reads 0 gets the raw scale from 0; a negative one no interval."""
     from scipy.stats import t
 
-    from lotlib.intervals import jackknife_estimate, jackknife_weights
+    from lotlib.stats import jackknife_estimate, jackknife_weights
 
     x = np.random.default_rng(2).gamma(9.0, size=200)
     for groups in (200, 50):
@@ -259,10 +276,10 @@ def test_pair_layers_split_the_pairs():
 
 def test_residual_nulls_summaries_against_direct_computations():
     """Scored out of sample: the bases of the pilots a seeded split fits on, the residuals of the others."""
-    from lotlib.lines_of_thought.langevin import split_pilots
+    from lotlib.stats import split_pilots
 
     X = _walk()
-    held, fitted = split_pilots(80, 0.5, 0)
+    held, fitted = split_pilots(80, 40, np.random.default_rng(0))
     pairs = PairLayers.of(8, "test")
     nulls = residual_nulls(X, pairs, n_boot=10, seed=0)
     U, S = align_bases(*ensemble_svd(X[fitted]))
@@ -291,8 +308,8 @@ def test_held_out_intervals_are_the_jackknife_of_the_statistic_and_the_offsets_b
     values; the offset (0 when the law holds) takes the percentile interval of the bootstrap rows."""
     from scipy.stats import t
 
-    from lotlib.intervals import bootstrap_and_jackknife_weights, jackknife_weights
     from lotlib.lines_of_thought.residuals import resampled_pairs
+    from lotlib.stats import bootstrap_and_jackknife_weights, jackknife_weights
 
     X, pairs = _walk(), PairLayers.of(8, "test")
     nulls = residual_nulls(X, pairs, n_boot=10, seed=0)

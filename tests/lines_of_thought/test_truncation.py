@@ -5,9 +5,18 @@ import torch
 
 from lotlib import capture, gibberish, load_model
 from lotlib.lines_of_thought.ensemble import ensemble_svd
-from lotlib.lines_of_thought.truncation import (TruncatedReadout, consecutive_kl, kl, next_token_logprobs,
-                                                propagated_truncated_kl,
-                                                propagated_truncation, shared_tokens, top_tokens, truncated_kl, truncation_scores)
+from lotlib.lines_of_thought.truncation import (
+    TruncatedReadout,
+    consecutive_kl,
+    kl,
+    next_token_logprobs,
+    propagated_truncated_kl,
+    propagated_truncation,
+    shared_tokens,
+    top_tokens,
+    truncated_kl,
+    truncation_scores,
+)
 
 
 @pytest.fixture(params=["tiny_gpt2_dir", "tiny_llama_dir"])
@@ -149,8 +158,8 @@ def test_criteria_on_known_scores_and_weights_as_repeated_pilots():
 
 
 def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(tiny_gpt2_dir, monkeypatch):
-    from lotlib.lines_of_thought import extrapolation
-    from lotlib.lines_of_thought.authors_protocol import paper_pilots
+    from lotlib.lines_of_thought import truncation
+    from lotlib.lines_of_thought.ensemble import paper_pilots
     from lotlib.lines_of_thought.truncation import criteria, resampled_truncation
 
     model = load_model(str(tiny_gpt2_dir))
@@ -159,8 +168,8 @@ def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(tiny_
     D = X.shape[2]
     P = paper_pilots(len(X), D, n_s=179, cap=None)  # a seeded subset, as the paper's N_s = 2.8 D is
     fitted = []
-    weighted_svd = extrapolation.weighted_svd
-    monkeypatch.setattr(extrapolation, "weighted_svd", lambda Y, c: fitted.append((len(Y), c.sum())) or weighted_svd(Y, c))
+    weighted_svd = truncation.weighted_svd
+    monkeypatch.setattr(truncation, "weighted_svd", lambda Y, c: fitted.append((len(Y), c.sum())) or weighted_svd(Y, c))
     ks = [1, 4, D // 4, D]
     picked, sub = np.arange(0, 179, 9), np.arange(3)
     result = resampled_truncation(model, ids[P], X[P], ks, picked, sub, n_rep=1, seed=1)
@@ -195,7 +204,7 @@ def test_truncation_protocols_run_both_readings(tiny):
 
 def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkeypatch):
     from lotlib.lines_of_thought import truncation
-    from lotlib.lines_of_thought.ensemble import draw_sets
+    from lotlib.stats import draw_pilots
 
     calls = []
 
@@ -212,16 +221,16 @@ def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkey
     assert runs == {"all": 1, "subset": 2, "again": 1} and len(calls) == 2
     ids_sub, X_sub, picked, sub = calls[1]
     assert np.array_equal(ids_sub[:, 0], subset) and np.array_equal(X_sub[:, 0, 0], subset)
-    expected = draw_sets(5, [5, 2], 4)
+    rng = np.random.default_rng(4)
+    expected = [draw_pilots(5, 5, rng), draw_pilots(5, 2, rng)]
     assert np.array_equal(picked, expected[0]) and np.array_equal(sub, expected[1])
 
 
 def test_truncation_cost_scores_the_true_next_token_of_held_out_pilots(tiny_gpt2_dir):
     """C7: the bases are fit on the first n_fit pseudo-sentences, the next n_scored are truncated; p's loss is the
     model's own next-token loss on the following chunk's first token, and at K = D truncation costs nothing."""
-    from lotlib.lines_of_thought.truncation import next_tokens, truncation_cost
-
     from lotlib.lines_of_thought.ensemble import Ensemble
+    from lotlib.lines_of_thought.truncation import next_tokens, truncation_cost
 
     model = load_model(str(tiny_gpt2_dir))
     corpus = gibberish(model.view.W_E.shape[0], n_s=83, n_k=6, seed=2)
