@@ -121,7 +121,7 @@ b2.turning_table(turning)
 
 # %%
 b2.spectra_figure(S, f"Singular-value spectra per layer, {model}")
-slopes, gap = ensemble.spectrum_slopes(S), S[:, 0] / S[:, 1]
+slopes, gap = b2.spectrum_slopes(S), S[:, 0] / S[:, 1]
 glue("sigma1_over_sigma2_first", gap[1])
 glue("sigma1_over_sigma2_middle", gap[L // 2])
 glue("spectrum_slope_first", slopes[1])
@@ -166,7 +166,7 @@ glue("spectrum_slope_first", slopes[1])
 
 # %%
 ks = truncation.truncation_grid(D)
-runs = truncation.truncation_at_sizes(
+runs = b2.truncation_at_sizes(
     ens.lm,
     ens.corpus.ids,
     X,
@@ -206,9 +206,9 @@ columns = {
     f"{name}, {label}": found
     for label, run in runs.items()
     for name, found in run.found.items()
-    if name != truncation.RANDOM
+    if name != b2.RANDOM
 }
-b2.truncation_table(columns, book.found[truncation.RANDOM], top)
+b2.truncation_table(columns, book.found[b2.RANDOM], top)
 versus = ("below", "consistent with", "above")
 for key, at in (
     ("kl_drop", 0.1),
@@ -247,7 +247,7 @@ for key, at in (
 # distribution is: then every K of the grid passes it. It is shown for reference and judges nothing.
 
 # %%
-base = float(np.median(truncation.consecutive_kl(ens.lm.view, X[:, L])))
+base = float(np.median(b2.consecutive_kl(ens.lm.view, X[:, L])))
 kl_k1 = book.protocols["last layer"].kl[0].mean()
 glue("kl_k1_last_layer", kl_k1)
 
@@ -284,12 +284,12 @@ values = {
     "n_propagated": book.scored("every layer"),
     "ks": ks,
     "top": top,
-    **ensemble.turning_summary(turning),
+    **b2.turning_summary(turning),
     "sigma1_over_sigma2_last": gap[L],
     "spectrum_slope_middle": slopes[L // 2],
     "spectrum_slope_last": slopes[L],
     **book.summary(),
-    **paper.summary(truncation.PAPER_NS),
+    **paper.summary(b2.PAPER_NS),
     "kl_baseline_median": base,
     "kl_k1_over_baseline": kl_k1 / base,
 }

@@ -102,10 +102,12 @@ from lotlib.lines_of_thought.ensemble import paper_pilots_label
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.extrapolation import (
     HeldOutBases,
-    prediction_errors,
     repeated_svm,
     BASES_FROM,
     same_pilot_svm,
+)
+from lotlib.chapters.b3_extrapolation import (
+    prediction_errors,
     subsamples,
     svm_by_tau,
     svm_features,

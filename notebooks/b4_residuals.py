@@ -89,15 +89,17 @@ from lotlib.chapters import b4_residuals as b4
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import (
     PairLayers,
+    pair_statistics,
+    residual_nulls,
+    singular_coordinates,
+)
+from lotlib.chapters.b4_residuals import (
     gaussian_reference,
     heavy_share_z,
     law_subset_table,
     law_subsets,
     moment_table,
-    pair_statistics,
     residual_consistency,
-    residual_nulls,
-    singular_coordinates,
     tau1_variances,
 )
 

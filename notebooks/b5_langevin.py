@@ -200,7 +200,7 @@ sde.turn_table()
 # %%
 predicted = langevin.predictions(sde, n_samples, seed)  # each (n_h, m, n + 1, D)
 lang_name = f"Langevin (noise {noise})"
-drift_error = langevin.scheme_error(sde)
+drift_error = b5.scheme_error(sde)
 b5.langevin_scatter(
     sde,
     predicted[lang_name],
@@ -247,7 +247,7 @@ pd.DataFrame(
 # τ = `n_layers`.
 
 # %%
-shares = langevin.residual_shares(sde)
+shares = b5.residual_shares(sde)
 glue("residual_share_last", float(shares["held out"].iloc[-1]))
 shares.round(2)
 
@@ -331,7 +331,7 @@ fp.table()
 # matched noise.
 
 # %%
-variants = langevin.scheme_variants(sde)
+variants = b5.scheme_variants(sde)
 variants.round(3)
 
 # %% [markdown]
@@ -372,7 +372,7 @@ values = {
     "variance_ratio_all_langevin_last": ratios[lang_name]["all D"],
     "variance_ratio_all_other_noise_last": ratios[list(predicted)[1]]["all D"],
     "variance_ratio_all_linear_last": ratios[list(predicted)[3]]["all D"],
-    **langevin.energy_summary(energy, lang_name, margins),
+    **b5.energy_summary(energy, lang_name, margins),
     **fp.summary(lang_name),
     **{
         f"variance_ratio_{s}_{'log' if spline == 'ln sigma' else 'sigma'}": v

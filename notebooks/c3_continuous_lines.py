@@ -76,11 +76,11 @@ ens = ensemble.open_ensemble(
     model, n_k=n_k, n_s=n_s, device=device, dtype=dtype, at_least_width=True
 )
 X, L = ens.X, ens.L  # X: (N_s, L+1, D)
-first, last, t_free = continuous.continuous_layers(
+first, last, t_free = c3.continuous_layers(
     L, first_layer, last_layer, t_free, ens.lm.name
 )
 layers = np.arange(first, last + 1)
-fit = continuous.held_out_flow(X, layers, 0.5, seed, ens.lm.name)  # half the pilots
+fit = c3.held_out_flow(X, layers, 0.5, seed, ens.lm.name)  # half the pilots
 held, flow = X[fit.held], fit.flow  # every score below is of the held-out pilots
 ens
 
@@ -100,7 +100,7 @@ rng = np.random.default_rng(seed)
 shown = draw_pilots(len(held), n_show, rng)
 summary_pilots = draw_pilots(len(held), n_summary, rng)
 times, paths = continuous.restarted_paths(held[shown], flow, layers, per_layer)
-bridged = continuous.bridged_paths(held[shown], paths, layers)
+bridged = c3.bridged_paths(held[shown], paths, layers)
 basis = fit.U[L][:, np.argsort(fit.S[L])[::-1][:3]]
 title = f"Continuous lines of thought, {model}, t = {first}..{last}"
 c3.continuous_lines(held, shown, paths, bridged, basis, layers, title)
@@ -118,7 +118,7 @@ c3.continuous_lines(held, shown, paths, bridged, basis, layers, title)
 # bootstrap interval over those pilots.
 
 # %%
-anchoring = continuous.anchoring(X, fit, layers, n_boot=n_boot, seed=seed)
+anchoring = c3.anchoring(X, fit, layers, n_boot=n_boot, seed=seed)
 title = f"How far the flow from x(t) lands from x(t+1) (median, quartiles), {model}"
 c3.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
 glue("landing_word", side_word(anchoring.landing_gap, STRADDLES, 1.0))
@@ -162,11 +162,11 @@ glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 # pilots: 1 for a straight segment.
 
 # %%
-summary = continuous.path_summary(held[summary_pilots], flow, layers, per_layer=8)
+summary = c3.path_summary(held[summary_pilots], flow, layers, per_layer=8)
 ratio = {"bridged length / chord": summary["length_ratio"]}  # (n_summary, n_seg)
 title = "Curvature of the continuous lines (median, quartiles over pilots)"
 c3.medians_by_layer(ratio, layers[1:], "bridged length / chord", title)
-curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
+curvature = c3.median_over_pilots(summary["length_ratio"], n_boot, seed)
 
 # %% [markdown]
 # **What to notice.** The median ratio of the bridged path's length to the chord is
@@ -180,7 +180,7 @@ curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
 # of B3/B4 at growing τ.
 
 # %%
-free_err, eq1 = continuous.free_flow_errors(held, flow, fit.U, fit.S, t_free, last)
+free_err, eq1 = c3.free_flow_errors(held, flow, fit.U, fit.S, t_free, last)
 errors = ", ".join(f"τ {t}: {e:.2f}" for t, e in enumerate(free_err) if t)
 glue("free_errors", errors)
 glue("flipped_free", f"{flow.flipped[t_free]} and {flow.flipped[last]}")

@@ -62,7 +62,7 @@ ens
 # middle, what it costs the true next token; right, how often p_K's most likely token is the true one.
 
 # %%
-cost = truncation.truncation_cost(ens, n_scored, n_boot=n_boot, seed=seed)
+cost = c8.truncation_cost(ens, n_scored, n_boot=n_boot, seed=seed)
 c8.truncation_cost_figure(cost, ens.D, model)
 
 # %% [markdown]

@@ -54,15 +54,17 @@ def stalling(X: np.ndarray, split: int, first: int = 1) -> dict:
     t >= split "after" (cosines: both steps on the same side). Returns the median relative step length before
     and after and their ratio (`step_ratio`, 1 = no change, near 0 = stalled), and the mean cosine between
     consecutive steps before and after (NaN for a side with a single step)."""
+    # cosines[:, t - 1] pairs steps t-1 and t
     steps, cosines = (
         relative_steps(X),
         step_cosines(X),
-    )  # cosines[:, t - 1] pairs steps t-1 and t
+    )
     before, after = np.median(steps[:, first:split]), np.median(steps[:, split:])
+    # empty when a side has one step
     cos_before, cos_after = (
         cosines[:, first : split - 1],
         cosines[:, split:],
-    )  # empty when a side has one step
+    )
     return {
         "step_before": float(before),
         "step_after": float(after),
@@ -189,11 +191,12 @@ def separability_by_split(
         unit="fit",
         disable=not progress,
     )
+    # fits kept for a resumed run
     rows, steps, step = (
         {},
         resumable("separability"),
         itertools.count(),
-    )  # fits kept for a resumed run
+    )
     for name, (A, B) in pairs.items():
         rows[name] = np.empty((len(jobs), A.shape[1]))
         for i, (s, resample) in enumerate(jobs):

@@ -617,6 +617,25 @@ def book_cases(
     kurtosis verdict has the power that 3 D = 48 pilots lack (None: not run)."""
     n, n_b5 = n or 3 * D, n_b5 or 6 * D
     generator = LangevinGenerator(D=D, L=L, alpha=1.0)
+    cases = _b4_cases(generator, D, L, n, n_boot)
+    cases += _wide_cases(wide, L, n_boot) if wide else []
+    cases.append(
+        Case(
+            "Langevin · B5",
+            n_b5,
+            generator.sample,
+            partial(b5_statistics, n_boot=n_boot),
+            partial(b5_statistics, n_boot=2, n_distance=2000),
+            fitted_truth=partial(b5_fitted_truth, generator.sample),
+        )
+    )
+    return cases + _svm_cases(D, separation, n_rep or n_boot)
+
+
+def _b4_cases(
+    generator: LangevinGenerator, D: int, L: int, n: int, n_boot: int
+) -> list[Case]:
+    """B4 both ways on `n` pilots of `generator`, a Gaussian cloud and a heavy-tailed cloud (see `book_cases`)."""
     generators = {
         "Langevin": (generator, lambda: {"kurtosis_late": 0.0}),  # Gaussian residual
         "Gaussian cloud": (cloud := GaussianCloud(D=D, L=L), cloud.truth),
@@ -634,7 +653,7 @@ def book_cases(
         ),
         "B4 chapter (held out)": (held_out_b4, b4_fitted_truth, dict, HELD_OUT_UNGATED),
     }
-    cases = [
+    return [
         Case(
             f"{g_name} · {e_name}",
             n,
@@ -649,9 +668,12 @@ def book_cases(
         for g_name, (g, exact) in generators.items()
         for e_name, (estimator, fitted, bands, ungated) in b4.items()
     ]
-    for name, kurtosis in (
-        (("Gaussian cloud", 0.0), ("heavy-tailed cloud", 3.0)) if wide else ()
-    ):
+
+
+def _wide_cases(wide: int, L: int, n_boot: int) -> list[Case]:
+    """The authors' protocol on a Gaussian and a heavy-tailed cloud of width `wide` (see `book_cases`)."""
+    cases = []
+    for name, kurtosis in (("Gaussian cloud", 0.0), ("heavy-tailed cloud", 3.0)):
         cloud = GaussianCloud(D=wide, L=L, decay=0.97, kurtosis=kurtosis)
         cases.append(
             Case(
@@ -665,16 +687,12 @@ def book_cases(
                 ungated=AUTHORS_UNGATED,
             )
         )
-    cases.append(
-        Case(
-            "Langevin · B5",
-            n_b5,
-            generator.sample,
-            partial(b5_statistics, n_boot=n_boot),
-            partial(b5_statistics, n_boot=2, n_distance=2000),
-            fitted_truth=partial(b5_fitted_truth, generator.sample),
-        )
-    )
+    return cases
+
+
+def _svm_cases(D: int, separation: float, n_rep: int) -> list[Case]:
+    """The SVM accuracy on 3 D pairs of identical and of `separation`-separated classes (see `book_cases`)."""
+    cases = []
     for sep in (0.0, separation):
         classes = PairedClasses(D=D, separation=sep)
         exact = (
@@ -687,7 +705,7 @@ def book_cases(
                 f"SVM, classes {'identical' if sep == 0 else f'{sep:g} apart'}",
                 3 * D,
                 classes.sample,
-                partial(svm_b3, n_rep=n_rep or n_boot),
+                partial(svm_b3, n_rep=n_rep),
                 partial(svm_b3, n_rep=2),
                 exact,
             )

@@ -28,9 +28,7 @@ from tqdm.auto import tqdm
 
 from ..stats import (
     Estimate,
-    bootstrap,
     centered_percentile,
-    side_word,
     split_pilots,
     training_rows,
 )
@@ -246,35 +244,6 @@ def same_pilot_svm(
     )
 
 
-PAPER_SVM = {
-    "tau1": 0.505,
-    "tau10": 0.60,
-}  # the authors' reply: about 50-51% at tau = 1, 60% at tau = 10
-
-
-def versus_paper(paper: dict, verdicts: dict) -> dict[str, str]:
-    """Words for the prose: where the paper's protocol (`same_pilot_svm`) and the held-out test
-    (`repeated_svm`) fall against the paper's 0.505 and 0.60 (`{paper,held}_{tau1,tau10}_word`: "below",
-    "consistent with", "above" by the 95% interval) and against chance (`..._chance`: below, at, above)."""
-    found = {
-        "paper": (paper["paper_svm_tau1"], paper["paper_svm_tau10"]),
-        "held": (
-            verdicts["svm_extrapolated_tau1"],
-            verdicts["svm_extrapolated_tau_max"],
-        ),
-    }
-    words = {}
-    for name, estimates in found.items():
-        for (when, at), estimate in zip(PAPER_SVM.items(), estimates):
-            words[f"{name}_{when}_word"] = side_word(
-                estimate, ("below", "consistent with", "above"), at
-            )
-            words[f"{name}_{when}_chance"] = side_word(
-                estimate, ("below", "at", "above"), 0.5
-            )
-    return words
-
-
 def _check_pairs(A: np.ndarray, B: np.ndarray) -> None:
     if A.shape != B.shape:
         raise ValueError(
@@ -301,10 +270,6 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
         > denominator.max() * max(denominator.shape) * np.finfo(np.float64).eps
     )
     return np.where(keep, numerator / np.where(keep, denominator, 1.0), 0.0)
-
-
-PREDICTIONS = ("Eq. 1", "naive x(t)", "pilot-blind: mean of x(t+τ)")
-SVM_AGAINST = {"Eq. 1": "Eq. 1", "structureless cloud": "cloud", "naive x(t)": "naive"}
 
 
 @dataclass
@@ -434,126 +399,6 @@ def _split(
     fit, held = split_pilots(n, n // 2, rng)
     U, S = align_bases(*weighted_svd(Xs, np.bincount(fit, minlength=n)), reference=0)
     return HeldOutBases(Xs, first, fit, held, U, S, rank)
-
-
-@dataclass
-class Subsamples:
-    """Held-out pilots drawn for the figures (`drawn`) and for the SVM (`test`, sorted; `shuffled`, the same in
-    random order)."""
-
-    drawn: np.ndarray
-    test: np.ndarray
-    shuffled: np.ndarray
-
-
-def subsamples(study: HeldOutBases, seed: int, n_plot: int, n_svm: int) -> Subsamples:
-    """`Subsamples` of `n_plot` and `n_svm` held-out pilots (fewer where the half is smaller), seeded."""
-    rng = np.random.default_rng(seed)
-    held = study.held
-    drawn = rng.choice(held, size=min(n_plot, len(held)), replace=False)
-    test = np.sort(rng.choice(held, size=min(n_svm, len(held)), replace=False))
-    return Subsamples(drawn, test, rng.permutation(test))
-
-
-@dataclass
-class PredictionErrors:
-    """Distances ‖x(t+tau) - prediction‖ of the held-out pilots from layer `first`, per prediction of
-    `PREDICTIONS`: `(tau_max, n_held)` each, and the mean ‖x(t+tau)‖ `(tau_max,)`."""
-
-    taus: np.ndarray
-    distances: dict[str, np.ndarray]
-    state_norm: np.ndarray
-
-    def relative(self, name: str) -> np.ndarray:
-        """Mean distance over the mean state norm, per tau: `(tau_max,)`."""
-        return self.distances[name].mean(1) / self.state_norm
-
-    def ratio(self, name: str, tau: int, n_boot: int = 2000, seed: int = 0) -> Estimate:
-        """Mean distance of prediction `name` over the naive one's at `tau`, bootstrapped over pilots."""
-        a, b = self.distances[name][tau - 1], self.distances["naive x(t)"][tau - 1]
-        return bootstrap(
-            lambda i: a[i].mean() / b[i].mean(),
-            len(a),
-            unit="held-out pilots",
-            n_boot=n_boot,
-            seed=seed,
-        )
-
-    def summary(self, n_boot: int = 2000, seed: int = 0) -> dict:
-        """B3's values: `relative_error_{eq1,naive,mean}_by_tau` (`relative`) and the ratios
-        `error_ratio_{eq1,mean}_{tau1,tau_max}` of Eq. 1 and of the pilot-blind mean at tau = 1 and the
-        last tau."""
-        keys = dict(zip(("eq1", "naive", "mean"), PREDICTIONS))
-        values = {
-            f"relative_error_{k}_by_tau": self.relative(n) for k, n in keys.items()
-        }
-        for key in ("eq1", "mean"):
-            for when, tau in (("tau1", 1), ("tau_max", self.taus[-1])):
-                values[f"error_ratio_{key}_{when}"] = self.ratio(
-                    keys[key], tau, n_boot, seed
-                )
-        return values
-
-
-def prediction_errors(study: HeldOutBases, tau_max: int) -> PredictionErrors:
-    """Eq. 1, the naive x(t) and the pilot-blind mean of the fit pilots at t + tau, from layer `first`,
-    scored on the held-out pilots for tau = 1..tau_max."""
-    held, t = study.held, study.first
-    taus = np.arange(1, tau_max + 1)
-    distances = {name: [] for name in PREDICTIONS}
-    for tau in taus:
-        true = study.states(held, t + tau)
-        predictions = (
-            study.extrapolate(held, t, tau),
-            study.states(held, t),
-            study.states(study.fit, t + tau).mean(0),
-        )
-        for name, guess in zip(PREDICTIONS, predictions):
-            distances[name].append(np.linalg.norm(true - guess, axis=1))
-    norms = np.linalg.norm(study.Xs[held][:, taus], axis=-1).mean(0)
-    return PredictionErrors(taus, {n: np.stack(d) for n, d in distances.items()}, norms)
-
-
-def svm_features(top_k: int | None) -> str:
-    """What the SVM sees, in words."""
-    if top_k is None:
-        return "all D coordinates"
-    return f"the top {top_k} singular coordinates of the arrival layer"
-
-
-def svm_by_tau(
-    study: HeldOutBases, pilots: np.ndarray, taus, **svm
-) -> dict[str, np.ndarray]:
-    """SVM accuracy from layer `first` for each tau of `taus`, against each of `SVM_AGAINST`:
-    name -> `(len(taus),)`. `svm`: seed, C, top_k of `HeldOutBases.svm`."""
-    return {
-        name: np.array(
-            [study.svm(pilots, study.first, tau, against, **svm) for tau in taus]
-        )
-        for name, against in SVM_AGAINST.items()
-    }
-
-
-def svm_true_vs_true(
-    study: HeldOutBases, shuffled: np.ndarray, taus, *, seed=0, C=1.0, top_k=None
-) -> np.ndarray:
-    """SVM accuracy between the true states at first + tau of two halves of `shuffled` pilots (what
-    "indistinguishable" scores on these data), for each tau: `(len(taus),)`."""
-    half = len(shuffled) // 2
-    a, b = shuffled[:half], shuffled[half : 2 * half]
-    t = study.first
-    return np.array(
-        [
-            svm_accuracy(
-                *study.features(
-                    study.states(a, t + tau), study.states(b, t + tau), t + tau, top_k
-                ),
-                seed=seed,
-                C=C,
-            )
-            for tau in taus
-        ]
-    )
 
 
 SVM_VERDICTS = {"Eq. 1": "svm_extrapolated", "cloud": "svm_cloud"}

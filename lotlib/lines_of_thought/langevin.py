@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,6 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from ..models.bounds import ParameterError, layer_index
 from ..stats import (
+    Estimate,
     bootstrap_and_jackknife_weights,
     centered_percentile,
     jackknife_estimate,
@@ -43,12 +43,8 @@ from .residuals import (
     singular_coordinates,
 )
 
-if TYPE_CHECKING:
-    from ..stats import Estimate
-
-NoiseRate = Callable[
-    [float], float
-]  # variance injected per unit time per coordinate, B(t)^2
+# variance injected per unit time per coordinate, B(t)^2
+NoiseRate = Callable[[float], float]
 
 
 @dataclass
@@ -601,15 +597,6 @@ def noiseless_map(model: HeldOutLangevin) -> np.ndarray:
     )
 
 
-def scheme_error(model: HeldOutLangevin) -> float:
-    """Median relative difference at t0 + n_layers between the noiseless scheme and Eq. 1 on the held-out pilots."""
-    drift = simulate(model.X[model.held, model.t0], model.plan, lambda t: 0.0)[:, 0, -1]
-    eq1 = noiseless_map(model)[:, -1]
-    return float(
-        np.median(np.linalg.norm(drift - eq1, axis=-1) / np.linalg.norm(eq1, axis=-1))
-    )
-
-
 def total_variance(Z: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Total variance of the distribution the pilots Z `(n, samples, f)` sample (a pilot's samples pooled), for
     each row of `weights` `(B, n)` (how many times each pilot is drawn, with all its samples): `(B,)`, half the
@@ -652,27 +639,6 @@ def variance_ratios(
         name: {"u1..u4": ratio(Z, basis), "all D": ratio(Z, None)}
         for name, Z in predicted.items()
     }
-
-
-def residual_shares(model: HeldOutLangevin) -> pd.DataFrame:
-    """tr Cov(x~, w) / tr Cov(w) for Eq. 1 from t0 over tau = 1..n_layers (x~ the extrapolation, w the residual),
-    on the fitted and on the held-out pilots: 0 for noise independent of the state, -1/2 when the map already
-    has the right spread."""
-
-    def share(Z: np.ndarray, tau: int) -> float:
-        tilde = extrapolate(Z, model.U, model.S, model.t0, tau)
-        w = Z[:, model.t0 + tau].astype(np.float64) - tilde
-        tc, wc = tilde - tilde.mean(0), w - w.mean(0)
-        return float(np.sum(tc * wc) / np.sum(wc**2))
-
-    taus = range(1, model.n_layers + 1)
-    return pd.DataFrame(
-        {
-            name: [share(model.X[rows], tau) for tau in taus]
-            for name, rows in (("fitted", model.fitted), ("held out", model.held))
-        },
-        index=pd.Index(list(taus), name="τ"),
-    )
 
 
 ENERGY_COLUMNS = {
@@ -822,22 +788,6 @@ def energy_margins(
     return EnergyMargins({k: np.array(v) for k, v in margins.items()}, len(held))
 
 
-def energy_summary(energy: pd.DataFrame, langevin: str, margins: EnergyMargins) -> dict:
-    """The margins of the Langevin model over constant-variance noise and over the noiseless map with their
-    bootstrap intervals (`energy_margins`), and each mean energy distance at the last layer of `energy`
-    (`energy_distances`, column `langevin` for the Langevin model), under the chapter's summary keys."""
-    last = energy[energy["layer t"] == energy["layer t"].max()]
-    columns = {"langevin": langevin, **ENERGY_COLUMNS}
-    return {
-        "energy_margin_over_constant": margins.estimate(ENERGY_COLUMNS["constant"]),
-        "energy_margin_over_linear": margins.estimate(ENERGY_COLUMNS["linear"]),
-        **{
-            f"energy_{key}_last": float(last[name].mean())
-            for key, name in columns.items()
-        },
-    }
-
-
 FP_STATS = (
     "mean error / spread",
     "covariance distance",
@@ -959,40 +909,3 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
     )
     check = float(covariance_distance(truth[:, -1], unit, fixed=fitted_cov)[0])
     return FokkerPlanck(pd.DataFrame(rows), last, check)
-
-
-def scheme_variants(model: HeldOutLangevin) -> pd.DataFrame:
-    """The Fokker-Planck moments at t0 + n_layers for the four combinations of scheme ("euler", "exact") and
-    spline (of sigma or of ln sigma), each with its own matched noise when the noise is "eq2" (the same rotations).
-    One row per combination, columns `FP_STATS`."""
-    from dataclasses import replace
-
-    D, truth, chosen = model.D, model.truth, model.rates[model.noise]
-    rows = []
-    for scheme in SCHEMES:
-        for log in (False, True):
-            flow = replace(
-                model.flow, sigma=sigma_spline(model.S, model.layers, log=log)
-            )
-            plan = steps(flow, model.t0, model.n_layers, model.plan.dt, scheme)
-            rate = (
-                matched_noise(plan, model.eq2_variance)
-                if model.noise == "eq2"
-                else chosen
-            )
-            added = moments(np.zeros(D), np.zeros((D, D)), plan, rate)[1][-1]
-            stats = fp_stats(
-                truth[:, 0],
-                truth[:, -1],
-                propagators(plan)[-1],
-                added,
-                np.ones((1, len(truth))),
-            )
-            rows.append(
-                {
-                    "scheme": scheme,
-                    "spline": "ln sigma" if log else "sigma",
-                    **{k: float(v[0]) for k, v in stats.items()},
-                }
-            )
-    return pd.DataFrame(rows).set_index(["scheme", "spline"])

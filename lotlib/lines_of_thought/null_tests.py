@@ -1,27 +1,5 @@
-"""Null tests and cross-model diagnostics of Lines of Thought (appendix): is language separable from
-gibberish, do paths of an untrained model run straight, do paths stall in re-initialised blocks, does the
-last layer break the noise law?
-
-Trajectories are `(N, L+1, D)` as everywhere in lotlib: x(0) the input of block 0, x(t) block t's
-output, the final norm never applied. The noise law follows chapter B4's conventions: uncentered
-per-layer SVD (`lotlib.lines_of_thought.ensemble.ensemble_svd`), bases aligned from layer 0
-(`align_bases`), residual coordinates of Eq. 1 in the aligned arrival basis (`lotlib.lines_of_thought.residuals`),
-natural log of the mean variance over coordinates.
-
-Intervals. The pilots are the unit of sampling. Statistics that are means over pilots (or smooth
-functions of such means) are evaluated on every bootstrap resample at once: `resampling_weights` gives
-how often each pilot is drawn in each resample (row 0: the sample itself), a weighted mean per row is
-one matrix product, and `resampled_estimate` turns the values of all rows into an `Estimate` with a
-normal interval from the bootstrap standard error. Several of these statistics sit on a noise floor that
-a resample raises (the norm of a mean, a mean absolute kurtosis, a maximum), which shifts a percentile
-interval away from the value; the spread of the resamples is unaffected. Statistics read in singular bases
-fitted on the pilots refit them on every resample (`refitted_pairs`, chapter C4's untrained-model residuals);
-chapter C5's `noise_law` (`pilot_residuals`) still holds the bases of all pilots fixed.
-
-The separability of two ensembles (language vs gibberish) is a classifier fitted on a split of the sample:
-each bootstrap repetition draws the pseudo-sentences of each class with replacement, splits the distinct
-ones into training and test, and refits (`split_rows`, `separability_by_split`).
-"""
+"""Null-test building blocks: path shapes (steps, cosines, straightness), separability of two ensembles and
+its resampled split, and the gibberish ensemble beside language."""
 
 from __future__ import annotations
 
@@ -120,22 +98,6 @@ def layer_separability(
             .score(features[test], labels[test])
         )
     return accuracy
-
-
-def separability(
-    A: np.ndarray,
-    B: np.ndarray,
-    train_fraction: float = 0.7,
-    seed: int = 0,
-    classifier: str = "perceptron",
-    resample: bool = False,
-) -> float:
-    """`layer_separability` of two samples A `(n_a, f)` and B `(n_b, f)`: the test accuracy of one split."""
-    return float(
-        layer_separability(
-            A[:, None], B[:, None], train_fraction, seed, classifier, False, resample
-        )[0]
-    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ nouns, seeds...). Four ways to get one:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
 
 import numpy as np
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from lotlib.lines_of_thought.continuous import (
+from lotlib.chapters.c3_continuous_lines import (
     anchoring,
     continuous_layers,
     direction_overlap,

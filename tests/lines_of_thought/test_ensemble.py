@@ -1,14 +1,13 @@
 """Ensemble SVD (uncentered) and alignment of singular vectors across layers."""
 import numpy as np
 
-from lotlib.lines_of_thought.ensemble import (
-    align_bases,
+from lotlib.chapters.b1_lines_of_thought import (
     centered_spectrum,
     directions_for,
-    ensemble_svd,
     principal_directions,
     variance_captured,
 )
+from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.nulls import gaussian_cloud
 
 
@@ -93,7 +92,7 @@ def test_variance_captured_out_of_sample_by_the_principal_directions_of_other_st
 
 
 def test_picture_and_halves_draws_pilots_then_splits_all_pilots_in_two_halves():
-    from lotlib.lines_of_thought.ensemble import picture_and_halves
+    from lotlib.chapters.b1_lines_of_thought import picture_and_halves
 
     pilots, fit, held = picture_and_halves(11, 4, seed=3)
     rng = np.random.default_rng(3)
@@ -104,7 +103,7 @@ def test_picture_and_halves_draws_pilots_then_splits_all_pilots_in_two_halves():
 
 
 def test_direction_counts_follow_each_reading():
-    from lotlib.lines_of_thought.ensemble import (
+    from lotlib.chapters.b1_lines_of_thought import (
         READINGS,
         direction_counts,
         squared_norm_shares,
@@ -125,7 +124,7 @@ def test_direction_counts_follow_each_reading():
 
 
 def test_held_out_share_is_one_for_states_inside_k_directions_and_summarised_per_layer():
-    from lotlib.lines_of_thought.ensemble import (
+    from lotlib.chapters.b1_lines_of_thought import (
         dimension_summary,
         direction_counts,
         held_out_shares,
@@ -147,14 +146,15 @@ def test_held_out_share_is_one_for_states_inside_k_directions_and_summarised_per
 
 
 def test_widest_coordinates():
-    from lotlib.lines_of_thought.ensemble import widest_coordinates
+    from lotlib.chapters.b1_lines_of_thought import widest_coordinates
 
     x = np.random.default_rng(6).normal(size=(100, 6)) * np.array([1, 9, 2, 7, 0.5, 3])
     np.testing.assert_array_equal(widest_coordinates(x), [1, 3, 5])
 
 
 def test_basis_turning_reads_angles_and_ranks_of_aligned_directions():
-    from lotlib.lines_of_thought.ensemble import basis_turning, turning_summary
+    from lotlib.chapters.b2_ensemble_svd import turning_summary
+    from lotlib.lines_of_thought.ensemble import basis_turning
 
     rng = np.random.default_rng(7)
     D, T = 6, 5
@@ -174,7 +174,7 @@ def test_basis_turning_reads_angles_and_ranks_of_aligned_directions():
 
 
 def test_spectrum_slopes_recover_a_power_law():
-    from lotlib.lines_of_thought.ensemble import spectrum_slopes
+    from lotlib.chapters.b2_ensemble_svd import spectrum_slopes
 
     i = np.arange(1, 101)
     S = np.stack([3.0 * i**-0.5, 2.0 * i**-1.5])

@@ -4,23 +4,25 @@ import pytest
 from scipy.linalg import expm
 from scipy.stats import norm
 
+from lotlib.chapters.b3_extrapolation import (
+    prediction_errors,
+    subsamples,
+    svm_by_tau,
+    svm_true_vs_true,
+)
 from lotlib.lines_of_thought.coverage import LangevinGenerator
 from lotlib.lines_of_thought.ensemble import align_bases, basis_angles, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import (
     BASES_FROM,
     HeldOutBases,
     extrapolate,
-    prediction_errors,
     repeated_svm,
     residuals,
     same_pilot_svm,
     split_accuracy,
-    subsamples,
     svm_accuracy,
     svm_accuracy_interval,
-    svm_by_tau,
     svm_split_accuracy,
-    svm_true_vs_true,
     weighted_svd,
 )
 from lotlib.lines_of_thought.resampling import refit_bootstrap

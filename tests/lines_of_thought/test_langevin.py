@@ -6,14 +6,14 @@ import pytest
 from scipy.interpolate import CubicSpline
 from scipy.linalg import expm, logm
 
-from lotlib.lines_of_thought.continuous import (
+from lotlib.chapters.b5_langevin import residual_shares, scheme_variants
+from lotlib.chapters.c3_continuous_lines import (
     bridged_paths,
-    flow_segment,
     free_path,
     landing_gaps,
     path_summary,
-    restarted_paths,
 )
+from lotlib.lines_of_thought.continuous import flow_segment, restarted_paths
 from lotlib.lines_of_thought.extrapolation import extrapolate
 from lotlib.lines_of_thought.langevin import (
     ENERGY_COLUMNS,
@@ -33,9 +33,7 @@ from lotlib.lines_of_thought.langevin import (
     pilot_distances,
     propagators,
     proper_bases,
-    residual_shares,
     rotation_log,
-    scheme_variants,
     simulate,
     steps,
     total_variance,

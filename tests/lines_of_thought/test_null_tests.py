@@ -1,4 +1,4 @@
-"""Null tests and the last-layer diagnostic: separability, path shapes, stalling, bootstrap over pilots,
+"""Null tests and the last-layer diagnostic: path shapes, stalling, bootstrap over pilots,
 the noise law pilot by pilot and left out one layer at a time."""
 import numpy as np
 import pytest
@@ -38,7 +38,6 @@ from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.null_tests import (
     layer_separability,
     relative_steps,
-    separability,
     split_rows,
     step_coherence,
     step_cosines,
@@ -56,6 +55,23 @@ from lotlib.lines_of_thought.residuals import (
 )
 from lotlib.models.bounds import ParameterError
 from lotlib.stats import Estimate, bootstrap, resampled_estimate, resampling_weights
+
+
+def separability(
+    A: np.ndarray,
+    B: np.ndarray,
+    train_fraction: float = 0.7,
+    seed: int = 0,
+    classifier: str = "perceptron",
+    resample: bool = False,
+) -> float:
+    """Test oracle: `layer_separability` of two samples A `(n_a, f)` and B `(n_b, f)`: the test accuracy of one split."""
+    return float(
+        layer_separability(
+            A[:, None], B[:, None], train_fraction, seed, classifier, False, resample
+        )[0]
+    )
+
 
 
 @pytest.mark.parametrize("classifier", ["perceptron", "logistic"])

@@ -3,6 +3,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from lotlib.chapters.b4_residuals import (
+    gaussian_reference,
+    heavy_share_z,
+    law_subset_table,
+    law_subsets,
+    residual_consistency,
+    tau1_variances,
+)
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import residuals
 from lotlib.lines_of_thought.nulls import shuffled_pilots
@@ -12,21 +20,15 @@ from lotlib.lines_of_thought.residuals import (
     fit_accumulated,
     fit_laws,
     fit_variance,
-    gaussian_reference,
-    heavy_share_z,
-    law_subset_table,
-    law_subsets,
     offdiagonal_correlation,
     pair_mask,
     pair_statistics,
     percentile_estimate,
     resampled_pairs,
-    residual_consistency,
     residual_coordinates,
     residual_nulls,
     singular_coordinates,
     singular_pair_moments,
-    tau1_variances,
 )
 
 

@@ -4,19 +4,27 @@ import pytest
 import torch
 
 from lotlib import capture, gibberish, load_model
+from lotlib.chapters.b2_ensemble_svd import consecutive_kl
 from lotlib.lines_of_thought.ensemble import ensemble_svd
 from lotlib.lines_of_thought.truncation import (
     TruncatedReadout,
-    consecutive_kl,
     kl,
     next_token_logprobs,
-    propagated_truncated_kl,
     propagated_truncation,
     shared_tokens,
     top_tokens,
-    truncated_kl,
     truncation_scores,
 )
+
+
+def truncated_kl(view, x, basis, ks, batch_size=256, progress=True):
+    """Test oracle: the `kl` of `truncation_scores`, `(len(ks), n)`."""
+    return truncation_scores(view, x, basis, ks, batch_size=batch_size, progress=progress).kl
+
+
+def propagated_truncated_kl(model, ids, bases, ks, batch_size=32, progress=True):
+    """Test oracle: the `kl` of `propagated_truncation`, `(len(ks), n)`."""
+    return propagated_truncation(model, ids, bases, ks, batch_size=batch_size, progress=progress).kl
 
 
 @pytest.fixture(params=["tiny_gpt2_dir", "tiny_llama_dir"])
@@ -131,7 +139,8 @@ def test_propagated_truncation_runs_on_a_half_precision_model(tiny_llama_dir):
 
 
 def test_truncation_grid_and_random_directions():
-    from lotlib.lines_of_thought.truncation import random_orthonormal, truncation_grid
+    from lotlib.chapters.b2_ensemble_svd import random_orthonormal
+    from lotlib.lines_of_thought.truncation import truncation_grid
 
     assert truncation_grid(64) == [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64]
     Q = random_orthonormal(8, seed=3)
@@ -139,7 +148,8 @@ def test_truncation_grid_and_random_directions():
 
 
 def test_criteria_on_known_scores_and_weights_as_repeated_pilots():
-    from lotlib.lines_of_thought.truncation import Truncation, criteria
+    from lotlib.chapters.b2_ensemble_svd import criteria
+    from lotlib.lines_of_thought.truncation import Truncation
 
     ks = [1, 2, 4, 8, 16]  # d = 16, d/4 = 4
     kl_curve = np.array([10.0, 5.0, 2.0, 0.5, 0.0])
@@ -158,9 +168,9 @@ def test_criteria_on_known_scores_and_weights_as_repeated_pilots():
 
 
 def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(tiny_gpt2_dir, monkeypatch):
-    from lotlib.lines_of_thought import truncation
+    from lotlib.chapters import b2_ensemble_svd as truncation
+    from lotlib.chapters.b2_ensemble_svd import criteria, resampled_truncation
     from lotlib.lines_of_thought.ensemble import paper_pilots
-    from lotlib.lines_of_thought.truncation import criteria, resampled_truncation
 
     model = load_model(str(tiny_gpt2_dir))
     ids = gibberish(model.view.W_E.shape[0], n_s=180, n_k=6, seed=2).ids
@@ -188,7 +198,7 @@ def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(tiny_
 
 
 def test_truncation_protocols_run_both_readings(tiny):
-    from lotlib.lines_of_thought.truncation import truncation_protocols
+    from lotlib.chapters.b2_ensemble_svd import truncation_protocols
 
     model, ids, X = tiny
     U, _ = ensemble_svd(X)
@@ -203,7 +213,7 @@ def test_truncation_protocols_run_both_readings(tiny):
 
 
 def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkeypatch):
-    from lotlib.lines_of_thought import truncation
+    from lotlib.chapters import b2_ensemble_svd as truncation
     from lotlib.stats import draw_pilots
 
     calls = []
@@ -229,8 +239,8 @@ def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkey
 def test_truncation_cost_scores_the_true_next_token_of_held_out_pilots(tiny_gpt2_dir):
     """C7: the bases are fit on the first n_fit pseudo-sentences, the next n_scored are truncated; p's loss is the
     model's own next-token loss on the following chunk's first token, and at K = D truncation costs nothing."""
+    from lotlib.chapters.c8_truncation_cost import next_tokens, truncation_cost
     from lotlib.lines_of_thought.ensemble import Ensemble
-    from lotlib.lines_of_thought.truncation import next_tokens, truncation_cost
 
     model = load_model(str(tiny_gpt2_dir))
     corpus = gibberish(model.view.W_E.shape[0], n_s=83, n_k=6, seed=2)
