@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..lines_of_thought.extrapolation import residuals
+from ..lines_of_thought.extrapolation import eq1_residuals
 from ..lines_of_thought.residuals import (
     PairLayers,
     PairStatistics,
@@ -268,7 +268,7 @@ def residual_consistency(
     X: np.ndarray, Y: np.ndarray, U: np.ndarray, S: np.ndarray, t: int
 ) -> tuple[np.ndarray, float]:
     """The residual at t, tau = 1 in the aligned basis of t + 1, `(N, k)` float64, and its largest relative
-    difference from the direct Eq. 1 residual (`extrapolation.residuals`) mapped to that basis."""
+    difference from the direct Eq. 1 residual (`extrapolation.eq1_residuals`) mapped to that basis."""
     w = residual_coordinates(Y, S, t, 1).astype(np.float64)
-    direct = residuals(X, U, S, t, 1) @ U[t + 1]
+    direct = eq1_residuals(X, U, S, t, 1) @ U[t + 1]
     return w, float(np.abs(direct - w).max() / np.abs(w).max())

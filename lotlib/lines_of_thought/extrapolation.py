@@ -59,7 +59,7 @@ def extrapolate(
     return (coords * _ratio(S[t + tau][cols], S[t][cols])) @ target.T
 
 
-def residuals(
+def eq1_residuals(
     X: np.ndarray,
     U: np.ndarray,
     S: np.ndarray,

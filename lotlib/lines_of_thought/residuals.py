@@ -6,7 +6,7 @@ In the aligned singular basis U(t+tau) the residual of Eq. 1 has the coordinates
     U(t+tau)^T w = y(t+tau) - Lambda y(t),    y(t) = U(t)^T x(t),    Lambda = Sigma(t+tau) Sigma(t)^-1,
 
 so with the coordinates y of every layer computed once, each (t, t+tau) pair costs O(N k) instead of
-two (N, D) x (D, D) products (`lotlib.lines_of_thought.extrapolation.residuals` is the direct form; the tests
+two (N, D) x (D, D) products (`lotlib.lines_of_thought.extrapolation.eq1_residuals` is the direct form; the tests
 check that both agree). Raw coordinates are w = U(t+tau) (y(t+tau) - Lambda y(t)).
 
 Intervals without recomputing the residuals: `resampled_pairs` evaluates the law's ingredients on the whole
@@ -38,7 +38,7 @@ from ..stats import (
     split_pilots,
 )
 from .ensemble import align_bases, ensemble_svd
-from .extrapolation import residuals
+from .extrapolation import eq1_residuals
 from .nulls import shuffled_pilots, structureless_cloud
 
 
@@ -587,7 +587,7 @@ class ResidualNulls:
         return {
             name: self.bootstrap(
                 offdiagonal_correlation(
-                    residuals(Z, *self.bases[name], t, 1),
+                    eq1_residuals(Z, *self.bases[name], t, 1),
                     self.weights[: 1 + self.n_boot],
                 )
             )
