@@ -96,9 +96,8 @@ ens
 # largest singular directions of the last layer's ensemble, as in chapter B1.
 
 # %%
-rng = np.random.default_rng(seed)
-shown = draw_pilots(len(held), n_show, rng)
-summary_pilots = draw_pilots(len(held), n_summary, rng)
+rng, n = np.random.default_rng(seed), len(held)
+shown, summary_pilots = (draw_pilots(n, k, rng) for k in (n_show, n_summary))
 times, paths = continuous.restarted_paths(held[shown], flow, layers, per_layer)
 bridged = c3.bridged_paths(held[shown], paths, layers)
 basis = fit.U[L][:, np.argsort(fit.S[L])[::-1][:3]]
