@@ -53,8 +53,9 @@ import pandas as pd
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import ensemble, figures
-from lotlib.intervals import STRADDLES, side_word
+from lotlib.chapters import b1_lines_of_thought as b1
+from lotlib.lines_of_thought import ensemble
+from lotlib.stats import STRADDLES, side_word
 from lotlib.lines_of_thought.ensemble import open_ensemble
 
 plots.apply_theme()
@@ -70,12 +71,12 @@ ens
 
 # %%
 U, S = ensemble.ensemble_svd(X)  # per layer: U (L+1, D, k), S (L+1, k)
-pilots, fit, held = ensemble.draw_pilots(ens.n_s, n_pilots, seed)
+pilots, fit, held = b1.picture_and_halves(ens.n_s, n_pilots, seed)
 layers = np.arange(1, L + 1)
-P = ensemble.project(X[pilots][:, layers], U[L][:, :3])  # (n_pilots, L, 3)
+P = b1.project(X[pilots][:, layers], U[L][:, :3])  # (n_pilots, L, 3)
 title = f"{len(pilots)} lines of thought, {model}, t = 1..{L}, on u1..u3 of U({L})"
-figures.show_paths(P, layers, title)
-energy = ensemble.squared_norm_shares(S[L])
+b1.show_paths(P, layers, title)
+energy = b1.squared_norm_shares(S[L])
 glue("energy_u2_last_layer", energy[1])
 glue("energy_u3_last_layer", energy[2])
 
@@ -104,9 +105,9 @@ glue("energy_u3_last_layer", energy[2])
 # states can span, min(N_s − 1, D); the table gives the counts at t = 1, L/2 and L.
 
 # %%
-counts = ensemble.direction_counts(X, S, share=0.9, seed=seed)  # reading -> (L+1,)
+counts = b1.direction_counts(X, S, share=0.9, seed=seed)  # reading -> (L+1,)
 span = min(ens.n_s - 1, D)
-figures.direction_counts_figure(counts, span, f"Directions for 90%, {model}")
+b1.direction_counts_figure(counts, span, f"Directions for 90%, {model}")
 glue("span", span)
 pd.DataFrame(counts).loc[[1, L // 2, L]].rename_axis("layer t")
 
@@ -131,8 +132,8 @@ pd.DataFrame(counts).loc[[1, L // 2, L]].rename_axis("layer t")
 
 # %%
 K = D // 4
-per_layer = ensemble.held_out_shares(X, fit, held, K, n_boot=n_boot, seed=seed)
-figures.held_out_share_figure(
+per_layer = b1.held_out_shares(X, fit, held, K, n_boot=n_boot, seed=seed)
+b1.held_out_share_figure(
     per_layer, K, f"Held-out variance, D/4 directions, {model}"
 )
 for name, key in (("side", "ensemble"), ("cloud_side", "structureless cloud")):
@@ -156,11 +157,11 @@ for name, key in (("side", "ensemble"), ("cloud_side", "structureless cloud")):
 
 # %%
 second_half = np.arange(L // 2, L + 1)
-dims = ensemble.widest_coordinates(X[:, L])
+dims = b1.widest_coordinates(X[:, L])
 names = tuple(f"x[{d}]" for d in dims)
 C = X[pilots][:, second_half][:, :, dims].astype(np.float64)  # (n_pilots, ·, 3)
 title = f"t = {L // 2}..{L} in coordinates {', '.join(names)}"
-figures.show_paths(C, second_half, title, names)
+b1.show_paths(C, second_half, title, names)
 spread = X[:, L].std(axis=0)  # (D,) over pilots
 glue("raw_spreads", ", ".join(f"{n}: {s:.2f}" for n, s in zip(names, spread[dims])))
 glue("median_spread", float(np.median(spread)))
@@ -198,7 +199,7 @@ values = {
     "k_quarter_d": K,
     "energy_top3_last_layer": energy[:3].sum(),
     "energy_u1_last_layer": energy[0],
-    **ensemble.dimension_summary(counts, per_layer, L),
+    **b1.dimension_summary(counts, per_layer, L),
 }
 why = "a cloud with the same coordinate variances passes: wide coordinates suffice"
 conclude("b1_lines_of_thought", values, model, why_not_diagnostic=why)

@@ -70,10 +70,11 @@ import numpy as np
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import ensemble, figures, truncation
+from lotlib.chapters import b2_ensemble_svd as b2
+from lotlib.lines_of_thought import ensemble, truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.lines_of_thought.authors_protocol import paper_pilots_label
-from lotlib.intervals import side_word
+from lotlib.lines_of_thought.ensemble import paper_pilots_label
+from lotlib.stats import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
@@ -100,11 +101,9 @@ ens
 
 # %%
 turning = ensemble.basis_turning(U_al, S, S_al, n=4)
-figures.angle_maps(
-    turning.angles, f"Angles between aligned singular vectors, {model}"
-)
+b2.angle_maps(turning.angles, f"Angles between aligned singular vectors, {model}")
 glue("angle_u1_embedding", turning.embedding[0])
-figures.turning_table(turning)
+b2.turning_table(turning)
 
 # %% [markdown]
 # **What to notice.** Dark squares along the diagonal are runs of layers over which a direction stays put;
@@ -123,8 +122,8 @@ figures.turning_table(turning)
 # slope of a least-squares line through log σ_i against log i, over i = 10..k/2, summarizes the bulk.
 
 # %%
-figures.spectra_figure(S, f"Singular-value spectra per layer, {model}")
-slopes, gap = ensemble.spectrum_slopes(S), S[:, 0] / S[:, 1]
+b2.spectra_figure(S, f"Singular-value spectra per layer, {model}")
+slopes, gap = b2.spectrum_slopes(S), S[:, 0] / S[:, 1]
 glue("sigma1_over_sigma2_first", gap[1])
 glue("sigma1_over_sigma2_middle", gap[L // 2])
 glue("spectrum_slope_first", slopes[1])
@@ -171,7 +170,7 @@ glue("spectrum_slope_first", slopes[1])
 
 # %%
 ks = truncation.truncation_grid(D)
-runs = truncation.truncation_at_sizes(
+runs = b2.truncation_at_sizes(
     ens.lm,
     ens.corpus.ids,
     X,
@@ -187,7 +186,7 @@ runs = truncation.truncation_at_sizes(
     top=top,
 )
 book, paper = runs.values()
-figures.truncation_bands(runs, D, model)
+b2.truncation_bands(runs, D, model)
 
 # %% [markdown]
 # **What to notice.** Both curves fall as K grows and reach 0 at K = D (the full basis reproduces the
@@ -211,9 +210,9 @@ columns = {
     f"{name}, {label}": found
     for label, run in runs.items()
     for name, found in run.found.items()
-    if name != truncation.RANDOM
+    if name != b2.RANDOM
 }
-figures.truncation_table(columns, book.found[truncation.RANDOM], top)
+b2.truncation_table(columns, book.found[b2.RANDOM], top)
 versus = ("below", "consistent with", "above")
 for key, at in (
     ("kl_drop", 0.1),
@@ -252,7 +251,7 @@ for key, at in (
 # distribution is: then every K of the grid passes it. It is shown for reference and judges nothing.
 
 # %%
-base = float(np.median(truncation.consecutive_kl(ens.lm.view, X[:, L])))
+base = float(np.median(b2.consecutive_kl(ens.lm.view, X[:, L])))
 kl_k1 = book.protocols["last layer"].kl[0].mean()
 glue("kl_k1_last_layer", kl_k1)
 
@@ -291,12 +290,12 @@ values = {
     "n_propagated": book.scored("every layer"),
     "ks": ks,
     "top": top,
-    **ensemble.turning_summary(turning),
+    **b2.turning_summary(turning),
     "sigma1_over_sigma2_last": gap[L],
     "spectrum_slope_middle": slopes[L // 2],
     "spectrum_slope_last": slopes[L],
     **book.summary(),
-    **paper.summary(truncation.PAPER_NS),
+    **paper.summary(b2.PAPER_NS),
     "kl_baseline_median": base,
     "kl_k1_over_baseline": kl_k1 / base,
 }

@@ -99,22 +99,24 @@ n_boot: int = 2000  # bootstrap resamples of held-out pilots for the error ratio
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import figures
-from lotlib.lines_of_thought.authors_protocol import paper_pilots_label
+from lotlib.chapters import b3_extrapolation as b3
+from lotlib.lines_of_thought.ensemble import paper_pilots_label
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.extrapolation import (
     HeldOutBases,
-    prediction_errors,
     repeated_svm,
     BASES_FROM,
     same_pilot_svm,
+)
+from lotlib.chapters.b3_extrapolation import (
+    prediction_errors,
     subsamples,
     svm_by_tau,
     svm_features,
     svm_true_vs_true,
     versus_paper,
 )
-from lotlib.intervals import side_word
+from lotlib.stats import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
@@ -145,7 +147,7 @@ ens
 # the norm).
 
 # %%
-figures.extrapolation_grid(
+b3.extrapolation_grid(
     study,
     study.starts(n_rows),
     taus,
@@ -173,7 +175,7 @@ title = (
     f"Single-state error from t = {first}, {model}, {len(study.held)} held-out "
     "pilots"
 )
-figures.prediction_error_figure(errors, n_boot, seed, title)
+b3.prediction_error_figure(errors, n_boot, seed, title)
 found = errors.summary(n_boot=n_boot, seed=seed)
 for when in ("tau1", "tau_max"):
     ratio = found[f"error_ratio_eq1_{when}"].value
@@ -208,7 +210,7 @@ for when in ("tau1", "tau_max"):
 curves = svm_by_tau(study, pilots.test, errors.taus, **svm)
 true_vs_true = svm_true_vs_true(study, pilots.shuffled, (1, tau_max), **svm)
 title = f"Linear SVM from t = {first}, {len(pilots.test)} pilots per class, {model}"
-figures.svm_figure(curves, true_vs_true, errors.taus, title)
+b3.svm_figure(curves, true_vs_true, errors.taus, title)
 for key, curve in zip(("eq1", "cloud", "naive"), curves.values()):
     glue(f"svm_{key}_near", curve[0])
     glue(f"svm_{key}_far", curve[-1])
@@ -278,7 +280,7 @@ for bases in BASES_FROM:
         ens.X[paper_set], first, svm_starts, tau_max, bases_from=bases, **verdict
     )
 title = f"Extrapolated vs true ensembles, three protocols, {model}"
-figures.svm_protocols_figure(paper, verdicts, tau_max, title)
+b3.svm_protocols_figure(paper, verdicts, tau_max, title)
 for key, word in versus_paper(paper, verdicts).items():
     glue(key, word)
 

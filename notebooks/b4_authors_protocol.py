@@ -82,7 +82,7 @@ seed: int = 0  # the pilots drawn, the resamples, the cloud and the Gaussian flo
 from lotlib import plots
 from lotlib.book.report import band, conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import figures
+from lotlib.chapters import b4_authors_protocol as b4
 from lotlib.lines_of_thought.authors_protocol import PaperProtocol
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import PairLayers
@@ -104,7 +104,7 @@ ens
 # %%
 authors = PaperProtocol.run(ens, pairs, n_s_paper, n_boot, seed, cap=n_s)
 title = f"The authors' protocol, N_s = {authors.n_s}, {model}"
-figures.authors_heatmaps(authors.runs, pairs, title)
+b4.authors_heatmaps(authors.runs, pairs, title)
 
 # %% [markdown]
 # **What to notice.** λ is {glue:text}`paper_lambda_log_mean` per layer from the log of the mean variance and

@@ -96,19 +96,21 @@ seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian referen
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import figures
+from lotlib.chapters import b4_residuals as b4
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import (
     PairLayers,
+    pair_statistics,
+    residual_nulls,
+    singular_coordinates,
+)
+from lotlib.chapters.b4_residuals import (
     gaussian_reference,
     heavy_share_z,
     law_subset_table,
     law_subsets,
     moment_table,
-    pair_statistics,
     residual_consistency,
-    residual_nulls,
-    singular_coordinates,
     tau1_variances,
 )
 
@@ -143,11 +145,11 @@ null_z, null_kurt = gaussian_reference(ens.n_s, U.shape[2], seed)
 moment_table({"aligned singular basis": st, "raw coordinates": raw}, pairs)
 
 # %%
-figures.residual_heatmaps(
+b4.residual_heatmaps(
     st, pairs, f"Residual coordinates in the basis U(t+τ), {model}"
 )
 if raw is not None:
-    figures.residual_heatmaps(raw, pairs, f"Residual in raw coordinates, {model}")
+    b4.residual_heatmaps(raw, pairs, f"Residual in raw coordinates, {model}")
 
 # %% [markdown]
 # **What to notice.** The left panel: |μ/σ| averages {glue:text}`mean_abs_z:.4f` against the Gaussian
@@ -197,7 +199,7 @@ nulls.law_table(laws)
 title = (
     f"Residual variance by arrival layer, colored by τ: model and nulls, {model}"
 )
-figures.relative_variance_facets(nulls.resampled, pairs, title)
+b4.relative_variance_facets(nulls.resampled, pairs, title)
 by_tau = nulls.rho_by_tau()
 rho_by_tau = ", ".join(f"{v:.2f} at τ = {t}" for t, v in by_tau.items())
 glue("rho_by_tau_text", rho_by_tau)
@@ -283,7 +285,7 @@ glue("z_rest", rest_z)
 # layer t = `t_pdf`, for several τ, against the standard normal density (log scale shows the tails).
 
 # %%
-figures.noise_pdfs(
+b4.noise_pdfs(
     Y, S, pairs.t_pdf, [tau for tau in pdf_taus if pairs.t_pdf + tau <= ens.L]
 )
 
@@ -303,7 +305,7 @@ figures.noise_pdfs(
 # ensemble of states (a few pilots far out), not from what the layers do to them.
 
 # %%
-figures.kurtosis_figure(nulls.resampled, pairs)
+b4.kurtosis_figure(nulls.resampled, pairs)
 tails = nulls.model_kurtosis()
 
 # %% [markdown]
@@ -329,7 +331,7 @@ tails = nulls.model_kurtosis()
 # %%
 var_tau1, spread = tau1_variances(st, pairs)
 title = f"Per-coordinate residual variance, τ = 1, {model}"
-figures.coordinate_variance_figure(var_tau1, pairs, fit_lm, title)
+b4.coordinate_variance_figure(var_tau1, pairs, fit_lm, title)
 
 # %% [markdown]
 # **What to notice.** Eq. 2 says every coordinate has the same variance. The width of the grey band (up to
@@ -351,7 +353,7 @@ figures.coordinate_variance_figure(var_tau1, pairs, fit_lm, title)
 # %%
 w, consistency = residual_consistency(ens.X, Y, U, S, pairs.t_pdf)
 title = f"Residual correlations, t = {pairs.t_pdf}, τ = 1, top {n_corr} directions"
-figures.correlation_heatmap(w, S[pairs.t_pdf + 1], n_corr, title)
+b4.correlation_heatmap(w, S[pairs.t_pdf + 1], n_corr, title)
 
 # %% [markdown]
 # **What to notice.** The fast coordinates and the direct Eq. 1 residual agree to a relative

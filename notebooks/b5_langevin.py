@@ -89,9 +89,10 @@ import pandas as pd
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import figures, langevin
+from lotlib.chapters import b5_langevin as b5
+from lotlib.lines_of_thought import langevin
 from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.intervals import side_word
+from lotlib.stats import side_word
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
@@ -212,8 +213,8 @@ sde.turn_table()
 # %%
 predicted = langevin.predictions(sde, n_samples, seed)  # each (n_h, m, n + 1, D)
 lang_name = f"Langevin (noise {noise})"
-drift_error = langevin.scheme_error(sde)
-figures.langevin_scatter(
+drift_error = b5.scheme_error(sde)
+b5.langevin_scatter(
     sde,
     predicted[lang_name],
     n_plot,
@@ -259,7 +260,7 @@ pd.DataFrame(
 # τ = `n_layers`.
 
 # %%
-shares = langevin.residual_shares(sde)
+shares = b5.residual_shares(sde)
 glue("residual_share_last", float(shares["held out"].iloc[-1]))
 shares.round(2)
 
@@ -283,7 +284,7 @@ margins = langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed)
 margin = margins.estimate("noiseless linear map (Eq. 1)")
 words = ("not closer to", "not measurably closer to", "closer to")
 glue("langevin_vs_map", side_word(margin, words))
-figures.energy_figure(
+b5.energy_figure(
     energy,
     f"Distance to the true held-out ensemble (mean, 95% CI over seeds), {model}",
 )
@@ -322,7 +323,7 @@ energy.groupby("layer t").mean().drop(columns="seed").round(3)
 
 # %%
 fp = langevin.fokker_planck(sde, n_boot, seed)
-figures.fokker_planck_figure(
+b5.fokker_planck_figure(
     fp.by_layer, f"Fokker-Planck view: predicted vs true held-out moments, {model}"
 )
 plt.show()
@@ -349,7 +350,7 @@ fp.table()
 # matched noise.
 
 # %%
-variants = langevin.scheme_variants(sde)
+variants = b5.scheme_variants(sde)
 variants.round(3)
 
 # %% [markdown]
@@ -390,7 +391,7 @@ values = {
     "variance_ratio_all_langevin_last": ratios[lang_name]["all D"],
     "variance_ratio_all_other_noise_last": ratios[list(predicted)[1]]["all D"],
     "variance_ratio_all_linear_last": ratios[list(predicted)[3]]["all D"],
-    **langevin.energy_summary(energy, lang_name, margins),
+    **b5.energy_summary(energy, lang_name, margins),
     **fp.summary(lang_name),
     **{
         f"variance_ratio_{s}_{'log' if spline == 'ln sigma' else 'sigma'}": v

@@ -71,19 +71,20 @@ import numpy as np
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.lines_of_thought import continuous, ensemble, figures
-from lotlib.intervals import STRADDLES, side_word
+from lotlib.chapters import c3_continuous_lines as c3
+from lotlib.lines_of_thought import continuous, ensemble
+from lotlib.stats import STRADDLES, draw_pilots, side_word
 
 plots.apply_theme()
 ens = ensemble.open_ensemble(
     model, n_k=n_k, n_s=n_s, device=device, dtype=dtype, at_least_width=True
 )
 X, L = ens.X, ens.L  # X: (N_s, L+1, D)
-first, last, t_free = continuous.continuous_layers(
+first, last, t_free = c3.continuous_layers(
     L, first_layer, last_layer, t_free, ens.lm.name
 )
 layers = np.arange(first, last + 1)
-fit = continuous.held_out_flow(X, layers, 0.5, seed, ens.lm.name)  # half the pilots
+fit = c3.held_out_flow(X, layers, 0.5, seed, ens.lm.name)  # half the pilots
 held, flow = X[fit.held], fit.flow  # every score below is of the held-out pilots
 ens
 
@@ -99,12 +100,13 @@ ens
 # largest singular directions of the last layer's ensemble, as in chapter B1.
 
 # %%
-shown, summary_pilots = ensemble.draw_sets(len(held), [n_show, n_summary], seed)
+rng, n = np.random.default_rng(seed), len(held)
+shown, summary_pilots = (draw_pilots(n, k, rng) for k in (n_show, n_summary))
 times, paths = continuous.restarted_paths(held[shown], flow, layers, per_layer)
-bridged = continuous.bridged_paths(held[shown], paths, layers)
+bridged = c3.bridged_paths(held[shown], paths, layers)
 basis = fit.U[L][:, np.argsort(fit.S[L])[::-1][:3]]
 title = f"Continuous lines of thought, {model}, t = {first}..{last}"
-figures.continuous_lines(held, shown, paths, bridged, basis, layers, title)
+c3.continuous_lines(held, shown, paths, bridged, basis, layers, title)
 
 # %% [markdown]
 # **What to notice.** Between two layers the curves can bend: the flow turns with the singular basis (the
@@ -119,9 +121,9 @@ figures.continuous_lines(held, shown, paths, bridged, basis, layers, title)
 # bootstrap interval over those pilots.
 
 # %%
-anchoring = continuous.anchoring(X, fit, layers, n_boot=n_boot, seed=seed)
+anchoring = c3.anchoring(X, fit, layers, n_boot=n_boot, seed=seed)
 title = f"How far the flow from x(t) lands from x(t+1) (median, quartiles), {model}"
-figures.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
+c3.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
 glue("landing_word", side_word(anchoring.landing_gap, STRADDLES, 1.0))
 glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 
@@ -141,7 +143,7 @@ glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 # (k = 0 is staying put, k = D the full flow; code: `extrapolation.extrapolate` with `rank=k`):
 
 # %%
-figures.stability_figure(anchoring.overlap, anchoring.partial_gap)
+c3.stability_figure(anchoring.overlap, anchoring.partial_gap)
 gaps = anchoring.partial_gap.items()
 glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 
@@ -165,11 +167,11 @@ glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 # pilots: 1 for a straight segment.
 
 # %%
-summary = continuous.path_summary(held[summary_pilots], flow, layers, per_layer=8)
+summary = c3.path_summary(held[summary_pilots], flow, layers, per_layer=8)
 ratio = {"bridged length / chord": summary["length_ratio"]}  # (n_summary, n_seg)
 title = "Curvature of the continuous lines (median, quartiles over pilots)"
-figures.medians_by_layer(ratio, layers[1:], "bridged length / chord", title)
-curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
+c3.medians_by_layer(ratio, layers[1:], "bridged length / chord", title)
+curvature = c3.median_over_pilots(summary["length_ratio"], n_boot, seed)
 
 # %% [markdown]
 # **What to notice.** The median ratio of the bridged path's length to the chord is
@@ -183,7 +185,7 @@ curvature = continuous.median_over_pilots(summary["length_ratio"], n_boot, seed)
 # of B3/B4 at growing τ.
 
 # %%
-free_err, eq1 = continuous.free_flow_errors(held, flow, fit.U, fit.S, t_free, last)
+free_err, eq1 = c3.free_flow_errors(held, flow, fit.U, fit.S, t_free, last)
 errors = ", ".join(f"τ {t}: {e:.2f}" for t, e in enumerate(free_err) if t)
 glue("free_errors", errors)
 glue("flipped_free", f"{flow.flipped[t_free]} and {flow.flipped[last]}")

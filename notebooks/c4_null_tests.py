@@ -116,8 +116,8 @@ import lotlib
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue, not_applicable
-from lotlib.intervals import side_word
-from lotlib.lines_of_thought import figures
+from lotlib.stats import draw_pilots, resampling_weights, side_word
+from lotlib.chapters import c4_null_tests as c4
 from lotlib.lines_of_thought import null_tests as nt
 from lotlib.models.bounds import block_index, pilot_count
 
@@ -146,12 +146,12 @@ glue("gibberish_example", repr(lm.tokenizer.decode(noise.ids[0])))
 # `null_tests.gibberish_pairs`, `null_tests.separability_by_split`, `null_tests.split_rows`.
 
 # %%
-pairs = nt.gibberish_pairs(lm, untrained, language, noise, seed)  # (n, L+1, D) each
+pairs = c4.gibberish_pairs(lm, untrained, language, noise, seed)  # (n, L+1, D) each
 splits = [seed + i for i in range(n_splits)]
-separable = nt.separability_by_split(
+separable = c4.separability_by_split(
     pairs, splits, train_fraction, classifier, n_boot_splits, seed
 )
-figures.separability_figure(
+c4.separability_figure(
     separable.table(),
     f"Linear separability of pilots, {classifier}, N_k = {n_k_gibberish}, "
     f"{language.n_s} per class, {model} (band: the sample's {n_splits} splits)",
@@ -209,9 +209,9 @@ compared = {
 del lm, untrained  # free both models before the next ones load
 N, layers = walden.n_s, np.arange(1, L + 1)
 same_weights = np.array_equal(*compared.values())  # a model with random weights
-pilots = nt.drawn_pilots(N, n_pilots, seed)
-weights = nt.resampling_weights(N, n_boot, seed)  # (1 + n_boot, N), row 0: sample
-P_untrained = nt.last_layer_view(compared["untrained"], pilots)  # (n_pilots, L, 3)
+pilots = draw_pilots(N, n_pilots, np.random.default_rng(seed))
+weights = resampling_weights(N, n_boot, seed)  # (1 + n_boot, N), row 0: sample
+P_untrained = c4.last_layer_view(compared["untrained"], pilots)  # (n_pilots, L, 3)
 title = (
     f"{len(pilots)} lines of thought, untrained {model} (seed {seed}), t = 1..{L}"
 )
@@ -228,8 +228,8 @@ plots.show(plots.paths_3d(P_untrained, layers, f"{title}, on u1..u3 of U({L})"))
 # resample is a row of counts, the weighted mean one matrix product). Code: `null_tests.path_shapes`.
 
 # %%
-shapes = nt.path_shapes(compared, pilots, weights)
-figures.path_shapes_figure(shapes, f"Paths of the trained and untrained {model}")
+shapes = c4.path_shapes(compared, pilots, weights)
+c4.path_shapes_figure(shapes, f"Paths of the trained and untrained {model}")
 plt.show()
 glue("random_walk", 1 / np.sqrt(L - 1))
 
@@ -279,8 +279,8 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # `refitted_pairs`.
 
 # %%
-law, arrival_r2_gap = nt.compare_noise_laws(compared, weights, n_boot_kurtosis)
-figures.noise_law_pairs_figure(law, model)
+law, arrival_r2_gap = c4.compare_noise_laws(compared, weights, n_boot_kurtosis)
+c4.noise_law_pairs_figure(law, model)
 plt.show()
 
 # %% [markdown]
@@ -322,7 +322,7 @@ plt.show()
 
 # %%
 sizes = (n_k, n_s_paper or n_s, n_pilots, n_boot)  # the paper model's
-paper = nt.architecture_null(paper_null, law["trained"], *sizes, seed, **where)
+paper = c4.architecture_null(paper_null, law["trained"], *sizes, seed, **where)
 views = {f"untrained {model} (seed {seed}), L = {L}, D = {D}": P_untrained}
 views.update(paper.views(seed))
 fig = plt.figure(figsize=(6.5 * len(views), 5.5))
@@ -370,7 +370,7 @@ for key, word in paper.words(skipped="not measured (paper_null is empty)").items
 first = L // 2 if reinit_from is None else reinit_from
 split = block_index(first, L, "reinit_from", model)
 reinit_seeds = [] if same_weights else [seed + i for i in range(n_reinit)]
-X_reinit = nt.reinitialised_trajectories(
+X_reinit = c4.reinitialised_trajectories(
     model, walden, split, reinit_seeds, **where
 )
 shown = {
@@ -380,8 +380,8 @@ shown = {
         for s, X in X_reinit.items()
     },
 }
-stall = nt.stalling_table(shown, split)
-figures.stalling_figure(
+stall = c4.stalling_table(shown, split)
+c4.stalling_figure(
     nt.step_table(shown),
     split,
     f"Stalling after re-initialisation of blocks {split}..{L - 1} (dashed), "
@@ -397,9 +397,9 @@ stall
 # %%
 if X_reinit:  # an untrained model has nothing to re-initialise
     draw = reinit_seeds[0]
-    P_reinit = nt.last_layer_view(X_reinit[draw], pilots)
+    P_reinit = c4.last_layer_view(X_reinit[draw], pilots)
     title = f"blocks {split}.. re-initialised (seed {draw}), on u1..u3 of U({L})"
-    figures.paths_side_by_side({"untrained": P_untrained, title: P_reinit}, layers)
+    c4.paths_side_by_side({"untrained": P_untrained, title: P_reinit}, layers)
     plt.show()
     plots.show(
         plots.paths_3d(P_reinit, layers, f"{len(pilots)} lines of thought, {title}")
@@ -463,7 +463,7 @@ values = {
     "paper_null": paper_null,
     **separable.summary(),
     **shapes.summary(),
-    **nt.noise_law_summary(law),
+    **c4.noise_law_summary(law),
     **{f"{name}_{key}": stall.loc[name, key] for name in compared for key in stall},
     **paper_values,
     **{
@@ -473,7 +473,7 @@ values = {
             gap_paper: paper_values[gap_paper],
         }.items()
     },
-    **nt.reinit_stalling(stall, skipped=not_applicable(untrained_itself)),
+    **c4.reinit_stalling(stall, skipped=not_applicable(untrained_itself)),
 }
 why = "the untrained model or two halves of Walden pass it too"
 conclude("c4_null_tests", values, model, why_not_diagnostic=why)

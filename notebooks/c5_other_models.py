@@ -109,9 +109,8 @@ import matplotlib.pyplot as plt
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.intervals import side_word
-from lotlib.lines_of_thought import figures
-from lotlib.lines_of_thought import null_tests as nt
+from lotlib.stats import side_word
+from lotlib.chapters import c5_other_models as c5
 from lotlib.models.sources import default_models
 
 plots.apply_theme()
@@ -139,7 +138,7 @@ glue("others_shown", ", ".join(names[1:]) or "none")
 
 # %%
 measures = {
-    name: nt.measure_model(
+    name: c5.measure_model(
         name,
         n_k=n_k,
         n_s=n_s,
@@ -164,7 +163,7 @@ measures = {
 # ## The noise law and the last layer
 
 # %%
-figures.last_layer_law_figure(measures)
+c5.last_layer_law_figure(measures)
 plt.show()
 
 # %% [markdown]
@@ -181,7 +180,7 @@ plt.show()
 # over pilots.
 
 # %%
-figures.leave_one_out_figure(measures, model)
+c5.leave_one_out_figure(measures, model)
 plt.show()
 m = measures[model].row
 words = ("does not break it", "may or may not break it", "breaks the law as well")
@@ -213,7 +212,7 @@ for key in ("last_layer_excess", "last_layer_excess_relative"):
 # ## The truncated next-token distribution, the spectrum and separability
 
 # %%
-figures.spectra_truncation_separability_figure(measures, n_k_gibberish)
+c5.spectra_truncation_separability_figure(measures, n_k_gibberish)
 plt.show()
 
 # %% [markdown]
@@ -245,7 +244,7 @@ bos = [
     for n, r in nll.items()
 ]
 glue("bos_text", "; ".join(bos) or "no model shown names a BOS token")
-nt.measures_table({name: m.row for name, m in measures.items()}, top)
+c5.measures_table({name: m.row for name, m in measures.items()}, top)
 
 # %% [markdown]
 # **What to notice.** Read the table row by row. The spectrum rows say how dominant the common direction u_1 is

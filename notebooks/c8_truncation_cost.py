@@ -49,7 +49,8 @@ n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 # %% tags=["hide-input"]
 from lotlib import plots
 from lotlib.book.report import conclude
-from lotlib.lines_of_thought import figures, truncation
+from lotlib.chapters import c8_truncation_cost as c8
+from lotlib.lines_of_thought import truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
 
 plots.apply_theme()
@@ -64,8 +65,8 @@ ens
 # middle, what it costs the true next token; right, how often p_K's most likely token is the true one.
 
 # %%
-cost = truncation.truncation_cost(ens, n_scored, n_boot=n_boot, seed=seed)
-figures.truncation_cost_figure(cost, ens.D, model)
+cost = c8.truncation_cost(ens, n_scored, n_boot=n_boot, seed=seed)
+c8.truncation_cost_figure(cost, ens.D, model)
 
 # %% [markdown]
 # **What to notice.** At K = D/4 the held-out KL is {glue:text}`kl_quarter_d_held_out` nats (Lines of

@@ -68,7 +68,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..intervals import Estimate, as_estimate, zero_band
+from ..stats import Estimate, as_estimate, zero_band
 from .pipeline import project_root
 from .summary import NOT_APPLICABLE, load_summaries
 

@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 from tqdm.auto import tqdm
 
-from ..intervals import is_estimate
+from ..stats import is_estimate
 from ..models.bounds import ParameterError
 from ..storage.atomic import write_text_atomic
 from .parameters import check_parameters

@@ -1,4 +1,2 @@
-"""Paper B, "Lines of Thought" (Sarfati et al.): the ensemble SVD, linear extrapolation, truncated
-next-token distributions, residual statistics, the Langevin model, continuous lines and the null tests.
-Uses `lotlib.models`, never `lotlib.traveling_words`.
-"""
+"""Paper B, "Lines of Thought" (Sarfati et al.): its building blocks (bases, Eq. 1, truncation, residuals, the
+Langevin model, continuous lines, nulls); the chapters' studies are in `lotlib.chapters`."""

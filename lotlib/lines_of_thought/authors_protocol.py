@@ -30,10 +30,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate, resampling_weights
+from ..stats import Estimate, centered_percentile, resampling_weights
 from .ensemble import align_bases
-from .extrapolation import centered_percentile
-from .null_tests import structureless_cloud
+from .nulls import structureless_cloud
 from .residuals import fit_laws, pair_mask
 
 ENSEMBLES = {
@@ -49,58 +48,6 @@ SUMMARIES = (
     "mean_log_var",
     "mean_abs_kurtosis",
 )
-
-
-def paper_pilots(
-    n_pilots: int,
-    d_model: int,
-    n_s: int | str = "2.8D",
-    seed: int = 0,
-    param: str = "n_s_paper",
-    model: str = "the model",
-    *,
-    cap: int | str | None,
-) -> np.ndarray:
-    """Sorted indices of a seeded subset of `n_pilots` pilots of the paper's size: `n_s` pilots, a count
-    or a multiple of the width `d_model` ("2.8D": about 2,900 pilots for GPT-2 medium's D = 1024, rounded
-    up by `lotlib.models.bounds.pilot_count`).
-
-    `cap` is the chapter's own count, the one the `n_pilots` were read under (None: all of the corpus). When
-    the corpus ran out before it (fewer pilots than `cap`, or `cap` None) and `n_s` asks for more than there
-    are, all of them are taken: the paper's practice for its widest models, whose tokenizers cut Walden into
-    fewer than 2.8 D pseudo-sentences (`paper_pilots_label` says so). Raises `ParameterError` naming `param`
-    when the pilots were capped below `n_s`, or number fewer than `d_model` (a full basis)."""
-    from ..models.bounds import ParameterError, pilot_count
-
-    want = pilot_count(n_s, d_model, param, model=model)
-    limit = pilot_count(cap, d_model, "n_s", model=model)
-    corpus_ran_out = limit is None or n_pilots < limit
-    if want > n_pilots and not (corpus_ran_out and n_pilots >= d_model):
-        raise ParameterError(
-            f"parameter {param} = {n_s!r} asks for {want} pilots (D = {d_model}) but the ensemble "
-            f"of {model} has {n_pilots}: open it with n_s >= {want}, or lower {param}"
-        )
-    if want >= n_pilots:
-        return np.arange(n_pilots)
-    rng = np.random.default_rng(seed)
-    return np.sort(rng.choice(n_pilots, size=want, replace=False))
-
-
-def paper_pilots_label(count: int, d_model: int, n_s: int | str = "2.8D") -> str:
-    """How many pilots `paper_pilots` took, in words: "2.8 D = 1,613 pilots", or, when the corpus was shorter
-    than `n_s` asks at width `d_model`, "2,851 pilots, all of Walden (...)"."""
-    from ..models.bounds import pilot_count
-
-    want = pilot_count(n_s, d_model)
-    asked = f"{want:,}"
-    if isinstance(n_s, str):  # "2.8D" -> "2.8 D = 4,301"
-        asked = f"{(n_s.replace(' ', '')[:-1] + ' D').strip()} = {want:,}"
-    if count >= want:
-        return f"{asked} pilots"
-    return (
-        f"{count:,} pilots, all of Walden ({asked} is more than it has at this tokenizer and width; the "
-        f"paper's 7B models, D = 4,096, can only have read all of it too)"
-    )
 
 
 @torch.inference_mode()
@@ -335,21 +282,16 @@ def authors_summary(
     (`lambda_mean_log`, `alpha_mean_log`); the mean over those pairs of mean abs(m) / sqrt(v) (`mean_abs_z`)
     and of mean abs(m / v) (`mean_abs_m_over_v`), and the mean over pairs departing at t >= late_from of
     mean abs(k) - 3 (`kurtosis_late`). The intervals come from the resamples' percentile interval
-    (`extrapolation.centered_percentile`): for the last three moved to the sample's value, for Eq. 2's four
+    (`stats.centered_percentile`): for the last three moved to the sample's value, for Eq. 2's four
     the smallest interval that holds it both moved and unmoved.
 
     Why moved: a repeated pilot adds sampling noise and tails, so these three sit higher in every resample
-    than in the sample (on a zero-mean Gaussian cloud of D = 128 and N = 3 D, mean abs(m) / sqrt(v) is 0.042,
-    its resamples 0.053-0.062); the paper's "~0" is judged against the same statistic on Gaussian samples of
+    than in the sample; the paper's "~0" is judged against the same statistic on Gaussian samples of
     the sample's size (`gaussian_floor`), which the moved interval meets and the raw one missed.
 
     Why both for Eq. 2: the bases are refitted on resamples that hold about 63% distinct pilots, and the
-    resamples of alpha move away from the sample's value in a direction that depends on the residual's law
-    (on Gemma 3 270M they lay wholly below it). On the synthetic ensembles of `benchmarks/coverage.py`, alpha
-    of mean(ln v)'s unmoved interval held the truth in 98 of 100 replications of the Langevin generator and 81
-    of the heavy-tailed cloud, the moved one in 89 and 91: the sample cannot tell which applies, and the
-    interval that holds both covered 99 and 92 (0.98 and 0.96 on the Gaussian clouds, where the unmoved one
-    gave 0.90 and 0.91), for intervals about a fifth wider."""
+    resamples of alpha move away from the sample's value in a direction that depends on the residual's law: the
+    sample cannot tell which applies, so the interval holds both (`benchmarks/coverage.py` measures its coverage)."""
     T = pairs.T
     fit, late = pair_mask(T + 1, fit_first, fit_last), pair_mask(T + 1, late_from, T)
     log_mean = fit_laws(np.log(pairs.mean_var), fit)

@@ -19,8 +19,8 @@ classes). Otherwise it is the statistic's value on the generator's population, a
 statistic of the population, not the injected noise (Eq. 1's residual is not the Langevin noise). For the SVM on
 separated classes the estimand is the accuracy of a classifier trained on the replication's training size (the
 learning curve is not at its end), estimated by `svm_accuracy_at_size`; the large-sample accuracy is reported
-beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed (issue 19's second route: "scored on data the
-fit never saw"), so their estimand is the replication's own fit scored on the population
+beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed (scored on data the
+fit never saw), so their estimand is the replication's own fit scored on the population
 (`b4_fitted_truth`, `b5_fitted_truth`); the share of their intervals that hold the model fitted on the population is reported too.
 
 `replicate` runs a `Case` (a generator, an estimator returning named `Estimate`s, a truth) over seeded
@@ -40,13 +40,15 @@ from scipy.linalg import expm
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..intervals import (
+from ..stats import (
     Estimate,
     bootstrap_and_jackknife_weights,
     resampling_weights,
     zero_band,
 )
 from . import langevin
+from .authors_protocol import authors_residual_statistics, gaussian_floor
+from .extrapolation import svm_accuracy_interval, svm_split_accuracy
 from .residuals import (
     PairLayers,
     ResidualNulls,
@@ -270,7 +272,6 @@ def authors_b4(
 ) -> dict[str, Estimate]:
     """B4 in the authors' protocol (`authors_protocol.authors_residual_statistics`: moments per raw coordinate,
     the bases refitted in every resample) for X `(N, L+1, D)`: its layers 1..L (the embedding left out)."""
-    from .authors_protocol import authors_residual_statistics
 
     return authors_residual_statistics(
         X[:, 1:], n_boot=n_boot, seed=seed, progress=False
@@ -297,7 +298,6 @@ HELD_OUT_UNGATED = {
 def paper_floor_bands(n: int, d: int) -> dict[str, tuple[float, float]]:
     """The bands of the paper's "~0" for the authors' statistics at n pilots and d coordinates, as the report
     sets them (`intervals.zero_band` of `authors_protocol.gaussian_floor`)."""
-    from .authors_protocol import gaussian_floor
 
     floor = gaussian_floor(n, d)
     return {
@@ -403,7 +403,6 @@ def svm_b3(
     data: tuple[np.ndarray, np.ndarray], *, n_rep: int = 20, seed: int = 0
 ) -> dict[str, Estimate]:
     """The SVM accuracy interval (`extrapolation.svm_accuracy_interval`) of paired classes `(n, D)` each."""
-    from .extrapolation import svm_accuracy_interval
 
     return {"svm_accuracy": svm_accuracy_interval(*data, n_rep=n_rep, seed=seed)}
 
@@ -421,7 +420,6 @@ def svm_accuracy_at_size(
     """The expected accuracy of the SVM (`extrapolation.svm_split_accuracy`) trained on round(`train_fraction` n)
     pairs of `classes`: the mean over `n_draws` fresh samples, each of those training pairs and `n_test` test
     pairs (what the accuracy of n pairs split into training and test pilots estimates)."""
-    from .extrapolation import svm_split_accuracy
 
     n_train = round(train_fraction * n)
     share = n_train / (n_train + n_test)
@@ -619,6 +617,25 @@ def book_cases(
     kurtosis verdict has the power that 3 D = 48 pilots lack (None: not run)."""
     n, n_b5 = n or 3 * D, n_b5 or 6 * D
     generator = LangevinGenerator(D=D, L=L, alpha=1.0)
+    cases = _b4_cases(generator, D, L, n, n_boot)
+    cases += _wide_cases(wide, L, n_boot) if wide else []
+    cases.append(
+        Case(
+            "Langevin · B5",
+            n_b5,
+            generator.sample,
+            partial(b5_statistics, n_boot=n_boot),
+            partial(b5_statistics, n_boot=2, n_distance=2000),
+            fitted_truth=partial(b5_fitted_truth, generator.sample),
+        )
+    )
+    return cases + _svm_cases(D, separation, n_rep or n_boot)
+
+
+def _b4_cases(
+    generator: LangevinGenerator, D: int, L: int, n: int, n_boot: int
+) -> list[Case]:
+    """B4 both ways on `n` pilots of `generator`, a Gaussian cloud and a heavy-tailed cloud (see `book_cases`)."""
     generators = {
         "Langevin": (generator, lambda: {"kurtosis_late": 0.0}),  # Gaussian residual
         "Gaussian cloud": (cloud := GaussianCloud(D=D, L=L), cloud.truth),
@@ -636,7 +653,7 @@ def book_cases(
         ),
         "B4 chapter (held out)": (held_out_b4, b4_fitted_truth, dict, HELD_OUT_UNGATED),
     }
-    cases = [
+    return [
         Case(
             f"{g_name} · {e_name}",
             n,
@@ -651,9 +668,12 @@ def book_cases(
         for g_name, (g, exact) in generators.items()
         for e_name, (estimator, fitted, bands, ungated) in b4.items()
     ]
-    for name, kurtosis in (
-        (("Gaussian cloud", 0.0), ("heavy-tailed cloud", 3.0)) if wide else ()
-    ):
+
+
+def _wide_cases(wide: int, L: int, n_boot: int) -> list[Case]:
+    """The authors' protocol on a Gaussian and a heavy-tailed cloud of width `wide` (see `book_cases`)."""
+    cases = []
+    for name, kurtosis in (("Gaussian cloud", 0.0), ("heavy-tailed cloud", 3.0)):
         cloud = GaussianCloud(D=wide, L=L, decay=0.97, kurtosis=kurtosis)
         cases.append(
             Case(
@@ -667,16 +687,12 @@ def book_cases(
                 ungated=AUTHORS_UNGATED,
             )
         )
-    cases.append(
-        Case(
-            "Langevin · B5",
-            n_b5,
-            generator.sample,
-            partial(b5_statistics, n_boot=n_boot),
-            partial(b5_statistics, n_boot=2, n_distance=2000),
-            fitted_truth=partial(b5_fitted_truth, generator.sample),
-        )
-    )
+    return cases
+
+
+def _svm_cases(D: int, separation: float, n_rep: int) -> list[Case]:
+    """The SVM accuracy on 3 D pairs of identical and of `separation`-separated classes (see `book_cases`)."""
+    cases = []
     for sep in (0.0, separation):
         classes = PairedClasses(D=D, separation=sep)
         exact = (
@@ -689,7 +705,7 @@ def book_cases(
                 f"SVM, classes {'identical' if sep == 0 else f'{sep:g} apart'}",
                 3 * D,
                 classes.sample,
-                partial(svm_b3, n_rep=n_rep or n_boot),
+                partial(svm_b3, n_rep=n_rep),
                 partial(svm_b3, n_rep=2),
                 exact,
             )

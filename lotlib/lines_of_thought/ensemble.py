@@ -10,6 +10,9 @@ from functools import cached_property
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..models.bounds import ParameterError, pilot_count
+from ..stats import draw_pilots
+
 
 def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Thin SVD of the `(D, N)` matrix of states at every layer, **uncentered**: x = U S V^T.
@@ -28,11 +31,6 @@ def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.nd
             _, s, vh = np.linalg.svd(X[:, t, :].astype(np.float64), full_matrices=False)
             U[t], S[t] = vh[:k].T, s[:k]
     return U, S
-
-
-def project(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    """Coordinates of states `(..., D)` on the columns of `basis` `(D, k)`: `(..., k)`."""
-    return X @ basis
 
 
 def align_bases(
@@ -61,57 +59,6 @@ def align_bases(
         signs = np.sign(np.einsum("di,di->i", U[done], U[t]))
         U[t] *= np.where(signs == 0, 1.0, signs)
     return U, S
-
-
-def centered_spectrum(x: np.ndarray) -> np.ndarray:
-    """Variances of states `x` `(N, D)` along their principal directions around the ensemble's mean, sorted
-    decreasing: `(min(N, D),)` (eigenvalues of the smaller Gram matrix of the centered rows, over N)."""
-    xc = x.astype(np.float64) - x.mean(0, dtype=np.float64)
-    gram = xc.T @ xc if len(xc) >= xc.shape[1] else xc @ xc.T
-    return np.clip(np.linalg.eigvalsh(gram)[::-1], 0.0, None) / len(xc)
-
-
-def directions_for(spectrum: np.ndarray, share: float = 0.9) -> int:
-    """The smallest k whose k largest values of `spectrum` `(k_max,)` (variances or squared singular values,
-    sorted decreasing) carry at least `share` of their sum."""
-    cumulative = np.cumsum(spectrum) / np.sum(spectrum)
-    return int(1 + np.argmax(cumulative >= share - 1e-12))
-
-
-def gaussian_cloud(
-    x: np.ndarray, n: int | None = None, seed: int = 0, correlated: bool = False
-) -> np.ndarray:
-    """A structureless cloud shaped like states `x` `(N, D)`: `n` (default N) Gaussian points with the same
-    mean and, with `correlated=False`, the same per-coordinate variance and no correlation between
-    coordinates; with `correlated=True`, the same full covariance (mean + z @ (x - mean) / sqrt(N), z
-    standard normal `(n, N)`). `(n, D)` float64, deterministic for a given `seed`."""
-    x = x.astype(np.float64)
-    n = len(x) if n is None else n
-    rng = np.random.default_rng(seed)
-    mean = x.mean(0)
-    if correlated:
-        return mean + rng.standard_normal((n, len(x))) @ (x - mean) / np.sqrt(len(x))
-    return mean + rng.standard_normal((n, x.shape[1])) * x.std(0)
-
-
-def principal_directions(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The mean `(D,)` of states `x` `(N, D)` and their `k` leading principal directions around it, `(D, k)`
-    orthonormal columns (at most min(N, D) of them)."""
-    x = x.astype(np.float64)
-    mean = x.mean(0)
-    with threadpool_limits(limits=1):
-        _, _, vh = np.linalg.svd(x - mean, full_matrices=False)
-    return mean, vh[:k].T
-
-
-def variance_captured(
-    x: np.ndarray, mean: np.ndarray, directions: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """For each state of `x` `(N, D)`: the squared norm of x - mean inside the span of `directions` `(D, k)`
-    (orthonormal) and in total, both `(N,)`. Their sums' ratio is the share of the ensemble's variance
-    around `mean` that the directions carry; with directions fit on other states, an out-of-sample share."""
-    xc = x.astype(np.float64) - mean
-    return ((xc @ directions) ** 2).sum(1), (xc**2).sum(1)
 
 
 @dataclass
@@ -150,7 +97,6 @@ class Ensemble:
     ) -> np.ndarray:
         """`authors_protocol.paper_pilots` of these pilots, read under the chapter's count `cap`: sorted
         indices of `n_s` of them ("2.8D": the paper's ratio), or all of them where the corpus ran out first."""
-        from .authors_protocol import paper_pilots
 
         return paper_pilots(self.n_s, self.D, n_s, seed, model=self.lm.name, cap=cap)
 
@@ -171,7 +117,6 @@ def open_ensemble(
     """How every Lines of Thought chapter opens: `model` loaded on `device` in `dtype`, Walden cut into
     `n_s` pseudo-sentences of `n_k` tokens (a count, "kD" or None for all; `at_least_width` refuses fewer
     than D, even when all of Walden is fewer) and their trajectories from the cache."""
-    from ..models.bounds import pilot_count
     from ..models.trajectories import walden_trajectories
 
     lm, corpus, X = walden_trajectories(
@@ -183,122 +128,6 @@ def open_ensemble(
 
 
 # --- B1: how many directions the bundle uses ------------------------------------------------------------
-
-READINGS = (
-    "squared norm (uncentered)",
-    "variance around the mean",
-    "structureless cloud, variance",
-)
-
-
-def draw_pilots(
-    n_s: int, n_pilots: int, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """From one generator seeded by `seed`: `n_pilots` pilots drawn for a picture (sorted, at most `n_s`),
-    then a random split of all `n_s` pilots into a fit half and a held-out half (both sorted)."""
-    rng = np.random.default_rng(seed)
-    pilots = np.sort(rng.choice(n_s, size=min(n_pilots, n_s), replace=False))
-    half = rng.permutation(n_s)
-    return pilots, np.sort(half[: n_s // 2]), np.sort(half[n_s // 2 :])
-
-
-def squared_norm_shares(S: np.ndarray) -> np.ndarray:
-    """Each singular direction's share of the ensemble's squared norm, from singular values `(k,)`: `(k,)`."""
-    return S**2 / np.sum(S**2)
-
-
-def cloud_at(X: np.ndarray, t: int, seed: int = 0) -> np.ndarray:
-    """The structureless cloud of layer t of `X` `(N, L+1, D)`: `gaussian_cloud(X[:, t], seed=seed + t)`,
-    `(N, D)`."""
-    return gaussian_cloud(X[:, t], seed=seed + t)
-
-
-def direction_counts(
-    X: np.ndarray, S: np.ndarray, share: float = 0.9, seed: int = 0
-) -> dict[str, np.ndarray]:
-    """Per layer, the number of directions that carry `share`, in each of `READINGS`: the uncentered
-    squared norm (singular values `S` `(L+1, k)` of `X` `(N, L+1, D)`), the variance around the mean, and
-    the variance of the layer's structureless cloud (`cloud_at`). Each `(L+1,)` integers."""
-    T = X.shape[1]
-    spectra = (
-        [S[t] ** 2 for t in range(T)],
-        [centered_spectrum(X[:, t]) for t in range(T)],
-        [centered_spectrum(cloud_at(X, t, seed)) for t in range(T)],
-    )
-    return {
-        reading: np.array([directions_for(s, share) for s in layer_spectra])
-        for reading, layer_spectra in zip(READINGS, spectra)
-    }
-
-
-def held_out_share(
-    x: np.ndarray,
-    fit: np.ndarray,
-    held: np.ndarray,
-    k: int,
-    n_boot: int = 2000,
-    seed: int = 0,
-):
-    """Share of the held-out states' variance (around the fit states' mean) in the `k` leading principal
-    directions of the fit states, with a bootstrap interval over held-out states. x `(N, D)`; fit, held:
-    row indices. An `Estimate`; the fit half and its directions are not resampled."""
-    from ..intervals import bootstrap
-
-    mean, directions = principal_directions(x[fit], k)
-    captured, total = variance_captured(x[held], mean, directions)
-    return bootstrap(
-        lambda i: captured[i].sum() / total[i].sum(),
-        len(held),
-        unit="held-out pilots",
-        n_boot=n_boot,
-        seed=seed,
-    )
-
-
-def held_out_shares(
-    X: np.ndarray,
-    fit: np.ndarray,
-    held: np.ndarray,
-    k: int,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> dict[str, list]:
-    """`held_out_share` at every layer of `X` `(N, L+1, D)`, for the ensemble and for its structureless
-    cloud (`cloud_at`, same split): {"ensemble": [Estimate] * (L+1), "structureless cloud": [...]}."""
-    T = X.shape[1]
-    return {
-        "ensemble": [
-            held_out_share(X[:, t], fit, held, k, n_boot, seed) for t in range(T)
-        ],
-        "structureless cloud": [
-            held_out_share(cloud_at(X, t, seed), fit, held, k, n_boot, seed)
-            for t in range(T)
-        ],
-    }
-
-
-def widest_coordinates(x: np.ndarray, n: int = 3) -> np.ndarray:
-    """Indices of the `n` coordinates of states `x` `(N, D)` with the largest variance, largest first."""
-    return np.argsort(x.var(axis=0))[::-1][:n]
-
-
-def dimension_summary(
-    counts: dict[str, np.ndarray], per_layer: dict[str, list], t: int
-) -> dict:
-    """B1's summary at layer t: the `direction_counts` of each reading (`k90_uncentered_last_layer`,
-    `k90_centered_...`, `k90_cloud_...`, floats) and the `held_out_shares` of the ensemble and its cloud
-    (`held_out_share_quarter_d_last_layer[_cloud]`, Estimates; `..._by_layer[_cloud]`, values per layer)."""
-    ours, cloud = per_layer["ensemble"], per_layer["structureless cloud"]
-    return {
-        **{
-            f"k90_{name}_last_layer": float(counts[reading][t])
-            for name, reading in zip(("uncentered", "centered", "cloud"), READINGS)
-        },
-        "held_out_share_quarter_d_last_layer": ours[t],
-        "held_out_share_quarter_d_last_layer_cloud": cloud[t],
-        "held_out_share_quarter_d_by_layer": [e.value for e in ours],
-        "held_out_share_quarter_d_by_layer_cloud": [e.value for e in cloud],
-    }
 
 
 # --- B2: how the singular basis turns across layers, and its spectra -------------------------------------
@@ -327,7 +156,6 @@ def basis_turning(
     """Angles arccos(`|u_i(t1).u_i(t2)|`) of the first `n` aligned directions (`align_bases`) at every pair of
     layers, and their readings (`Turning`). U_aligned `(T, D, k)`; S `(T, k)` sorted per layer (the ranks
     are counted in it); S_aligned `(T, k)` the singular values that follow the aligned columns."""
-    from .extrapolation import basis_angles
 
     angles = np.stack([basis_angles(U_aligned, i) for i in range(n)])  # (n, T, T)
     L = len(S) - 1
@@ -343,29 +171,59 @@ def basis_turning(
     )
 
 
-def turning_summary(turning: Turning) -> dict:
-    """B2's summary of a `Turning` of at least 4 directions: median consecutive angles of u_1..u_4, u_1 and
-    u_2 from the middle to the last layer, u_1's last step, and the largest rank of u_1..u_4."""
-    medians = np.median(turning.step, axis=1)
-    return {
-        **{f"median_consecutive_angle_u{i + 1}": medians[i] for i in range(4)},
-        "angle_u1_middle_to_last": turning.middle_to_last[0],
-        "angle_u2_middle_to_last": turning.middle_to_last[1],
-        "angle_u1_last_step": turning.last_step[0],
-        "max_rank_u1_to_u4": turning.top[:4].max(),
-    }
+def basis_angles(U: np.ndarray, i: int) -> np.ndarray:
+    """Angle in degrees between singular vector i at every pair of layers, arccos`|u_i(t1).u_i(t2)|`: `(T, T)`.
+
+    U `(T, D, k)` aligned; 0 on the diagonal, 90 for orthogonal directions.
+    """
+    u = U[:, :, i]
+    return np.degrees(np.arccos(np.clip(np.abs(u @ u.T), 0.0, 1.0)))
 
 
-def spectrum_slopes(S: np.ndarray, first: int = 10) -> np.ndarray:
-    """Per layer, the slope of log sigma_i against log i over i = `first`..k/2 (a least-squares line):
-    S `(T, k)` sorted decreasing -> `(T,)`."""
-    index = np.arange(1, S.shape[1] + 1)
-    mid = (index >= first) & (index <= S.shape[1] // 2)
-    return np.array([np.polyfit(np.log(index[mid]), np.log(s[mid]), 1)[0] for s in S])
+def paper_pilots(
+    n_pilots: int,
+    d_model: int,
+    n_s: int | str = "2.8D",
+    seed: int = 0,
+    param: str = "n_s_paper",
+    model: str = "the model",
+    *,
+    cap: int | str | None,
+) -> np.ndarray:
+    """Sorted indices of a seeded subset of `n_pilots` pilots of the paper's size: `n_s` pilots, a count
+    or a multiple of the width `d_model` ("2.8D": about 2,900 pilots for GPT-2 medium's D = 1024, rounded
+    up by `lotlib.models.bounds.pilot_count`).
+
+    `cap` is the chapter's own count, the one the `n_pilots` were read under (None: all of the corpus). When
+    the corpus ran out before it (fewer pilots than `cap`, or `cap` None) and `n_s` asks for more than there
+    are, all of them are taken: the paper's practice for its widest models, whose tokenizers cut Walden into
+    fewer than 2.8 D pseudo-sentences (`paper_pilots_label` says so). Raises `ParameterError` naming `param`
+    when the pilots were capped below `n_s`, or number fewer than `d_model` (a full basis)."""
+
+    want = pilot_count(n_s, d_model, param, model=model)
+    limit = pilot_count(cap, d_model, "n_s", model=model)
+    corpus_ran_out = limit is None or n_pilots < limit
+    if want > n_pilots and not (corpus_ran_out and n_pilots >= d_model):
+        raise ParameterError(
+            f"parameter {param} = {n_s!r} asks for {want} pilots (D = {d_model}) but the ensemble "
+            f"of {model} has {n_pilots}: open it with n_s >= {want}, or lower {param}"
+        )
+    if want >= n_pilots:
+        return np.arange(n_pilots)
+    return draw_pilots(n_pilots, want, np.random.default_rng(seed))
 
 
-def draw_sets(n_s: int, sizes: list[int], seed: int = 0) -> list[np.ndarray]:
-    """Sets of pilots drawn one after the other from one generator seeded by `seed`, each of `sizes[j]`
-    distinct pilots among `n_s` (at most `n_s`), sorted."""
-    rng = np.random.default_rng(seed)
-    return [np.sort(rng.choice(n_s, size=min(n, n_s), replace=False)) for n in sizes]
+def paper_pilots_label(count: int, d_model: int, n_s: int | str = "2.8D") -> str:
+    """How many pilots `paper_pilots` took, in words: "2.8 D = 1,613 pilots", or, when the corpus was shorter
+    than `n_s` asks at width `d_model`, "2,851 pilots, all of Walden (...)"."""
+
+    want = pilot_count(n_s, d_model)
+    asked = f"{want:,}"
+    if isinstance(n_s, str):  # "2.8D" -> "2.8 D = 4,301"
+        asked = f"{(n_s.replace(' ', '')[:-1] + ' D').strip()} = {want:,}"
+    if count >= want:
+        return f"{asked} pilots"
+    return (
+        f"{count:,} pilots, all of Walden ({asked} is more than it has at this tokenizer and width; the "
+        f"paper's 7B models, D = 4,096, can only have read all of it too)"
+    )

@@ -19,18 +19,22 @@ bootstrap draw of held-out pilots to score; both re-split the classifier's pilot
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..intervals import LEVEL, Estimate, bootstrap, side_word
-from ..storage.checkpoints import resumable
-from .ensemble import align_bases, gaussian_cloud
+from ..stats import (
+    Estimate,
+    centered_percentile,
+    split_pilots,
+    training_rows,
+)
+from .ensemble import align_bases
+from .nulls import gaussian_cloud
+from .resampling import refit_bootstrap
 
 T = TypeVar("T")
 
@@ -55,7 +59,7 @@ def extrapolate(
     return (coords * _ratio(S[t + tau][cols], S[t][cols])) @ target.T
 
 
-def residuals(
+def eq1_residuals(
     X: np.ndarray,
     U: np.ndarray,
     S: np.ndarray,
@@ -65,15 +69,6 @@ def residuals(
 ) -> np.ndarray:
     """w = x(t+tau) - x~(t, tau), `(N, D)` (float64): what the linear extrapolation misses."""
     return X[:, t + tau, :].astype(np.float64) - extrapolate(X, U, S, t, tau, rank)
-
-
-def basis_angles(U: np.ndarray, i: int) -> np.ndarray:
-    """Angle in degrees between singular vector i at every pair of layers, arccos`|u_i(t1).u_i(t2)|`: `(T, T)`.
-
-    U `(T, D, k)` aligned; 0 on the diagonal, 90 for orthogonal directions.
-    """
-    u = U[:, :, i]
-    return np.degrees(np.arccos(np.clip(np.abs(u @ u.T), 0.0, 1.0)))
 
 
 def svm_accuracy(
@@ -116,18 +111,6 @@ def svm_split_accuracy(
     return split_accuracy(A, B, training_rows(pilots, rng, train_fraction), C=C)
 
 
-def training_rows(
-    pilots: np.ndarray, rng: np.random.Generator, train_fraction: float = 0.5
-) -> np.ndarray:
-    """Which rows of a draw `pilots` `(n,)` train a classifier, `(n,)` bool: a random `train_fraction` of the
-    distinct pilots (at least one on each side), every copy of a pilot on its side."""
-    ids = rng.permutation(np.unique(pilots))
-    if len(ids) < 2:
-        raise ValueError("an SVM split needs at least 2 distinct pilots")
-    n_train = min(max(round(train_fraction * len(ids)), 1), len(ids) - 1)
-    return np.isin(pilots, ids[:n_train])
-
-
 def split_accuracy(
     A: np.ndarray, B: np.ndarray, train: np.ndarray, *, C: float = 0.1
 ) -> float:
@@ -140,101 +123,6 @@ def split_accuracy(
     labels = np.repeat([0, 1], len(A))
     classifier = _classifier(C).fit(features[train], labels[train])
     return float(classifier.score(features[~train], labels[~train]))
-
-
-def resample_rows(
-    statistic: Callable[[np.ndarray, np.random.Generator], T],
-    n: int,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    desc: str | None = None,
-) -> list[T]:
-    """`statistic(pilots, rng)` on the sample (`arange(n)`, `default_rng(seed)`), then on each of `n_rep` draws
-    of n pilots with replacement with fresh randomness (`default_rng([seed, r + 1])`): `1 + n_rep` rows, the
-    sample's first. Each row is kept for a resumed run of the chapter (`lotlib.storage.checkpoints`). A tqdm
-    bar when `desc` is given."""
-    steps = resumable(desc or "resamples")
-    rows = [steps(0, lambda: statistic(np.arange(n), np.random.default_rng(seed)))]
-
-    def draw(r: int) -> T:
-        rng = np.random.default_rng([seed, r + 1])
-        return statistic(rng.integers(0, n, size=n), rng)
-
-    for r in tqdm(range(n_rep), desc=desc, disable=desc is None):
-        rows.append(steps(r + 1, partial(draw, r)))
-    return rows
-
-
-def percentile_estimates(
-    rows: list[dict[str, float]],
-    n: int,
-    *,
-    unit: str,
-    bounds: tuple[float, float] = (-np.inf, np.inf),
-) -> dict[str, Estimate]:
-    """`centered_percentile` of each statistic of `rows` (`resample_rows`: the sample's values first)."""
-    return {
-        key: centered_percentile(
-            [row[key] for row in rows], n, unit=unit, bounds=bounds
-        )
-        for key in rows[0]
-    }
-
-
-def refit_bootstrap(
-    statistic: Callable[[np.ndarray, np.random.Generator], dict[str, float]],
-    n: int,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    unit: str = "pilots",
-    desc: str | None = None,
-    bounds: tuple[float, float] = (-np.inf, np.inf),
-) -> dict[str, Estimate]:
-    """Percentile intervals of statistics that fit something on the pilots (bases, a classifier).
-
-    `statistic(pilots, rng)` computes every value from the pilots `pilots` `(n,)` (indices 0..n-1, repeats
-    allowed), refitting each fitted step on them, with the method's randomness (splits, clouds) from `rng`.
-    The values: `statistic(arange(n), default_rng(seed))`. Each of the `n_rep` repetitions draws n pilots
-    with replacement and fresh randomness (`resample_rows`); the interval is the percentile interval of the
-    repetitions re-centered on the value and clipped to the statistics' `bounds` (`centered_percentile`).
-    A tqdm bar when `desc` is given.
-    """
-    rows = resample_rows(statistic, n, n_rep=n_rep, seed=seed, desc=desc)
-    return percentile_estimates(rows, n, unit=unit, bounds=bounds)
-
-
-def centered_percentile(
-    values,
-    n: int,
-    *,
-    unit: str,
-    level: float = LEVEL,
-    bounds: tuple[float, float] = (-np.inf, np.inf),
-    with_raw: bool = False,
-) -> Estimate:
-    """The `Estimate` of a statistic on the sample (`values[0]`) from its repetitions (`values[1:]`, non-finite
-    ones dropped): the repetitions' `level` percentile interval moved by the value minus their mean, clipped
-    to the values the statistic can take (`bounds`: an accuracy 0..1, K0 / D up to 1). `with_raw`: the
-    smallest interval holding both the moved one and the unmoved one, for a statistic whose repetitions move
-    for reasons the sample cannot tell apart (see `authors_protocol.authors_summary`).
-
-    Why moved: a draw with replacement holds about 63% distinct pilots, and a statistic fit and scored on
-    the same pilots (the paper's bases, a classifier's training set) moves with the number of distinct
-    pilots, so the repetitions are shifted as a whole (B2 on SmolLM2 at N = 2.8 D: KL at D/4 0.55 nats on
-    the sample, 0.37 to 0.43 on the draws). Their spread is kept, their shift is not."""
-    values = np.asarray(values, dtype=np.float64)
-    value, draws = float(values[0]), values[1:][np.isfinite(values[1:])]
-    method = "bootstrap (centered and raw)" if with_raw else "bootstrap (centered)"
-    if len(draws) == 0:
-        return Estimate(value, np.nan, np.nan, n, unit, method, level)
-    quantiles = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    moved = quantiles + value - draws.mean()
-    if with_raw:
-        moved = np.array([min(moved[0], quantiles[0]), max(moved[1], quantiles[1])])
-    lo, hi = np.clip(moved, *bounds)
-    return Estimate(value, float(lo), float(hi), n, unit, method, level)
 
 
 def svm_accuracy_interval(
@@ -356,35 +244,6 @@ def same_pilot_svm(
     )
 
 
-PAPER_SVM = {
-    "tau1": 0.505,
-    "tau10": 0.60,
-}  # the authors' reply: about 50-51% at tau = 1, 60% at tau = 10
-
-
-def versus_paper(paper: dict, verdicts: dict) -> dict[str, str]:
-    """Words for the prose: where the paper's protocol (`same_pilot_svm`) and the held-out test
-    (`repeated_svm`) fall against the paper's 0.505 and 0.60 (`{paper,held}_{tau1,tau10}_word`: "below",
-    "consistent with", "above" by the 95% interval) and against chance (`..._chance`: below, at, above)."""
-    found = {
-        "paper": (paper["paper_svm_tau1"], paper["paper_svm_tau10"]),
-        "held": (
-            verdicts["svm_extrapolated_tau1"],
-            verdicts["svm_extrapolated_tau_max"],
-        ),
-    }
-    words = {}
-    for name, estimates in found.items():
-        for (when, at), estimate in zip(PAPER_SVM.items(), estimates):
-            words[f"{name}_{when}_word"] = side_word(
-                estimate, ("below", "consistent with", "above"), at
-            )
-            words[f"{name}_{when}_chance"] = side_word(
-                estimate, ("below", "at", "above"), 0.5
-            )
-    return words
-
-
 def _check_pairs(A: np.ndarray, B: np.ndarray) -> None:
     if A.shape != B.shape:
         raise ValueError(
@@ -411,10 +270,6 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
         > denominator.max() * max(denominator.shape) * np.finfo(np.float64).eps
     )
     return np.where(keep, numerator / np.where(keep, denominator, 1.0), 0.0)
-
-
-PREDICTIONS = ("Eq. 1", "naive x(t)", "pilot-blind: mean of x(t+τ)")
-SVM_AGAINST = {"Eq. 1": "Eq. 1", "structureless cloud": "cloud", "naive x(t)": "naive"}
 
 
 @dataclass
@@ -541,130 +396,9 @@ def _split(
     Xs: np.ndarray, first: int, rng: np.random.Generator, rank: int | None
 ) -> HeldOutBases:
     n = len(Xs)
-    order = rng.permutation(n)
-    fit, held = np.sort(order[: n // 2]), np.sort(order[n // 2 :])
+    fit, held = split_pilots(n, n // 2, rng)
     U, S = align_bases(*weighted_svd(Xs, np.bincount(fit, minlength=n)), reference=0)
     return HeldOutBases(Xs, first, fit, held, U, S, rank)
-
-
-@dataclass
-class Subsamples:
-    """Held-out pilots drawn for the figures (`drawn`) and for the SVM (`test`, sorted; `shuffled`, the same in
-    random order)."""
-
-    drawn: np.ndarray
-    test: np.ndarray
-    shuffled: np.ndarray
-
-
-def subsamples(study: HeldOutBases, seed: int, n_plot: int, n_svm: int) -> Subsamples:
-    """`Subsamples` of `n_plot` and `n_svm` held-out pilots (fewer where the half is smaller), seeded."""
-    rng = np.random.default_rng(seed)
-    held = study.held
-    drawn = rng.choice(held, size=min(n_plot, len(held)), replace=False)
-    test = np.sort(rng.choice(held, size=min(n_svm, len(held)), replace=False))
-    return Subsamples(drawn, test, rng.permutation(test))
-
-
-@dataclass
-class PredictionErrors:
-    """Distances ‖x(t+tau) - prediction‖ of the held-out pilots from layer `first`, per prediction of
-    `PREDICTIONS`: `(tau_max, n_held)` each, and the mean ‖x(t+tau)‖ `(tau_max,)`."""
-
-    taus: np.ndarray
-    distances: dict[str, np.ndarray]
-    state_norm: np.ndarray
-
-    def relative(self, name: str) -> np.ndarray:
-        """Mean distance over the mean state norm, per tau: `(tau_max,)`."""
-        return self.distances[name].mean(1) / self.state_norm
-
-    def ratio(self, name: str, tau: int, n_boot: int = 2000, seed: int = 0) -> Estimate:
-        """Mean distance of prediction `name` over the naive one's at `tau`, bootstrapped over pilots."""
-        a, b = self.distances[name][tau - 1], self.distances["naive x(t)"][tau - 1]
-        return bootstrap(
-            lambda i: a[i].mean() / b[i].mean(),
-            len(a),
-            unit="held-out pilots",
-            n_boot=n_boot,
-            seed=seed,
-        )
-
-    def summary(self, n_boot: int = 2000, seed: int = 0) -> dict:
-        """B3's values: `relative_error_{eq1,naive,mean}_by_tau` (`relative`) and the ratios
-        `error_ratio_{eq1,mean}_{tau1,tau_max}` of Eq. 1 and of the pilot-blind mean at tau = 1 and the
-        last tau."""
-        keys = dict(zip(("eq1", "naive", "mean"), PREDICTIONS))
-        values = {
-            f"relative_error_{k}_by_tau": self.relative(n) for k, n in keys.items()
-        }
-        for key in ("eq1", "mean"):
-            for when, tau in (("tau1", 1), ("tau_max", self.taus[-1])):
-                values[f"error_ratio_{key}_{when}"] = self.ratio(
-                    keys[key], tau, n_boot, seed
-                )
-        return values
-
-
-def prediction_errors(study: HeldOutBases, tau_max: int) -> PredictionErrors:
-    """Eq. 1, the naive x(t) and the pilot-blind mean of the fit pilots at t + tau, from layer `first`,
-    scored on the held-out pilots for tau = 1..tau_max."""
-    held, t = study.held, study.first
-    taus = np.arange(1, tau_max + 1)
-    distances = {name: [] for name in PREDICTIONS}
-    for tau in taus:
-        true = study.states(held, t + tau)
-        predictions = (
-            study.extrapolate(held, t, tau),
-            study.states(held, t),
-            study.states(study.fit, t + tau).mean(0),
-        )
-        for name, guess in zip(PREDICTIONS, predictions):
-            distances[name].append(np.linalg.norm(true - guess, axis=1))
-    norms = np.linalg.norm(study.Xs[held][:, taus], axis=-1).mean(0)
-    return PredictionErrors(taus, {n: np.stack(d) for n, d in distances.items()}, norms)
-
-
-def svm_features(top_k: int | None) -> str:
-    """What the SVM sees, in words."""
-    if top_k is None:
-        return "all D coordinates"
-    return f"the top {top_k} singular coordinates of the arrival layer"
-
-
-def svm_by_tau(
-    study: HeldOutBases, pilots: np.ndarray, taus, **svm
-) -> dict[str, np.ndarray]:
-    """SVM accuracy from layer `first` for each tau of `taus`, against each of `SVM_AGAINST`:
-    name -> `(len(taus),)`. `svm`: seed, C, top_k of `HeldOutBases.svm`."""
-    return {
-        name: np.array(
-            [study.svm(pilots, study.first, tau, against, **svm) for tau in taus]
-        )
-        for name, against in SVM_AGAINST.items()
-    }
-
-
-def svm_true_vs_true(
-    study: HeldOutBases, shuffled: np.ndarray, taus, *, seed=0, C=1.0, top_k=None
-) -> np.ndarray:
-    """SVM accuracy between the true states at first + tau of two halves of `shuffled` pilots (what
-    "indistinguishable" scores on these data), for each tau: `(len(taus),)`."""
-    half = len(shuffled) // 2
-    a, b = shuffled[:half], shuffled[half : 2 * half]
-    t = study.first
-    return np.array(
-        [
-            svm_accuracy(
-                *study.features(
-                    study.states(a, t + tau), study.states(b, t + tau), t + tau, top_k
-                ),
-                seed=seed,
-                C=C,
-            )
-            for tau in taus
-        ]
-    )
 
 
 SVM_VERDICTS = {"Eq. 1": "svm_extrapolated", "cloud": "svm_cloud"}

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -23,12 +22,29 @@ from scipy.interpolate import CubicSpline
 from scipy.linalg import schur
 from threadpoolctl import threadpool_limits
 
-if TYPE_CHECKING:
-    from ..intervals import Estimate
+from ..models.bounds import ParameterError, layer_index
+from ..stats import (
+    Estimate,
+    bootstrap_and_jackknife_weights,
+    centered_percentile,
+    jackknife_estimate,
+    jackknife_weights,
+    percentile_estimate,
+    resampling_weights,
+    split_pilots,
+)
+from .ensemble import align_bases, ensemble_svd
+from .extrapolation import extrapolate
+from .residuals import (
+    fit_accumulated,
+    fit_variance,
+    pair_mask,
+    pair_statistics,
+    singular_coordinates,
+)
 
-NoiseRate = Callable[
-    [float], float
-]  # variance injected per unit time per coordinate, B(t)^2
+# variance injected per unit time per coordinate, B(t)^2
+NoiseRate = Callable[[float], float]
 
 
 @dataclass
@@ -491,15 +507,6 @@ class HeldOutLangevin:
         ).round(1)
 
 
-def split_pilots(
-    n: int, held_out: float, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """A seeded split of `n` pilots: (held, fitted) sorted indices, a share `held_out` held."""
-    split = np.random.default_rng(seed).permutation(n)
-    cut = round(held_out * n)
-    return np.sort(split[:cut]), np.sort(split[cut:])
-
-
 def held_out_langevin(
     X: np.ndarray,
     t_start,
@@ -518,15 +525,6 @@ def held_out_langevin(
     the noise law of B4 over all pairs of layers 1..L, the flow and steps from t0 (`t_start`, None: L // 2)
     over `n_layers`, and the noise rates: "eq2" (`matched_noise` to Eq. 2), "paper" (alpha lambda e^(lambda t))
     and "constant" (the simulated noise's final variance, injected evenly). Raises ParameterError on bounds."""
-    from ..models.bounds import ParameterError, layer_index
-    from .ensemble import align_bases, ensemble_svd
-    from .residuals import (
-        fit_accumulated,
-        fit_variance,
-        pair_mask,
-        pair_statistics,
-        singular_coordinates,
-    )
 
     N, T, D = X.shape
     L = T - 1
@@ -535,7 +533,7 @@ def held_out_langevin(
         raise ParameterError(
             f"parameter n_layers = {n_layers}: from t_start = {t0}, {model} (L = {L}) allows 1..{L - t0}"
         )
-    held, fitted = split_pilots(N, held_out, seed)
+    held, fitted = split_pilots(N, round(held_out * N), np.random.default_rng(seed))
     if len(fitted) < D or len(held) < 2:
         raise ParameterError(
             f"parameter held_out = {held_out}: {len(fitted)} pilots to fit and {len(held)} held out of {N}; "
@@ -588,7 +586,6 @@ def predictions(
 
 def noiseless_map(model: HeldOutLangevin) -> np.ndarray:
     """Eq. 1 from t0 with the fitted bases, on the held-out pilots: `(n_h, n_layers + 1, D)`."""
-    from .extrapolation import extrapolate
 
     Xh, t0 = model.X[model.held], model.t0
     return np.stack(
@@ -597,15 +594,6 @@ def noiseless_map(model: HeldOutLangevin) -> np.ndarray:
             for tau in range(model.n_layers + 1)
         ],
         axis=1,
-    )
-
-
-def scheme_error(model: HeldOutLangevin) -> float:
-    """Median relative difference at t0 + n_layers between the noiseless scheme and Eq. 1 on the held-out pilots."""
-    drift = simulate(model.X[model.held, model.t0], model.plan, lambda t: 0.0)[:, 0, -1]
-    eq1 = noiseless_map(model)[:, -1]
-    return float(
-        np.median(np.linalg.norm(drift - eq1, axis=-1) / np.linalg.norm(eq1, axis=-1))
     )
 
 
@@ -633,7 +621,6 @@ def variance_ratios(
     """Total variance of each prediction `(n_h, samples, n_layers + 1, D)` at t0 + n_layers over the true held-out
     ensemble's, along u1..u4 of that layer and in all D, with jackknife intervals on the log scale over the
     held-out pilots (`intervals.jackknife_estimate`)."""
-    from ..intervals import jackknife_estimate, jackknife_weights
 
     n = len(model.held)
     rows = np.vstack([np.ones(n), jackknife_weights(n)])
@@ -652,28 +639,6 @@ def variance_ratios(
         name: {"u1..u4": ratio(Z, basis), "all D": ratio(Z, None)}
         for name, Z in predicted.items()
     }
-
-
-def residual_shares(model: HeldOutLangevin) -> pd.DataFrame:
-    """tr Cov(x~, w) / tr Cov(w) for Eq. 1 from t0 over tau = 1..n_layers (x~ the extrapolation, w the residual),
-    on the fitted and on the held-out pilots: 0 for noise independent of the state, -1/2 when the map already
-    has the right spread."""
-    from .extrapolation import extrapolate
-
-    def share(Z: np.ndarray, tau: int) -> float:
-        tilde = extrapolate(Z, model.U, model.S, model.t0, tau)
-        w = Z[:, model.t0 + tau].astype(np.float64) - tilde
-        tc, wc = tilde - tilde.mean(0), w - w.mean(0)
-        return float(np.sum(tc * wc) / np.sum(wc**2))
-
-    taus = range(1, model.n_layers + 1)
-    return pd.DataFrame(
-        {
-            name: [share(model.X[rows], tau) for tau in taus]
-            for name, rows in (("fitted", model.fitted), ("held out", model.held))
-        },
-        index=pd.Index(list(taus), name="τ"),
-    )
 
 
 ENERGY_COLUMNS = {
@@ -750,7 +715,6 @@ class EnergyMargins:
 
     def estimate(self, name: str) -> Estimate:
         """The margin over `name` with its 95% bootstrap interval (`centered_percentile`)."""
-        from .extrapolation import centered_percentile
 
         return centered_percentile(self.margins[name], self.n, unit="held-out pilots")
 
@@ -782,7 +746,6 @@ def energy_margins(
     (`resampling_weights`, seeded; every prediction keeps the points of the pilots drawn) reweights them. The
     floor is the energy distance between two seeded halves of the drawn pilots' truth. The model was fitted on
     the other pilots, so every resample is scored out of sample."""
-    from ..intervals import resampling_weights
 
     rng = np.random.default_rng(seed)
     held = np.arange(len(model.held))
@@ -823,22 +786,6 @@ def energy_margins(
                 (energy[name] - energy["Langevin"] - abs(floor)) / scale
             )
     return EnergyMargins({k: np.array(v) for k, v in margins.items()}, len(held))
-
-
-def energy_summary(energy: pd.DataFrame, langevin: str, margins: EnergyMargins) -> dict:
-    """The margins of the Langevin model over constant-variance noise and over the noiseless map with their
-    bootstrap intervals (`energy_margins`), and each mean energy distance at the last layer of `energy`
-    (`energy_distances`, column `langevin` for the Langevin model), under the chapter's summary keys."""
-    last = energy[energy["layer t"] == energy["layer t"].max()]
-    columns = {"langevin": langevin, **ENERGY_COLUMNS}
-    return {
-        "energy_margin_over_constant": margins.estimate(ENERGY_COLUMNS["constant"]),
-        "energy_margin_over_linear": margins.estimate(ENERGY_COLUMNS["linear"]),
-        **{
-            f"energy_{key}_last": float(last[name].mean())
-            for key, name in columns.items()
-        },
-    }
 
 
 FP_STATS = (
@@ -914,12 +861,6 @@ class FokkerPlanck:
 def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerPlanck:
     """Mean and covariance carried by the scheme from the held-out pilots at t0 (`propagators`, `moments`) with
     the chosen noise, constant-variance noise and no noise, against the held-out truth at every layer."""
-    from ..intervals import (
-        bootstrap_and_jackknife_weights,
-        jackknife_estimate,
-        percentile_estimate,
-        resampling_weights,
-    )
 
     P, truth, n = propagators(model.plan), model.truth, len(model.held)
     starts = truth[:, 0]
@@ -968,40 +909,3 @@ def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerP
     )
     check = float(covariance_distance(truth[:, -1], unit, fixed=fitted_cov)[0])
     return FokkerPlanck(pd.DataFrame(rows), last, check)
-
-
-def scheme_variants(model: HeldOutLangevin) -> pd.DataFrame:
-    """The Fokker-Planck moments at t0 + n_layers for the four combinations of scheme ("euler", "exact") and
-    spline (of sigma or of ln sigma), each with its own matched noise when the noise is "eq2" (the same rotations).
-    One row per combination, columns `FP_STATS`."""
-    from dataclasses import replace
-
-    D, truth, chosen = model.D, model.truth, model.rates[model.noise]
-    rows = []
-    for scheme in SCHEMES:
-        for log in (False, True):
-            flow = replace(
-                model.flow, sigma=sigma_spline(model.S, model.layers, log=log)
-            )
-            plan = steps(flow, model.t0, model.n_layers, model.plan.dt, scheme)
-            rate = (
-                matched_noise(plan, model.eq2_variance)
-                if model.noise == "eq2"
-                else chosen
-            )
-            added = moments(np.zeros(D), np.zeros((D, D)), plan, rate)[1][-1]
-            stats = fp_stats(
-                truth[:, 0],
-                truth[:, -1],
-                propagators(plan)[-1],
-                added,
-                np.ones((1, len(truth))),
-            )
-            rows.append(
-                {
-                    "scheme": scheme,
-                    "spline": "ln sigma" if log else "sigma",
-                    **{k: float(v[0]) for k, v in stats.items()},
-                }
-            )
-    return pd.DataFrame(rows).set_index(["scheme", "spline"])

@@ -6,7 +6,7 @@ In the aligned singular basis U(t+tau) the residual of Eq. 1 has the coordinates
     U(t+tau)^T w = y(t+tau) - Lambda y(t),    y(t) = U(t)^T x(t),    Lambda = Sigma(t+tau) Sigma(t)^-1,
 
 so with the coordinates y of every layer computed once, each (t, t+tau) pair costs O(N k) instead of
-two (N, D) x (D, D) products (`lotlib.lines_of_thought.extrapolation.residuals` is the direct form; the tests
+two (N, D) x (D, D) products (`lotlib.lines_of_thought.extrapolation.eq1_residuals` is the direct form; the tests
 check that both agree). Raw coordinates are w = U(t+tau) (y(t+tau) - Lambda y(t)).
 
 Intervals without recomputing the residuals: `resampled_pairs` evaluates the law's ingredients on the whole
@@ -29,21 +29,23 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..intervals import (
+from ..models.bounds import ParameterError, layer_index
+from ..stats import (
     Estimate,
     bootstrap_and_jackknife_weights,
     jackknife_estimate,
     percentile_estimate,
+    split_pilots,
 )
 from .ensemble import align_bases, ensemble_svd
-from .extrapolation import residuals
+from .extrapolation import eq1_residuals
+from .nulls import shuffled_pilots, structureless_cloud
 
 
 def singular_coordinates(X: np.ndarray, U: np.ndarray) -> np.ndarray:
     """y(t) = U(t)^T x(t) for every pilot and layer: X `(N, T, D)`, U `(T, D, k)` -> `(N, T, k)` float32."""
-    Y = np.matmul(
-        X.astype(np.float32).transpose(1, 0, 2), U.astype(np.float32)
-    )  # (T, N, k), batched BLAS
+    # (T, N, k), batched BLAS
+    Y = np.matmul(X.astype(np.float32).transpose(1, 0, 2), U.astype(np.float32))
     return Y.transpose(1, 0, 2)
 
 
@@ -213,9 +215,8 @@ def fit_laws(log_var: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
     centered = y - y.mean(-1, keepdims=True)
     total = np.sum(centered**2, -1)
     r2 = 1.0 - np.sum((centered - slope[..., None] * x) ** 2, -1) / total
-    groups = (arrival[:, None] == np.unique(arrival)[None]).astype(
-        np.float64
-    )  # (P, G) one-hot
+    # (P, G) one-hot
+    groups = (arrival[:, None] == np.unique(arrival)[None]).astype(np.float64)
     group_mean = (y @ groups) / groups.sum(0)
     arrival_r2 = 1.0 - np.sum((y - group_mean @ groups.T) ** 2, -1) / total
     return {
@@ -323,9 +324,8 @@ def resampled_pairs(
         var, m4, s1 = (a.reshape(len(rows), len(t), k) for a in (var, m4, s1))
         trace = var.sum(-1)
         mean = center.astype(np.float64)[None] + s1  # (B, len(t), k)
-        self_pairs = (rows**2) @ np.einsum(
-            "ntk,ntk->nt", W, W
-        )  # sum of c_n^2 |w_n|^2, (B, len(t))
+        # sum of c_n^2 |w_n|^2, (B, len(t))
+        self_pairs = (rows**2) @ np.einsum("ntk,ntk->nt", W, W)
         mean_sq = (n[:, None] ** 2 * np.sum(mean**2, -1) - self_pairs) / distinct[
             :, None
         ]
@@ -340,14 +340,6 @@ def resampled_pairs(
     ]
     s2 = (rows @ np.einsum("ntk,ntk->nt", Yc, Yc)).astype(np.float64) / n[:, None]
     return ResampledPairs(**out, spread=s2 - np.sum(s1**2, -1), k=k)
-
-
-def shuffled_pilots(X: np.ndarray, seed: int = 0) -> np.ndarray:
-    """A null with every layer's ensemble exactly as it is and no lines of thought: the pilots permuted
-    independently at each layer, so that x(t) and x(t + 1) of one row belong to different pseudo-sentences.
-    X `(N, T, D)` -> `(N, T, D)`, seeded."""
-    rng = np.random.default_rng(seed)
-    return np.stack([X[rng.permutation(len(X)), t] for t in range(X.shape[1])], axis=1)
 
 
 def offdiagonal_correlation(W: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -389,7 +381,6 @@ class PairLayers:
         t_pdf=None,
     ):
         """Checked layer parameters (`lotlib.models.bounds.layer_index`); None: L, L // 4, L // 2."""
-        from ..models.bounds import layer_index
 
         def check(value, name, default):
             return default if value is None else layer_index(value, L, name, model)
@@ -440,88 +431,6 @@ class PairLayers:
             "no_early": (f"without early departures (t >= {early})", early, L),
             "no_both": ("without both", early, L - 1),
         }
-
-
-def gaussian_reference(n: int, k: int, seed: int = 0) -> tuple[float, float]:
-    """Mean abs(mu / sigma) and mean abs(excess kurtosis) of a standard Gaussian `(n, k)` sample (seeded):
-    what "about zero" means at n pilots."""
-    z, _, kurt = coordinate_moments(
-        np.random.default_rng(seed).standard_normal((n, k), dtype=np.float32)
-    )
-    return float(np.mean(np.abs(z))), float(np.mean(np.abs(kurt)))
-
-
-def moment_table(
-    stats: dict[str, PairStatistics | None], pairs: PairLayers
-) -> pd.DataFrame:
-    """Mean abs(mu / sigma) over all pairs (and its max), mean abs(excess kurtosis) over all, early and
-    late departures, one row per basis of `stats` (None skipped)."""
-    rows = {}
-    for name, s in stats.items():
-        if s is None:
-            continue
-        z, kurt = s.mean_abs_z(), s.mean_abs_kurtosis()
-        rows[name] = {
-            "mean |μ/σ|": np.mean(z[pairs.all]),
-            "max |μ/σ|": np.max(z[pairs.all]),
-            "mean |κ|": np.mean(kurt[pairs.all]),
-            f"mean |κ|, t < {pairs.early_layers}": np.mean(kurt[pairs.early]),
-            f"mean |κ|, t ≥ {pairs.early_layers}": np.mean(kurt[pairs.late]),
-        }
-    return pd.DataFrame(rows).T
-
-
-def law_subsets(
-    stats: PairStatistics, pairs: PairLayers
-) -> dict[tuple[str, str], dict]:
-    """`fit_variance` of both conventions ("log_mean": ln(mean variance), "mean_log": mean(ln variance))
-    on every subset of `PairLayers.subsets`: (convention, subset) -> fit."""
-    conventions = {"log_mean": stats.log_mean_var(), "mean_log": stats.mean_log_var()}
-    return {
-        (c, s): fit_variance(values, pair_mask(pairs.T, first, last))
-        for c, values in conventions.items()
-        for s, (_, first, last) in pairs.subsets().items()
-    }
-
-
-def law_subset_table(fits: dict, pairs: PairLayers) -> pd.DataFrame:
-    """`law_subsets` as a table: alpha, lambda, lambda L, R², arrival R² and pairs per fit."""
-    names = {"log_mean": "ln(mean variance)", "mean_log": "mean(ln variance)"}
-    subsets = pairs.subsets()
-    return pd.DataFrame(
-        [
-            {
-                "convention": names[c],
-                "layers fitted": subsets[s][0],
-                "α": f["alpha"],
-                "λ": f["lambda"],
-                "λ·L": f["lambda"] * pairs.L,
-                "R²": f["r2"],
-                "arrival R²": f["arrival_r2"],
-                "pairs": f["n_pairs"],
-            }
-            for (c, s), f in fits.items()
-        ]
-    ).set_index(["convention", "layers fitted"])
-
-
-def heavy_share_z(stats: PairStatistics, mask: np.ndarray) -> tuple[float, float]:
-    """Mean abs(mu / sigma) of the coordinates whose share of their pair's variance is in the top 1%, and of
-    the rest, over the pairs in `mask`."""
-    share = stats.var[mask] / stats.var[mask].sum(-1, keepdims=True)  # (pairs, k)
-    z_abs = np.abs(stats.z[mask])
-    heavy = share >= np.quantile(share, 0.99)
-    return float(z_abs[heavy].mean()), float(z_abs[~heavy].mean())
-
-
-def tau1_variances(
-    stats: PairStatistics, pairs: PairLayers
-) -> tuple[np.ndarray, float]:
-    """Per-coordinate residual variance at tau = 1 for arrival layers 2..L, `(L-1, k)`, and the largest
-    spread over arrivals of the coordinates' variances, in decades (95th over 5th percentile)."""
-    var = np.array([stats.var[t, t + 1] for t in pairs.layers[:-1]])
-    spread = np.log10(np.percentile(var, 95, axis=1) / np.percentile(var, 5, axis=1))
-    return var, float(spread.max())
 
 
 QUANTITIES = {
@@ -678,7 +587,7 @@ class ResidualNulls:
         return {
             name: self.bootstrap(
                 offdiagonal_correlation(
-                    residuals(Z, *self.bases[name], t, 1),
+                    eq1_residuals(Z, *self.bases[name], t, 1),
                     self.weights[: 1 + self.n_boot],
                 )
             )
@@ -743,10 +652,8 @@ def split_for_bases(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The seeded split (held, fitted) of N pilots for `held_out_pairs`; raises `ParameterError` when the
     fitted share has fewer than D pilots (the bases would not span the space the residual lives in)."""
-    from ..models.bounds import ParameterError
-    from .langevin import split_pilots
 
-    held, fitted = split_pilots(N, held_out, seed)
+    held, fitted = split_pilots(N, round(held_out * N), np.random.default_rng(seed))
     if len(fitted) < D or len(held) < 4:
         raise ParameterError(
             f"parameter n_s: the bases are fitted on {len(fitted)} of the {N} pilots of {model} and the "
@@ -768,7 +675,6 @@ def residual_nulls(
     seeded), each scored out of sample (`held_out_pairs`): bases fitted on a seeded share 1 - `held_out` of
     its pilots (the same split for all three), residuals of the others, over the same rows of weights of
     the held-out pilots (`bootstrap_and_jackknife_weights`). `ResidualNulls.ensembles` keeps the held-out pilots."""
-    from .null_tests import structureless_cloud  # it imports this module
 
     held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
     weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)
@@ -786,11 +692,13 @@ def residual_nulls(
     return ResidualNulls(scored, bases, resampled, weights, pairs, n_boot)
 
 
-def residual_consistency(
-    X: np.ndarray, Y: np.ndarray, U: np.ndarray, S: np.ndarray, t: int
-) -> tuple[np.ndarray, float]:
-    """The residual at t, tau = 1 in the aligned basis of t + 1, `(N, k)` float64, and its largest relative
-    difference from the direct Eq. 1 residual (`extrapolation.residuals`) mapped to that basis."""
-    w = residual_coordinates(Y, S, t, 1).astype(np.float64)
-    direct = residuals(X, U, S, t, 1) @ U[t + 1]
-    return w, float(np.abs(direct - w).max() / np.abs(w).max())
+def pair_frame(values: np.ndarray, pairs) -> pd.DataFrame:
+    """B4: a `(T, T)` pair statistic over `PairLayers.all` as a heatmap table: departure t in rows (top:
+    last), arrival t + tau in columns."""
+    layers = pairs.layers
+    shown = np.where(pairs.all, values, np.nan)[1 : pairs.L, 1:]
+    return pd.DataFrame(
+        shown,
+        index=pd.Index(layers[:-1], name="departure layer t"),
+        columns=pd.Index(layers, name="arrival layer t + τ"),
+    ).iloc[::-1]

@@ -2,9 +2,9 @@
 
 Two protocols (the paper leaves the choice open):
 
-- `truncation_scores` (`truncated_kl`): project the last layer's state x(L), before the final norm, onto the
+- `truncation_scores`: project the last layer's state x(L), before the final norm, onto the
   top-K singular directions of the ensemble at L, then final norm + unembedding.
-- `propagated_truncation` (`propagated_truncated_kl`): project the pilot's state onto the top-K directions of
+- `propagated_truncation`: project the pilot's state onto the top-K directions of
   U(t) after **every** block t = 1..L and let the remaining blocks run on the truncated state (earlier
   positions untouched).
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -30,9 +30,9 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate
 from ..models.loading import Model
 from ..models.view import ModelView
+from ..stats import Estimate, bootstrap_mean
 
 
 @dataclass(frozen=True)
@@ -161,41 +161,6 @@ def truncation_scores(
     return Truncation(list(ks), divergence, overlap, top)
 
 
-def truncated_kl(
-    view: ModelView,
-    x: np.ndarray,
-    basis: np.ndarray,
-    ks: list[int],
-    batch_size: int = 256,
-    progress: bool = True,
-) -> np.ndarray:
-    """KL(p_K || p) for each K in `ks`, `(len(ks), n)` (the `kl` of `truncation_scores`).
-
-    x: last-layer states before the final norm `(n, D)`; basis: `(D, k)` singular vectors sorted by
-    decreasing singular value. p_K is the distribution of x projected on the first K columns.
-    """
-    return truncation_scores(
-        view, x, basis, ks, batch_size=batch_size, progress=progress
-    ).kl
-
-
-@torch.inference_mode()
-def consecutive_kl(
-    view: ModelView, x: np.ndarray, batch_size: int = 256, progress: bool = True
-) -> np.ndarray:
-    """KL(p_{i+1} || p_i) between the true distributions of consecutive pseudo-sentences, `(n - 1,)`."""
-    out = np.empty(len(x) - 1)
-    for start in tqdm(
-        range(0, len(x) - 1, batch_size), desc="consecutive KL", disable=not progress
-    ):
-        rows = torch.as_tensor(
-            x[start : start + batch_size + 1], dtype=torch.float32, device=view.device
-        )
-        logp = next_token_logprobs(view, rows)
-        out[start : start + len(logp) - 1] = kl(logp[1:], logp[:-1]).cpu().numpy()
-    return out
-
-
 @torch.inference_mode()
 def propagated_truncation(
     model: Model,
@@ -269,21 +234,6 @@ def _next_token_scores(
     return loss.cpu().numpy(), (logp.argmax(-1) == target).cpu().numpy()
 
 
-def propagated_truncated_kl(
-    model: Model,
-    ids: np.ndarray,
-    bases: np.ndarray,
-    ks: list[int],
-    batch_size: int = 32,
-    progress: bool = True,
-) -> np.ndarray:
-    """KL(p_K || p), `(len(ks), n)`, when the pilot is truncated after every block and propagated (the `kl`
-    of `propagated_truncation`, which documents the protocol)."""
-    return propagated_truncation(
-        model, ids, bases, ks, batch_size=batch_size, progress=progress
-    ).kl
-
-
 def _pilot_last_state(
     view: ModelView, pilot: np.ndarray, cache, bases: Tensor | None
 ) -> Tensor:
@@ -307,7 +257,6 @@ def _pilot_last_state(
 
 # --- B2: the authors' criterion read off the truncation curves ---------------------------------------------
 
-PAPER_DROP = 0.1  # the authors' criterion: the mean KL falls to about a tenth of its value at K = 1
 PROTOCOLS = ("last layer", "every layer")  # the two readings of the truncation
 
 
@@ -317,61 +266,7 @@ def truncation_grid(d: int) -> list[int]:
     return sorted(powers | {j * d // 16 for j in range(2, 9)} | {d})
 
 
-def random_orthonormal(d: int, seed: int = 0) -> np.ndarray:
-    """`d` random orthonormal directions `(d, d)` (QR of a standard normal matrix): the null basis of B2."""
-    return np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))[0]
-
-
-def truncation_protocols(
-    model: Model,
-    ids: np.ndarray,
-    x_last: np.ndarray,
-    bases: np.ndarray,
-    ks: list[int],
-    picked: np.ndarray,
-    sub: np.ndarray,
-    top: int = 5,
-    progress: bool = True,
-) -> dict[str, Truncation]:
-    """Both protocols of B2 on the grid `ks`: "last layer" (`truncation_scores` of the pilots `picked`,
-    states `x_last` `(N, D)` on the basis `bases[-1]`) and "every layer" (`propagated_truncation` of the
-    pseudo-sentences `ids[sub]` `(n, T)` with `bases` `(L+1, D, k)`; left out with fewer than 2 pilots)."""
-    out = {
-        "last layer": truncation_scores(
-            model.view, x_last[picked], bases[-1], ks, top=top, progress=progress
-        )
-    }
-    if len(sub) > 1:
-        out["every layer"] = propagated_truncation(
-            model, ids[sub], bases, ks, top=top, progress=progress
-        )
-    return out
-
-
-def criteria(
-    result: Truncation, d: int, weights: np.ndarray | None = None, k0: bool = True
-) -> dict[str, float]:
-    """The authors' numbers from per-pilot scores, with pilot j of `result` counted `weights[j]` times
-    (None: once): `kl_drop` KL(d/4) / KL(1) (means over pilots), `kl_quarter_d` and `overlap_quarter_d`
-    (means at K = d/4) and, with `k0`, `k0_over_d`: the smallest K of the grid whose mean KL is at most
-    `PAPER_DROP` x the mean KL at K = 1, over d. Needs K = 1 and d/4 in the grid."""
-    w = np.ones(result.kl.shape[1]) if weights is None else np.asarray(weights, float)
-    kl_mean, overlap_mean = result.kl @ w / w.sum(), result.overlap @ w / w.sum()
-    one, quarter = result.ks.index(1), result.ks.index(d // 4)
-    out = {
-        "kl_drop": kl_mean[quarter] / kl_mean[one],
-        "kl_quarter_d": kl_mean[quarter],
-        "overlap_quarter_d": overlap_mean[quarter],
-    }
-    if k0:
-        passed = np.argmax(kl_mean <= PAPER_DROP * kl_mean[one])
-        out["k0_over_d"] = result.ks[int(passed)] / d
-    return out
-
-
-RANDOM = "random directions"
 # suffix of the summary keys measured on the paper's N_s (2.8 D, or all of Walden if less)
-PAPER_NS = "_paper_ns"
 
 
 @dataclass
@@ -406,129 +301,6 @@ class ResampledTruncation:
         return out
 
 
-def resampled_truncation(
-    model: Model,
-    ids: np.ndarray,
-    X: np.ndarray,
-    ks: list[int],
-    picked: np.ndarray,
-    sub: np.ndarray,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    top: int = 5,
-) -> ResampledTruncation:
-    """B2's truncation by the paper's protocol, the basis fit on the very pilots it truncates, with intervals
-    that refit it.
-
-    X `(N, L+1, D)`, ids `(N, T)`: the pilots. The sample: the uncentered per-layer bases of all N pilots
-    (`weighted_svd`, sorted by decreasing singular value), both protocols (`truncation_protocols`: the last
-    layer on `picked`, every layer on `sub`) and the random-directions null (the last-layer protocol of
-    `picked` on D random orthonormal directions, seeded, K = 1 and D/4). Each of the `n_rep` repetitions
-    (`extrapolation.resample_rows`, kept for a resumed run) draws N pilots with replacement, **refits the
-    bases on the draw**,
-    draws new random directions, and rescores the draw's pilots in the positions `picked` and `sub` (as
-    many as the sample scores; each distinct pilot once, weighted by its count). Criteria (`criteria`):
-    the sample's values, percentile intervals over the repetitions re-centered on them
-    (`extrapolation.centered_percentile`; K0's interval, moved like the others, need not fall on the
-    grid, and stops at 1)."""
-    from .extrapolation import percentile_estimates, resample_rows, weighted_svd
-
-    N, D = len(X), X.shape[2]
-    layers = X if len(sub) > 1 else X[:, -1:]
-
-    def run(
-        pilots: np.ndarray, rng: np.random.Generator
-    ) -> dict[str, tuple[Truncation, np.ndarray]]:
-        distinct, rows = np.unique(pilots, return_inverse=True)
-        bases = weighted_svd(layers[distinct], np.bincount(rows))[0]
-        (last, n_last), (every, n_every) = (
-            np.unique(pilots[s], return_counts=True) for s in (picked, sub)
-        )
-        scored = truncation_protocols(
-            model, ids, X[:, -1], bases, ks, last, every, top, progress=False
-        )
-        directions = random_orthonormal(D, int(rng.integers(2**31)))
-        scored[RANDOM] = truncation_scores(
-            model.view, X[last, -1], directions, [1, D // 4], top=top, progress=False
-        )
-        weights = {"last layer": n_last, "every layer": n_every, RANDOM: n_last}
-        return {name: (result, weights[name]) for name, result in scored.items()}
-
-    runs = resample_rows(
-        run, N, n_rep=n_rep, seed=seed, desc="truncation resamples (bases refit)"
-    )
-    values = [
-        {
-            f"{key}|{name}": value
-            for name, (result, w) in one.items()
-            for key, value in criteria(result, D, w, k0=name != RANDOM).items()
-        }
-        for one in runs
-    ]
-    found = percentile_estimates(
-        values, N, unit="pilots (bases refit)", bounds=(0.0, np.inf)
-    )
-    grouped: dict[str, dict] = {}
-    for key, estimate in found.items():
-        criterion, name = key.split("|")
-        if criterion == "k0_over_d":  # a share of D: at most 1
-            estimate = replace(estimate, hi=min(estimate.hi, 1.0))
-        grouped.setdefault(name, {})[criterion] = estimate
-    curves = {
-        name: np.array(
-            [
-                np.stack([r.kl @ w, r.overlap @ w]) / w.sum()
-                for r, w in (one[name] for one in runs[1:])
-            ]
-        )
-        for name in runs[0]
-    }
-    protocols = {name: runs[0][name][0] for name in PROTOCOLS if name in runs[0]}
-    return ResampledTruncation(N, protocols, grouped, curves)
-
-
-def truncation_at_sizes(
-    model: Model,
-    ids: np.ndarray,
-    X: np.ndarray,
-    ks: list[int],
-    samples: dict[str, np.ndarray],
-    n_truncated: int | None,
-    n_propagated: int,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    top: int = 5,
-) -> dict[str, ResampledTruncation]:
-    """`resampled_truncation` of each sample of pilots (label -> sorted indices into X `(N, L+1, D)` and ids
-    `(N, T)`: the book's N_s, the paper's 2.8 D), its bases fit on that sample alone, scoring
-    `n_truncated` (None: all) and `n_propagated` of its pilots (`ensemble.draw_sets` with `seed`). A sample
-    equal to one already run shares its result."""
-    from .ensemble import draw_sets
-
-    out: dict[str, ResampledTruncation] = {}
-    for label, pilots in samples.items():
-        same = [r for lab, r in out.items() if np.array_equal(samples[lab], pilots)]
-        if same:
-            out[label] = same[0]
-            continue
-        sizes = [n_truncated or len(pilots), n_propagated]
-        picked, sub = draw_sets(len(pilots), sizes, seed)
-        out[label] = resampled_truncation(
-            model,
-            ids[pilots],
-            X[pilots],
-            ks,
-            picked,
-            sub,
-            n_rep=n_rep,
-            seed=seed,
-            top=top,
-        )
-    return out
-
-
 # --- C7: what the truncation costs downstream ----------------------------------------------------------------
 
 
@@ -546,7 +318,6 @@ class TruncationCost:
 
     def at(self, K: int) -> dict[str, Estimate]:
         """KL, loss rise (nats) and top-1 accuracy of p_K at K (a value of the grid), with intervals."""
-        from ..intervals import bootstrap_mean
 
         j = self.scores.ks.index(K)
         per_pilot = {
@@ -563,7 +334,6 @@ class TruncationCost:
 
     def full(self) -> dict[str, Estimate]:
         """The untruncated model's next-token loss (nats) and top-1 accuracy on the scored pilots."""
-        from ..intervals import bootstrap_mean
 
         return {
             name: bootstrap_mean(
@@ -598,51 +368,3 @@ class TruncationCost:
                     {"K": K, "score": name, "value": e.value, "lo": e.lo, "hi": e.hi}
                 )
         return pd.DataFrame(rows)
-
-
-def next_tokens(ids: np.ndarray, rows: np.ndarray, prefix: int = 0) -> np.ndarray:
-    """The true next token of each pseudo-sentence `rows` of a corpus cut into consecutive non-overlapping
-    chunks `ids` `(N, T)` (the first `prefix` columns a BOS): the first text token of the chunk after it,
-    `(len(rows),)`. Every row must have a successor (row < N - 1)."""
-    rows = np.asarray(rows)
-    if len(rows) and rows.max() >= len(ids) - 1:
-        raise ValueError(
-            f"pseudo-sentence {rows.max()} has no successor among {len(ids)}: its next token is unknown"
-        )
-    return ids[rows + 1, prefix]
-
-
-def truncation_cost(
-    ens,
-    n_scored: int | str,
-    *,
-    ks: list[int] | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
-    progress: bool = True,
-) -> TruncationCost:
-    """What truncating every block's output to its top-K ensemble directions costs the next token, on an
-    `ensemble.Ensemble` of N pseudo-sentences: bases (`ensemble_svd`, uncentered, sorted) fit on the first
-    N - `n_scored` - 1 (a count or a multiple of the width, "0.25D"), the next `n_scored` (held out; each with
-    its successor's first token as target, `next_tokens`; the last has none) truncated after every block
-    (`propagated_truncation`) for each K of `ks` (None: `truncation_grid`)."""
-    from ..models.bounds import pilot_count
-    from .ensemble import ensemble_svd
-
-    scored = pilot_count(n_scored, ens.D, "n_scored", model=ens.lm.name)
-    n_fit = ens.n_s - scored - 1
-    if n_fit < 1:
-        raise ValueError(
-            f"parameter n_scored = {n_scored!r} ({scored}) leaves no pseudo-sentence of {ens.n_s} to fit the "
-            "bases on (the last one has no known next token): lower it or raise n_s"
-        )
-    rows = np.arange(n_fit, n_fit + scored)
-    scores = propagated_truncation(
-        ens.lm,
-        ens.corpus.ids[rows],
-        ensemble_svd(ens.X[:n_fit])[0],
-        ks or truncation_grid(ens.D),
-        progress=progress,
-        targets=next_tokens(ens.corpus.ids, rows, ens.corpus.prefix),
-    )
-    return TruncationCost(scores, n_fit, n_boot, seed)

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..intervals import Estimate, bootstrap, bootstrap_mean, exact
+from ..stats import Estimate, bootstrap, bootstrap_mean, exact
 from ..models.view import ModelView
 from .probes import token_label, topk
 

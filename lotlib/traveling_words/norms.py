@@ -20,7 +20,7 @@ from scipy.stats import beta as beta_distribution
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from ..intervals import bootstrap, exact, not_applicable
+from ..stats import bootstrap, exact, not_applicable
 from ..models.capture import capture
 from ..models.corpus import Corpus
 from ..models.loading import Model

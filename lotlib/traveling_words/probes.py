@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate, bootstrap, bootstrap_mean
+from ..stats import Estimate, bootstrap, bootstrap_mean
 from ..models.corpus import common_nouns
 from ..models.view import ModelView
 

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..intervals import Estimate, bootstrap, exact, proportion
+from ..stats import Estimate, bootstrap, exact, proportion
 from ..models.view import ModelView, Norm
 
 SCORES = ("||e||", "||gamma*e||", "||e|| + beta.e", "||gamma*e|| + beta.e", "max logit")

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..intervals import Estimate, percentile_estimate, resampling_weights
+from ..stats import Estimate, percentile_estimate, resampling_weights
 from ..models.view import ModelView
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate, bootstrap, bootstrap_mean
+from ..stats import Estimate, bootstrap, bootstrap_mean
 from ..models.capture import capture
 from ..models.loading import Model
 

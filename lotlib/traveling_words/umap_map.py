@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..intervals import Estimate, exact, over_seeds
+from ..stats import Estimate, exact, over_seeds
 from ..models.loading import Model
 from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.paths import cache_dir

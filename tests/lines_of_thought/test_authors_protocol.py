@@ -2,8 +2,8 @@
 and a bootstrap that refits the bases."""
 
 import math
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,16 +22,19 @@ from lotlib.lines_of_thought.authors_protocol import (
     gaussian_floor,
     pair_moments,
     paper_ensembles,
-    paper_pilots,
-    paper_pilots_label,
     weighted_bases,
 )
-from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
-from lotlib.lines_of_thought.extrapolation import residuals
+from lotlib.lines_of_thought.ensemble import (
+    align_bases,
+    ensemble_svd,
+    paper_pilots,
+    paper_pilots_label,
+)
+from lotlib.lines_of_thought.extrapolation import eq1_residuals
 
 ROOT = Path(__file__).resolve().parents[2]
-from lotlib.intervals import resampling_weights
 from lotlib.models.bounds import ParameterError
+from lotlib.stats import resampling_weights
 
 
 def _direct_summaries(X: np.ndarray) -> dict[str, np.ndarray]:
@@ -41,7 +44,7 @@ def _direct_summaries(X: np.ndarray) -> dict[str, np.ndarray]:
     out = {name: np.full((T + 1, T + 1), np.nan) for name in SUMMARIES}
     for t in range(T):
         for s in range(t + 1, T):
-            dx = residuals(X, U, S, t, s - t)  # x(s) - U(s) S(s) S(t)^-1 U(t)^T x(t)
+            dx = eq1_residuals(X, U, S, t, s - t)  # x(s) - U(s) S(s) S(t)^-1 U(t)^T x(t)
             m, v = dx.mean(0), dx.var(0, ddof=1)
             k = stats.kurtosis(
                 dx, axis=0, fisher=False, bias=False
@@ -121,7 +124,7 @@ def test_kurtosis_is_matlabs_bias_corrected_non_excess():
     Xt = torch.as_tensor(X.transpose(1, 0, 2))
     U, S = align_bases(*weighted_bases(Xt, torch.ones(200)))
     got = pair_moments(Xt, U, S, torch.ones(200), 200)["mean_abs_kurtosis"][0, 1]
-    dx = residuals(X, U.astype(np.float64), S, 0, 1)
+    dx = eq1_residuals(X, U.astype(np.float64), S, 0, 1)
     want = np.mean(np.abs(stats.kurtosis(dx, axis=0, fisher=False, bias=False)))
     assert got == pytest.approx(want, rel=1e-4)
     assert want > 3.5  # exponential tails: well above the Gaussian's 3

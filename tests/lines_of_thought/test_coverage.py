@@ -12,7 +12,6 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from lotlib.intervals import Estimate, bootstrap_mean
 from lotlib.lines_of_thought import langevin
 from lotlib.lines_of_thought.coverage import (
     Case,
@@ -25,6 +24,7 @@ from lotlib.lines_of_thought.coverage import (
     held_out_b4,
     replicate,
 )
+from lotlib.stats import Estimate, bootstrap_mean
 
 R = 20
 FLOOR = 15

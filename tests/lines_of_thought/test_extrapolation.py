@@ -4,14 +4,22 @@ import pytest
 from scipy.linalg import expm
 from scipy.stats import norm
 
-from lotlib.lines_of_thought.extrapolation import (HeldOutBases, basis_angles, centered_percentile, extrapolate,
-                                                    prediction_errors, refit_bootstrap, repeated_svm,
-                                                    residuals, same_pilot_svm, subsamples, svm_accuracy,
-                                                    svm_accuracy_interval, svm_split_accuracy, svm_by_tau,
-                                                    svm_true_vs_true, weighted_svd, BASES_FROM, split_accuracy,
-                                                    training_rows)
 from lotlib.lines_of_thought.coverage import LangevinGenerator
-from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from lotlib.lines_of_thought.ensemble import align_bases, basis_angles, ensemble_svd
+from lotlib.lines_of_thought.extrapolation import (
+    BASES_FROM,
+    HeldOutBases,
+    eq1_residuals,
+    extrapolate,
+    same_pilot_svm,
+    split_accuracy,
+    svm_accuracy,
+    svm_accuracy_interval,
+    svm_split_accuracy,
+    weighted_svd,
+)
+from lotlib.lines_of_thought.resampling import refit_bootstrap
+from lotlib.stats import training_rows
 
 
 def _linear_chain(N=300, T=6, D=8, rank=None, seed=0):
@@ -35,7 +43,7 @@ def test_extrapolation_is_exact_for_a_linear_chain():
     U, S = align_bases(*ensemble_svd(X))
     for t, tau in [(0, 1), (1, 3), (2, 3), (0, 5)]:
         np.testing.assert_allclose(extrapolate(X, U, S, t, tau), X[:, t + tau], atol=1e-8)
-        assert np.abs(residuals(X, U, S, t, tau)).max() < 1e-8
+        assert np.abs(eq1_residuals(X, U, S, t, tau)).max() < 1e-8
 
 
 def test_extrapolation_is_exact_for_low_rank_data_at_its_rank():
@@ -53,7 +61,7 @@ def test_tau_zero_is_the_identity_and_rank_truncates():
     np.testing.assert_allclose(extrapolate(X, U, S, 0, 0), X[:, 0], atol=1e-10)
     top2 = U[0][:, np.argsort(S[0])[::-1][:2]]
     np.testing.assert_allclose(extrapolate(X, U, S, 0, 0, rank=2), X[:, 0] @ top2 @ top2.T, atol=1e-10)
-    np.testing.assert_allclose(residuals(X, U, S, 0, 1), X[:, 1] - extrapolate(X, U, S, 0, 1), atol=1e-12)
+    np.testing.assert_allclose(eq1_residuals(X, U, S, 0, 1), X[:, 1] - extrapolate(X, U, S, 0, 1), atol=1e-12)
 
 
 def test_basis_angles():
@@ -94,54 +102,10 @@ def _growing(N=200, T=8, D=6, c=1.3, loc=1.0, seed=0):
     return np.stack([X0 * c**t for t in range(T)], axis=1)
 
 
-def test_held_out_split_and_prediction_errors():
-    X = _growing()
-    study = HeldOutBases.split(X, first=3, seed=1)
-    assert study.L == 7 and study.columns == 6
-    assert np.array_equal(np.sort(np.concatenate([study.fit, study.held])), np.arange(200))
-    np.testing.assert_allclose(study.extrapolate(study.held, 4, 2), X[study.held, 6], rtol=1e-9)
-    errors = prediction_errors(study, 3)
-    held = study.held
-    assert errors.distances["Eq. 1"].max() < 1e-9
-    naive = np.linalg.norm(X[held, 3 + 2] - X[held, 3], axis=1)
-    np.testing.assert_allclose(errors.distances["naive x(t)"][1], naive)
-    blind = np.linalg.norm(X[held, 6] - X[study.fit, 6].mean(0), axis=1)
-    np.testing.assert_allclose(errors.distances["pilot-blind: mean of x(t+τ)"][2], blind)
-    np.testing.assert_allclose(errors.state_norm, np.linalg.norm(X[held, 4:7], axis=-1).mean(0))
-    assert errors.ratio("naive x(t)", 2, n_boot=50).value == 1.0
-    assert errors.ratio("Eq. 1", 1, n_boot=50).hi < 1e-6
-    summary = errors.summary(n_boot=50)
-    assert summary["error_ratio_mean_tau_max"] == errors.ratio("pilot-blind: mean of x(t+τ)", 3, 50)
-    np.testing.assert_allclose(summary["relative_error_naive_by_tau"][1], naive.mean() / errors.state_norm[1])
-    assert study.starts(3).tolist() == [3, 4, 6] and study.starts(2, last=5).tolist() == [3, 5]
 
 
-def test_subsamples_come_from_their_halves():
-    study = HeldOutBases.split(_growing(), first=2)
-    drawn = subsamples(study, seed=0, n_plot=30, n_svm=500)
-    assert len(drawn.drawn) == 30 and set(drawn.drawn) <= set(study.held)
-    assert np.array_equal(drawn.test, study.held)
-    assert np.array_equal(np.sort(drawn.shuffled), drawn.test)
 
 
-def test_held_out_svm_verdicts_on_an_exact_extrapolation():
-    X = _growing(N=300, T=6, loc=10.0)
-    study = HeldOutBases.split(X, first=2, seed=0)
-    curves = svm_by_tau(study, study.held, [1, 2], seed=0, C=1.0)
-    assert np.all(curves["Eq. 1"] <= 0.55)  # identical sets: nothing to learn
-    assert np.all(curves["naive x(t)"] > 0.9)  # the mean moves by 30% a layer
-    same = svm_true_vs_true(study, np.random.default_rng(0).permutation(study.held), [1])
-    assert 0.3 < same[0] < 0.7
-    verdicts = repeated_svm(study, study.starts(2, last=3), 2, n_rep=3, n_svm=100)
-    tau1, far = verdicts["svm_extrapolated_tau1"], verdicts["svm_extrapolated_tau_max"]
-    assert len(verdicts) == 6 and far.value <= 0.6 and tau1.method == "bootstrap (centered)"
-    assert np.isclose(verdicts["svm_extrapolated_growth"].value, far.value - tau1.value)
-    # the values are one measurement on study's own split, drawn with default_rng(seed)
-    once = repeated_svm(study, np.array([2]), 2, n_rep=0, n_svm=100, seed=3)
-    rng = np.random.default_rng(3)
-    scored = rng.choice(study.held, size=100, replace=False)
-    A, B = study.pair(scored, 2, 1, "Eq. 1", seed=int(rng.integers(2**31)))
-    assert once["svm_extrapolated_tau1"].value == svm_split_accuracy(A, B, scored, rng)
 
 
 def test_resplit_draws_a_new_half_and_refits_the_bases():
@@ -203,17 +167,6 @@ def test_refit_bootstrap_resamples_pilots_in_every_repetition():
     assert all(np.array_equal(a, b) for a, b in zip(again, seen))  # seeded
 
 
-def test_centered_percentile_keeps_the_spread_and_moves_it_to_the_value():
-    draws = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
-    found = centered_percentile(np.r_[10.0, draws], 5, unit="pilots", level=0.5)
-    lo, hi = np.quantile(draws, [0.25, 0.75])
-    assert found.value == 10.0 and np.isclose(found.lo, 10.0 + lo - 3.0) and np.isclose(found.hi, 10.0 + hi - 3.0)
-    assert np.isnan(centered_percentile([1.0, np.nan], 5, unit="pilots").lo)
-    clipped = centered_percentile(np.r_[0.98, 0.9, 0.95, 1.0], 3, unit="pilots", bounds=(0.0, 1.0))
-    assert clipped.hi == 1.0 and clipped.lo < 0.98
-    both = centered_percentile(np.r_[10.0, draws], 5, unit="pilots", level=0.5, with_raw=True)
-    assert (both.lo, both.hi) == (lo, 10.0 + hi - 3.0)  # from the raw low end to the moved high end
-    assert both.method == "bootstrap (centered and raw)"
 
 
 def test_same_pilot_svm_is_the_paper_protocol():

@@ -2,47 +2,30 @@
 and the continuous lines of thought built on its deterministic part."""
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.interpolate import CubicSpline
 from scipy.linalg import expm, logm
 
-from lotlib.lines_of_thought.continuous import (
-    bridged_paths,
-    flow_segment,
-    free_path,
-    landing_gaps,
-    path_summary,
-    restarted_paths,
-)
 from lotlib.lines_of_thought.extrapolation import extrapolate
 from lotlib.lines_of_thought.langevin import (
+    ENERGY_COLUMNS,
+    FP_STATS,
+    _weighted_energy,
     covariance_distance,
     energy_distance,
+    energy_margins,
     exponential_noise,
+    fp_stats,
+    held_out_langevin,
     langevin_flow,
     matched_noise,
     moments,
+    pilot_distances,
     propagators,
     proper_bases,
     rotation_log,
     simulate,
     steps,
-)
-from lotlib.lines_of_thought.langevin import (
-    ENERGY_COLUMNS,
-    FP_STATS,
-    _weighted_energy,
-    energy_distance,
-    energy_margins,
-    fokker_planck,
-    fp_stats,
-    pilot_distances,
-    held_out_langevin,
-    noiseless_map,
-    residual_shares,
-    scheme_variants,
-    split_pilots,
     total_variance,
 )
 
@@ -109,24 +92,6 @@ def test_reflections_flip_the_least_significant_column_and_a_turn_by_pi_is_handl
         proper_bases(U[:, :, :3], S[:, :3], [0, 1])
 
 
-def test_flow_over_several_layers_composes_across_flipped_layers():
-    rng = np.random.default_rng(15)
-    dets = [
-        1.0,
-        -1.0,
-        1.0,
-        -1.0,
-        1.0,
-    ]  # reflections between every pair of consecutive layers
-    U = np.stack([_orthogonal(4, 20 + t, det=d) for t, d in enumerate(dets)])
-    S = np.exp(rng.normal(0, 0.3, size=(5, 4))) * 5
-    X = np.stack([rng.normal(size=(9, 4))] * 5, axis=1)
-    flow = langevin_flow(U, S, np.arange(5))
-    assert [flow.flipped[t] is not None for t in range(5)] == [d < 0 for d in dets]
-    # start and end layers are not flipped: the chained flow is exactly Eq. 1 from 0 to 4 (and to 2)
-    chained = free_path(X[:, 0], flow, 0, 4)
-    np.testing.assert_allclose(chained[:, 4], extrapolate(X, U, S, 0, 4), atol=1e-10)
-    np.testing.assert_allclose(chained[:, 2], extrapolate(X, U, S, 0, 2), atol=1e-10)
 
 
 def test_rotate_is_vectorized_over_angles():
@@ -259,58 +224,8 @@ def test_energy_distance():
     assert np.isclose(energy_distance(a, b), energy_distance(b, a))
 
 
-def test_continuous_paths_start_on_the_truth_land_on_eq1_and_bridge_through_the_truth():
-    rng = np.random.default_rng(13)
-    sigma = np.exp(np.cumsum(rng.normal(0, 0.3, size=(5, 4)), axis=0))
-    U, S, _ = _rotating_chain(sigma=sigma)
-    X = rng.normal(size=(7, 5, 4))
-    flow = langevin_flow(U, S, np.arange(5))
-    times, paths = restarted_paths(X, flow, np.arange(1, 5), per_layer=4)
-    assert paths.shape == (7, 3, 5, 4) and times.shape == (3, 5)
-    np.testing.assert_allclose(times[0], [1.0, 1.25, 1.5, 1.75, 2.0])
-    for s, t in enumerate(range(1, 4)):
-        np.testing.assert_allclose(paths[:, s, 0], X[:, t], atol=1e-12)
-        np.testing.assert_allclose(
-            paths[:, s, -1], extrapolate(X, U, S, t, 1), atol=1e-10
-        )
-    bridged = bridged_paths(X, paths, np.arange(1, 5))
-    np.testing.assert_allclose(bridged[:, :, -1], X[:, 2:5], atol=1e-10)
-    np.testing.assert_allclose(bridged[:, :, 0], X[:, 1:4], atol=1e-12)
-    chained = free_path(X[:, 1], flow, 1, 3)
-    np.testing.assert_allclose(
-        chained[:, 3], extrapolate(X, U, S, 1, 3), atol=1e-10
-    )  # Eq. 1 composes
-    np.testing.assert_allclose(
-        flow_segment(X[:, 2], flow, 2, [0.5])[:, 0], paths[:, 1, 2], atol=1e-12
-    )
 
 
-def test_path_summary_matches_the_paths():
-    rng = np.random.default_rng(14)
-    U, S, _ = _rotating_chain(
-        sigma=np.exp(np.cumsum(rng.normal(0, 0.3, size=(5, 4)), axis=0))
-    )
-    X = rng.normal(size=(6, 5, 4))
-    flow = langevin_flow(U, S, np.arange(5))
-    summary = path_summary(X, flow, np.arange(1, 5), per_layer=50)
-    _, paths = restarted_paths(X, flow, np.arange(1, 5), per_layer=50)
-    bridged = bridged_paths(X, paths, np.arange(1, 5))
-    np.testing.assert_allclose(
-        summary["gap"], np.linalg.norm(paths[:, :, -1] - X[:, 2:], axis=-1), atol=1e-12
-    )
-    np.testing.assert_allclose(
-        summary["step"], np.linalg.norm(X[:, 2:] - X[:, 1:4], axis=-1)
-    )
-    lengths = np.linalg.norm(np.diff(bridged, axis=2), axis=-1).sum(-1)
-    np.testing.assert_allclose(
-        summary["length_ratio"], lengths / summary["step"], rtol=1e-10
-    )
-    assert np.all(
-        summary["length_ratio"] >= 1 - 1e-12
-    )  # no path is shorter than the straight chord
-    np.testing.assert_allclose(
-        landing_gaps(X, flow, np.arange(1, 5)), summary["gap"], atol=1e-12
-    )
 
 
 def test_matched_noise_puts_eq2_on_the_accumulated_noise_at_every_layer():
@@ -408,15 +323,6 @@ def _walks(N=80, T=7, D=6, seed=0):
     return (np.cumsum(rng.normal(size=(N, T, D)), axis=1) + 5).astype(np.float32)
 
 
-def test_split_pilots_is_a_seeded_partition():
-    held, fitted = split_pilots(40, 0.25, seed=3)
-    assert len(held) == 10 and len(fitted) == 30
-    np.testing.assert_array_equal(
-        np.sort(np.concatenate([held, fitted])), np.arange(40)
-    )
-    np.testing.assert_array_equal(split_pilots(40, 0.25, seed=3)[0], held)
-
-
 def test_held_out_langevin_refuses_too_few_pilots_and_matches_the_constant_noise():
     from lotlib.models.bounds import ParameterError
 
@@ -472,7 +378,7 @@ def test_a_bootstrap_of_the_variance_ratio_is_centred_on_the_sample_value():
     between pilots but not the noise within them, so a ratio of predicted to true variance drifts up under
     resampling (2.3% here); from pairs of distinct pilots it drifts less than half as much (what is left is
     the ratio's own curvature)."""
-    from lotlib.intervals import resampling_weights
+    from lotlib.stats import resampling_weights
 
     def plug_in(Z, w):  # the pooled variance of the points drawn
         count = w.sum(1) * Z.shape[1]
@@ -541,29 +447,5 @@ def test_energy_margins_on_the_sample_and_their_bootstrap_interval():
     )
 
 
-def test_fokker_planck_and_variants_agree_with_an_independent_computation():
-    sde = held_out_langevin(_walks(), None, 2, seed=0)
-    fp = fokker_planck(sde, 20, seed=0)
-    Z = sde.truth[:, 0] @ propagators(sde.plan)[-1].T
-    ratio = np.sum(Z.var(0)) / np.sum(sde.truth[:, -1].var(0))
-    assert fp.last["noiseless drift"][FP_STATS[2]].value == pytest.approx(ratio)
-    # the layer table: every model at every layer, its last layer the values the intervals are about
-    assert list(fp.by_layer.columns) == ["layer t", "model", *FP_STATS] and len(fp.by_layer) == 3 * 2
-    last_row = fp.by_layer.set_index(["model", "layer t"]).loc[("noiseless drift", sde.t0 + 2)]
-    assert last_row[FP_STATS[2]] == pytest.approx(ratio)
-    assert [fp.last["noiseless drift"][k].method for k in FP_STATS] == ["bootstrap", "jackknife", "jackknife"]
-    variants = scheme_variants(sde)
-    assert variants.loc[("euler", "ln sigma"), FP_STATS[2]] == pytest.approx(
-        fp.last[f"Langevin (noise {sde.noise})"][FP_STATS[2]].value
-    )
 
 
-def test_residual_shares_and_noiseless_map_follow_eq1():
-    sde = held_out_langevin(_walks(), None, 2, seed=0)
-    shares = residual_shares(sde)
-    assert list(shares.columns) == ["fitted", "held out"] and len(shares) == 2
-    eq1 = extrapolate(sde.X[sde.held], sde.U, sde.S, sde.t0, 1)
-    np.testing.assert_allclose(noiseless_map(sde)[:, 1], eq1)
-    w = sde.X[sde.held, sde.t0 + 1] - eq1
-    tc, wc = eq1 - eq1.mean(0), w - w.mean(0)
-    assert shares["held out"].iloc[0] == pytest.approx(np.sum(tc * wc) / np.sum(wc**2))

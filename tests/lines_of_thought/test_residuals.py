@@ -4,13 +4,23 @@ import pytest
 from scipy import stats
 
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
-from lotlib.lines_of_thought.extrapolation import residuals
-from lotlib.lines_of_thought.residuals import (PairLayers, coordinate_moments, fit_accumulated, fit_laws,
-                                               fit_variance, gaussian_reference, heavy_share_z, law_subset_table,
-                                               law_subsets, offdiagonal_correlation, pair_mask, pair_statistics,
-                                               percentile_estimate, resampled_pairs, residual_consistency,
-                                               residual_coordinates, residual_nulls, shuffled_pilots,
-                                               singular_coordinates, singular_pair_moments, tau1_variances)
+from lotlib.lines_of_thought.extrapolation import eq1_residuals
+from lotlib.lines_of_thought.nulls import shuffled_pilots
+from lotlib.lines_of_thought.residuals import (
+    PairLayers,
+    coordinate_moments,
+    fit_accumulated,
+    fit_laws,
+    fit_variance,
+    offdiagonal_correlation,
+    pair_mask,
+    pair_statistics,
+    resampled_pairs,
+    residual_coordinates,
+    residual_nulls,
+    singular_coordinates,
+    singular_pair_moments,
+)
 
 
 def _gaussian_layers(N=4000, T=4, D=6, seed=0):
@@ -26,7 +36,7 @@ def test_residual_coordinates_are_eq1_residuals_in_the_arrival_basis():
         U, S = align_bases(*ensemble_svd(X))
         Y = singular_coordinates(X, U)
         for t, tau in [(0, 1), (1, 2), (0, 3)]:
-            direct = residuals(X, U, S, t, tau)
+            direct = eq1_residuals(X, U, S, t, tau)
             np.testing.assert_allclose(residual_coordinates(Y, S, t, tau), direct @ U[t + tau], atol=1e-4)
             np.testing.assert_allclose(residual_coordinates(Y, S, t, tau) @ U[t + tau].T, direct, atol=1e-4)
         batched = residual_coordinates(Y, S, np.array([0, 1]), 2)
@@ -57,7 +67,7 @@ def test_vectorized_statistics_equal_a_direct_loop():
     raw = pair_statistics(singular_coordinates(X, U), S, layers, U=U, progress=False)
     for t in layers[:-1]:
         for s in range(t + 1, 5):
-            w = residuals(X, U, S, t, s - t)
+            w = eq1_residuals(X, U, S, t, s - t)
             for result, W in ((st, w @ U[s]), (raw, w)):
                 np.testing.assert_allclose(result.z[t, s], W.mean(0) / W.std(0), rtol=1e-3, atol=1e-4)
                 np.testing.assert_allclose(result.var[t, s], W.var(0), rtol=1e-3)
@@ -130,7 +140,7 @@ def test_resampled_pairs_match_the_direct_statistics_of_each_resample():
     assert np.isnan(rp.trace[:, ~mask]).all()
     drawn = np.repeat(np.arange(300), weights[1].astype(int))  # resample 1 as an explicit sample
     for t, s in zip(*np.nonzero(mask)):
-        W = residuals(X[drawn], U, S, t, s - t) @ U[s]
+        W = eq1_residuals(X[drawn], U, S, t, s - t) @ U[s]
         var = W.var(0)
         np.testing.assert_allclose(rp.trace[1, t, s], var.sum(), rtol=1e-4)
         G2 = stats.kurtosis(W, axis=0, bias=False)  # scipy's small-sample correction, computed apart
@@ -212,36 +222,8 @@ def test_offdiagonal_correlation_is_unbiased_and_finds_a_shared_factor():
     assert offdiagonal_correlation(shared, weights)[0] == pytest.approx(0.2, abs=0.03)
 
 
-def test_percentile_estimate_of_resampled_values():
-    values = np.concatenate([[0.5], np.linspace(0.0, 1.0, 401), [np.nan]])  # the sample first, then the resamples
-    estimate = percentile_estimate(values, 40, unit="pilots")
-    assert (estimate.value, estimate.n, estimate.unit, estimate.method) == (0.5, 40, "pilots", "bootstrap")
-    assert estimate.lo == pytest.approx(0.025) and estimate.hi == pytest.approx(0.975)
-    assert np.isnan(percentile_estimate([1.0, np.nan], 5, unit="pilots").lo)
 
 
-def test_jackknife_log_interval_of_a_mean_is_its_standard_error():
-    """The leave-one-out jackknife of a mean is exact: its standard error is s / sqrt(n). On the log scale the
-    interval is log mean -+ t_(n-1) s / (sqrt(n) mean) to first order; grouped (50 groups of 4), the standard error
-    of the group means. A statistic that reads 0 gets the raw scale from 0; a negative one no interval."""
-    from scipy.stats import t
-
-    from lotlib.intervals import jackknife_estimate, jackknife_weights
-
-    x = np.random.default_rng(2).gamma(9.0, size=200)
-    for groups in (200, 50):
-        weights = jackknife_weights(200, groups)
-        assert weights.shape == (groups, 200) and np.all((weights == 0).sum(0) == 1)  # each unit left out once
-        left_out = weights @ x / weights.sum(1)
-        estimate = jackknife_estimate(x.mean(), left_out, 200, unit="values", log=True)
-        blocks = x.reshape(groups, -1).mean(1)
-        se = blocks.std(ddof=1) / np.sqrt(groups) / x.mean()
-        half = np.log(estimate.hi / estimate.lo) / 2
-        assert half == pytest.approx(t.ppf(0.975, groups - 1) * se, rel=0.01)
-        assert estimate.lo < x.mean() < estimate.hi and estimate.method == "jackknife"
-    zero = jackknife_estimate(0.0, left_out - left_out.min(), 200, unit="values", log=True)  # a distance that reads 0
-    assert zero.lo == 0.0 and zero.hi == pytest.approx(t.ppf(0.975, 49) * se * x.mean(), rel=0.01)
-    assert np.isnan(jackknife_estimate(-1.0, left_out, 200, unit="values", log=True).lo)
 
 
 def _walk(N=80, T=9, D=12, seed=0):
@@ -259,10 +241,10 @@ def test_pair_layers_split_the_pairs():
 
 def test_residual_nulls_summaries_against_direct_computations():
     """Scored out of sample: the bases of the pilots a seeded split fits on, the residuals of the others."""
-    from lotlib.lines_of_thought.langevin import split_pilots
+    from lotlib.stats import split_pilots
 
     X = _walk()
-    held, fitted = split_pilots(80, 0.5, 0)
+    held, fitted = split_pilots(80, 40, np.random.default_rng(0))
     pairs = PairLayers.of(8, "test")
     nulls = residual_nulls(X, pairs, n_boot=10, seed=0)
     U, S = align_bases(*ensemble_svd(X[fitted]))
@@ -278,7 +260,7 @@ def test_residual_nulls_summaries_against_direct_computations():
     rho = np.log(model.trace[0] / model.spread[0][None, :])
     one = np.exp(np.mean([rho[t, t + 1] for t in range(1, 8)]))
     assert np.isclose(nulls.rho_by_tau()["1"], one)
-    direct = offdiagonal_correlation(residuals(X, U, S, pairs.t_pdf, 1), np.ones((1, 40)))[0]
+    direct = offdiagonal_correlation(eq1_residuals(X, U, S, pairs.t_pdf, 1), np.ones((1, 40)))[0]
     assert np.isclose(values["offdiag_corr_raw"].value, direct)
     assert nulls.law_table(laws).shape == (9, 3)
     # the structureless cloud lands about as far as a map that knows nothing: rho ~ 2
@@ -291,8 +273,8 @@ def test_held_out_intervals_are_the_jackknife_of_the_statistic_and_the_offsets_b
     values; the offset (0 when the law holds) takes the percentile interval of the bootstrap rows."""
     from scipy.stats import t
 
-    from lotlib.intervals import bootstrap_and_jackknife_weights, jackknife_weights
     from lotlib.lines_of_thought.residuals import resampled_pairs
+    from lotlib.stats import bootstrap_and_jackknife_weights, jackknife_weights
 
     X, pairs = _walk(), PairLayers.of(8, "test")
     nulls = residual_nulls(X, pairs, n_boot=10, seed=0)
@@ -317,21 +299,3 @@ def test_held_out_intervals_are_the_jackknife_of_the_statistic_and_the_offsets_b
     assert offset.method == "bootstrap" and offset.lo <= offset.hi
 
 
-def test_subset_fits_variances_and_consistency():
-    X = _walk()
-    U, S = align_bases(*ensemble_svd(X))
-    pairs = PairLayers.of(8, "test")
-    Y = singular_coordinates(X, U)
-    st = pair_statistics(Y, S, pairs.layers, progress=False)
-    fits = law_subsets(st, pairs)
-    assert fits["log_mean", "default"] == fit_variance(st.log_mean_var(), pairs.fit)
-    assert law_subset_table(fits, pairs).shape == (10, 6)
-    var, decades = tau1_variances(st, pairs)
-    np.testing.assert_array_equal(var[2], st.var[3, 4])
-    assert decades > 0
-    w, consistency = residual_consistency(X, Y, U, S, 4)
-    assert w.shape == (80, 12) and consistency < 1e-4
-    heavy, rest = heavy_share_z(st, pairs.all)
-    assert heavy >= 0 and rest >= 0
-    z, kurt = gaussian_reference(4000, 50)
-    assert abs(z - np.sqrt(2 / (np.pi * 4000))) < 0.003 and kurt < 0.1

@@ -5,9 +5,25 @@ import torch
 
 from lotlib import capture, gibberish, load_model
 from lotlib.lines_of_thought.ensemble import ensemble_svd
-from lotlib.lines_of_thought.truncation import (TruncatedReadout, consecutive_kl, kl, next_token_logprobs,
-                                                propagated_truncated_kl,
-                                                propagated_truncation, shared_tokens, top_tokens, truncated_kl, truncation_scores)
+from lotlib.lines_of_thought.truncation import (
+    TruncatedReadout,
+    kl,
+    next_token_logprobs,
+    propagated_truncation,
+    shared_tokens,
+    top_tokens,
+    truncation_scores,
+)
+
+
+def truncated_kl(view, x, basis, ks, batch_size=256, progress=True):
+    """Test oracle: the `kl` of `truncation_scores`, `(len(ks), n)`."""
+    return truncation_scores(view, x, basis, ks, batch_size=batch_size, progress=progress).kl
+
+
+def propagated_truncated_kl(model, ids, bases, ks, batch_size=32, progress=True):
+    """Test oracle: the `kl` of `propagated_truncation`, `(len(ks), n)`."""
+    return propagated_truncation(model, ids, bases, ks, batch_size=batch_size, progress=progress).kl
 
 
 @pytest.fixture(params=["tiny_gpt2_dir", "tiny_llama_dir"])
@@ -48,12 +64,6 @@ def test_truncated_kl_matches_a_direct_computation(tiny):
                                direct, rtol=1e-4, atol=1e-6)
 
 
-def test_consecutive_kl_across_batch_borders(tiny):
-    model, _, X = tiny
-    logp = next_token_logprobs(model.view, torch.as_tensor(X[:, -1]))
-    expected = kl(logp[1:], logp[:-1]).numpy()
-    np.testing.assert_allclose(consecutive_kl(model.view, X[:, -1], batch_size=6, progress=False), expected,
-                               rtol=1e-4, atol=1e-6)
 
 
 def test_propagated_truncation_matches_full_forward_passes_with_hooks(tiny):
@@ -121,81 +131,17 @@ def test_propagated_truncation_runs_on_a_half_precision_model(tiny_llama_dir):
     assert out.overlap.shape == (2, 4) and out.overlap.max() <= 3
 
 
-def test_truncation_grid_and_random_directions():
-    from lotlib.lines_of_thought.truncation import random_orthonormal, truncation_grid
-
-    assert truncation_grid(64) == [1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64]
-    Q = random_orthonormal(8, seed=3)
-    np.testing.assert_allclose(Q.T @ Q, np.eye(8), atol=1e-12)
 
 
-def test_criteria_on_known_scores_and_weights_as_repeated_pilots():
-    from lotlib.lines_of_thought.truncation import Truncation, criteria
-
-    ks = [1, 2, 4, 8, 16]  # d = 16, d/4 = 4
-    kl_curve = np.array([10.0, 5.0, 2.0, 0.5, 0.0])
-    result = Truncation(ks, np.tile(kl_curve[:, None], (1, 6)), np.tile(np.arange(5.0)[:, None], (1, 6)), 5)
-    found = criteria(result, 16)
-    assert found["kl_drop"] == pytest.approx(0.2)
-    assert found["kl_quarter_d"] == pytest.approx(2.0)
-    assert found["overlap_quarter_d"] == pytest.approx(2.0)
-    assert found["k0_over_d"] == pytest.approx(8 / 16)  # the first K with KL <= 0.1 x KL(1)
-    assert "k0_over_d" not in criteria(Truncation([1, 4], result.kl[[0, 2]], result.overlap[[0, 2]], 5), 16, k0=False)
-    rng = np.random.default_rng(0)
-    varied = Truncation(ks, rng.exponential(size=(5, 6)), rng.integers(0, 6, size=(5, 6)).astype(float), 5)
-    w = np.array([2, 1, 0, 3, 1, 1])
-    repeated = Truncation(ks, np.repeat(varied.kl, w, axis=1), np.repeat(varied.overlap, w, axis=1), 5)
-    assert criteria(varied, 16, w) == pytest.approx(criteria(repeated, 16))
 
 
-def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(tiny_gpt2_dir, monkeypatch):
-    from lotlib.lines_of_thought import extrapolation
-    from lotlib.lines_of_thought.authors_protocol import paper_pilots
-    from lotlib.lines_of_thought.truncation import criteria, resampled_truncation
-
-    model = load_model(str(tiny_gpt2_dir))
-    ids = gibberish(model.view.W_E.shape[0], n_s=180, n_k=6, seed=2).ids
-    X = capture(model, ids, progress=False)
-    D = X.shape[2]
-    P = paper_pilots(len(X), D, n_s=179, cap=None)  # a seeded subset, as the paper's N_s = 2.8 D is
-    fitted = []
-    weighted_svd = extrapolation.weighted_svd
-    monkeypatch.setattr(extrapolation, "weighted_svd", lambda Y, c: fitted.append((len(Y), c.sum())) or weighted_svd(Y, c))
-    ks = [1, 4, D // 4, D]
-    picked, sub = np.arange(0, 179, 9), np.arange(3)
-    result = resampled_truncation(model, ids[P], X[P], ks, picked, sub, n_rep=1, seed=1)
-    assert result.n_s == 179 and len(fitted) == 2 and all(total == 179 for _, total in fitted)
-    assert fitted[0][0] == 179 and all(distinct < 179 for distinct, _ in fitted[1:])  # draws repeat pilots
-    U, _ = ensemble_svd(X[P])
-    direct = truncation_scores(model.view, X[P][picked, -1], U[-1], ks, progress=False)
-    np.testing.assert_allclose(result.protocols["last layer"].kl, direct.kl, atol=1e-4)
-    value = result.found["last layer"]["kl_quarter_d"]
-    assert value.value == pytest.approx(criteria(direct, D)["kl_quarter_d"], rel=1e-4) and value.n == 179
-    assert result.curves["last layer"].shape == (1, 2, len(ks)) and result.protocols["every layer"].kl.shape == (len(ks), 3)
-    summary = result.summary("_paper_ns")
-    assert summary["kl_quarter_d_last_layer_paper_ns"] is value
-    assert set(result.found) == {"last layer", "every layer", "random directions"}
-    assert "k0_over_d_random_directions_paper_ns" not in summary and "k0_over_d_every_layer_paper_ns" in summary
 
 
-def test_truncation_protocols_run_both_readings(tiny):
-    from lotlib.lines_of_thought.truncation import truncation_protocols
-
-    model, ids, X = tiny
-    U, _ = ensemble_svd(X)
-    D = X.shape[2]
-    picked, sub = np.arange(10), np.arange(3)
-    both = truncation_protocols(model, ids, X[:, -1], U, [1, D], picked, sub)
-    np.testing.assert_allclose(
-        both["last layer"].kl, truncation_scores(model.view, X[picked, -1], U[-1], [1, D], progress=False).kl
-    )
-    assert both["every layer"].kl.shape == (2, 3)
-    assert list(truncation_protocols(model, ids, X[:, -1], U, [1, D], picked, sub[:1])) == ["last layer"]
 
 
 def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkeypatch):
-    from lotlib.lines_of_thought import truncation
-    from lotlib.lines_of_thought.ensemble import draw_sets
+    from lotlib.chapters import b2_ensemble_svd as truncation
+    from lotlib.stats import draw_pilots
 
     calls = []
 
@@ -212,39 +158,11 @@ def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkey
     assert runs == {"all": 1, "subset": 2, "again": 1} and len(calls) == 2
     ids_sub, X_sub, picked, sub = calls[1]
     assert np.array_equal(ids_sub[:, 0], subset) and np.array_equal(X_sub[:, 0, 0], subset)
-    expected = draw_sets(5, [5, 2], 4)
+    rng = np.random.default_rng(4)
+    expected = [draw_pilots(5, 5, rng), draw_pilots(5, 2, rng)]
     assert np.array_equal(picked, expected[0]) and np.array_equal(sub, expected[1])
 
 
-def test_truncation_cost_scores_the_true_next_token_of_held_out_pilots(tiny_gpt2_dir):
-    """C7: the bases are fit on the first n_fit pseudo-sentences, the next n_scored are truncated; p's loss is the
-    model's own next-token loss on the following chunk's first token, and at K = D truncation costs nothing."""
-    from lotlib.lines_of_thought.truncation import next_tokens, truncation_cost
-
-    from lotlib.lines_of_thought.ensemble import Ensemble
-
-    model = load_model(str(tiny_gpt2_dir))
-    corpus = gibberish(model.view.W_E.shape[0], n_s=83, n_k=6, seed=2)
-    ids = corpus.ids
-    X = capture(model, ids, progress=False)
-    D = X.shape[-1]
-    ens = Ensemble(model, corpus, X)
-    cost = truncation_cost(ens, 12, ks=[4, D], n_boot=50, progress=False)
-    assert cost.n_fit == 70 and cost.scores.loss.shape == (2, 12)
-    np.testing.assert_array_equal(next_tokens(ids, np.arange(70, 82)), ids[71:83, 0])
-    with torch.no_grad():
-        logp = model.hf(input_ids=torch.as_tensor(ids[70:82])).logits[:, -1].log_softmax(-1)
-    target = torch.as_tensor(ids[71:83, 0])
-    np.testing.assert_allclose(cost.scores.full_loss, -logp[torch.arange(12), target], rtol=1e-4)
-    np.testing.assert_array_equal(cost.scores.full_top1, (logp.argmax(-1) == target).numpy())
-    full_rank = cost.at(D)
-    assert abs(full_rank["loss_rise"].value) < 1e-4 and full_rank["kl"].value < 1e-5
-    assert cost.at(4)["kl"].value > 0 and set(cost.table()["score"]) == {"kl", "loss_rise", "top1"}
-    assert cost.summary(16)["n_scored"] == 12 and cost.summary(16)["top1_quarter_d"].n == 12
-    with pytest.raises(ValueError, match="no known next token"):
-        truncation_cost(ens, 82, ks=[4])
-    with pytest.raises(ValueError, match="successor"):
-        next_tokens(ids, np.array([82]))
 
 
 def test_the_readout_of_a_whole_grid_equals_reading_each_truncation_from_scratch(tiny):

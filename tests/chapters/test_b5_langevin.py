@@ -1,0 +1,54 @@
+"""Tests of `lotlib.chapters.b5_langevin`."""
+
+import numpy as np
+import pytest
+
+from lotlib.chapters.b5_langevin import residual_shares, scheme_variants
+from lotlib.lines_of_thought.extrapolation import extrapolate
+from lotlib.lines_of_thought.langevin import (
+    FP_STATS,
+    fokker_planck,
+    held_out_langevin,
+    noiseless_map,
+    propagators,
+)
+from tests.lines_of_thought.test_langevin import (
+    _walks,
+)
+
+
+def test_fokker_planck_and_variants_agree_with_an_independent_computation():
+    sde = held_out_langevin(_walks(), None, 2, seed=0)
+    fp = fokker_planck(sde, 20, seed=0)
+    Z = sde.truth[:, 0] @ propagators(sde.plan)[-1].T
+    ratio = np.sum(Z.var(0)) / np.sum(sde.truth[:, -1].var(0))
+    assert fp.last["noiseless drift"][FP_STATS[2]].value == pytest.approx(ratio)
+    # the layer table: every model at every layer, its last layer the values the intervals are about
+    assert (
+        list(fp.by_layer.columns) == ["layer t", "model", *FP_STATS]
+        and len(fp.by_layer) == 3 * 2
+    )
+    last_row = fp.by_layer.set_index(["model", "layer t"]).loc[
+        ("noiseless drift", sde.t0 + 2)
+    ]
+    assert last_row[FP_STATS[2]] == pytest.approx(ratio)
+    assert [fp.last["noiseless drift"][k].method for k in FP_STATS] == [
+        "bootstrap",
+        "jackknife",
+        "jackknife",
+    ]
+    variants = scheme_variants(sde)
+    assert variants.loc[("euler", "ln sigma"), FP_STATS[2]] == pytest.approx(
+        fp.last[f"Langevin (noise {sde.noise})"][FP_STATS[2]].value
+    )
+
+
+def test_residual_shares_and_noiseless_map_follow_eq1():
+    sde = held_out_langevin(_walks(), None, 2, seed=0)
+    shares = residual_shares(sde)
+    assert list(shares.columns) == ["fitted", "held out"] and len(shares) == 2
+    eq1 = extrapolate(sde.X[sde.held], sde.U, sde.S, sde.t0, 1)
+    np.testing.assert_allclose(noiseless_map(sde)[:, 1], eq1)
+    w = sde.X[sde.held, sde.t0 + 1] - eq1
+    tc, wc = eq1 - eq1.mean(0), w - w.mean(0)
+    assert shares["held out"].iloc[0] == pytest.approx(np.sum(tc * wc) / np.sum(wc**2))
