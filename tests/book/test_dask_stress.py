@@ -61,7 +61,7 @@ def _record_parses():
     parse, compile_ = ast.parse, builtins.compile
 
     def keep():
-        if threading.current_thread().name.startswith("Dask-Default-Threads"):
+        if "Dask-Default-Threads" in threading.current_thread().name:
             with lock:
                 seen.append("".join(traceback.format_stack()[:-2]))  # less the recorder's frames
 
