@@ -189,11 +189,36 @@ def run_notebook(
     key = execution_key(spec, parameters, revision, depends_on, lacks)
     if reuse and is_current(output, key, spec.records):
         return output
-    import jupytext
+    env = {
+        **kernel_environment(spec, book, threads, environment),
+        CHECKPOINT_VARIABLE: str(checkpoint_folder(output, key)),
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staged = _stage(spec, output, lacks)
+    executed, values, profile = _execute_logged(
+        spec, staged, output, parameters, env, progress, keep_partial
+    )
+    ran_with = {**spec.defaults, **parameters}
+    run = {"parameters": ran_with, "model_revision": revision, **profile}
+    executed.metadata["lotlib"] = {"key": key, **run}
+    _insert_run_note(executed, ran_with, revision)
+    if values is not None:
+        payload = {"notebook": spec.name, **run, "key": key, "values": values}
+        text = json.dumps(payload, indent=1, sort_keys=True, default=str)
+        write_text_atomic(summary_path(output), text)
     import nbformat
 
-    from .kernel import MEMORY_LOG, peak_memory_gb
-    from .summary import summary_of
+    write_atomic(output, lambda tmp: nbformat.write(executed, str(tmp)))
+    output.with_suffix(".partial.ipynb").unlink(missing_ok=True)
+    shutil.rmtree(Path(env[CHECKPOINT_VARIABLE]).parent, ignore_errors=True)
+    return output
+
+
+def _stage(spec: NotebookSpec, output: Path, lacks: list[str]) -> Path:
+    """Write the notebook papermill executes beside `output` (`*.input.ipynb`): the source read by jupytext,
+    or the page saying the chapter does not apply (`lacks`); the old summary is removed."""
+    import jupytext
+    import nbformat
 
     nb = jupytext.read(spec.source)
     if lacks:
@@ -203,39 +228,41 @@ def run_notebook(
         "display_name": "Python 3",
         "language": "python",
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
     staged = output.with_suffix(".input.ipynb")
-    partial = output.with_suffix(".partial.ipynb")
-    summary = summary_path(output)
-    summary.unlink(missing_ok=True)
+    summary_path(output).unlink(missing_ok=True)
     nbformat.write(nb, staged)
+    return staged
+
+
+def _execute_logged(
+    spec: NotebookSpec,
+    staged: Path,
+    output: Path,
+    parameters: dict,
+    env: dict,
+    progress: bool,
+    keep_partial: bool,
+) -> tuple:
+    """Execute `staged` into `output`'s partial notebook with the kernel logging its forward passes and memory;
+    check it (`_checked_values`). Returns the executed notebook, its recorded values (None without) and its
+    profile: `{"seconds": {"total", "forward"}, "peak_memory_gb"}`."""
+    from .kernel import MEMORY_LOG, peak_memory_gb
+
+    partial = output.with_suffix(".partial.ipynb")
     kept = f" (partial notebook kept in {partial})" if keep_partial else ""
     forward_log, memory_log = (
         output.with_suffix(s) for s in (".forward.log", ".memory.log")
     )
     for log in (forward_log, memory_log):
         log.unlink(missing_ok=True)
-    checkpoints = checkpoint_folder(output, key)
-    env = {
-        **kernel_environment(spec, book, threads, environment),
-        FORWARD_LOG: str(forward_log),
-        MEMORY_LOG: str(memory_log),
-        CHECKPOINT_VARIABLE: str(checkpoints),
-    }
+    env = {**env, FORWARD_LOG: str(forward_log), MEMORY_LOG: str(memory_log)}
     # a light notebook gets a fresh kernel, not a zygote's fork (`lotlib.book.zygote`)
     if not spec.packages & FORKED_FOR:
         env[ZYGOTE_VARIABLE] = "0"
     start = time.perf_counter()
     try:
         executed = _execute(staged, partial, parameters, env, progress, spec, kept)
-        _check_no_error_outputs(executed, spec.source.name, kept)
-        _check_glue(executed, spec.source.name, kept)
-        values = summary_of(executed)
-        if values is None and spec.records:
-            raise NotebookFailed(
-                f"{spec.source.name}: the run recorded no values (the notebook calls "
-                f"record(), which never ran){kept}"
-            )
+        values = _checked_values(executed, spec, kept)
     except BaseException:
         if not keep_partial:
             partial.unlink(missing_ok=True)
@@ -249,31 +276,24 @@ def run_notebook(
         "total": round(time.perf_counter() - start, 2),
         "forward": round(forward, 2),
     }
-    ran_with = {**spec.defaults, **parameters}
-    executed.metadata["lotlib"] = {
-        "key": key,
-        "parameters": ran_with,
-        "model_revision": revision,
-        "seconds": seconds,
-        "peak_memory_gb": peak,  # the kernel's peak resident memory (`kernel.MEMORY_LOG`)
-    }
-    _insert_run_note(executed, ran_with, revision)
-    if values is not None:
-        payload = {
-            "notebook": spec.name,
-            "parameters": ran_with,
-            "model_revision": revision,
-            "seconds": seconds,
-            "peak_memory_gb": peak,
-            "key": key,
-            "values": values,
-        }
-        text = json.dumps(payload, indent=1, sort_keys=True, default=str)
-        write_text_atomic(summary, text)
-    write_atomic(output, lambda tmp: nbformat.write(executed, str(tmp)))
-    partial.unlink(missing_ok=True)
-    shutil.rmtree(checkpoints.parent, ignore_errors=True)
-    return output
+    # the kernel's peak resident memory (`kernel.MEMORY_LOG`)
+    return executed, values, {"seconds": seconds, "peak_memory_gb": peak}
+
+
+def _checked_values(executed, spec: NotebookSpec, kept: str) -> dict | None:
+    """The values `executed` recorded, after its checks: no error output, every quoted glue glued once, and a
+    summary when the notebook records one (else NotebookFailed)."""
+    from .summary import summary_of
+
+    _check_no_error_outputs(executed, spec.source.name, kept)
+    _check_glue(executed, spec.source.name, kept)
+    values = summary_of(executed)
+    if values is None and spec.records:
+        raise NotebookFailed(
+            f"{spec.source.name}: the run recorded no values (the notebook calls "
+            f"record(), which never ran){kept}"
+        )
+    return values
 
 
 def checkpoint_folder(output: Path, key: str) -> Path:

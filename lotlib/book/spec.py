@@ -22,10 +22,11 @@ from .parameters import Parameter, declared_parameters
 PACKAGE = Path(__file__).resolve().parents[1]  # the lotlib package folder
 PARAMETERS_MARKER = re.compile(r"""^# %%.*\btags\s*=\s*\[[^\]]*["']parameters["']""")
 NEEDS_LINE = re.compile(r"^#\s+needs:\s*\[([^\]]*)\]\s*$")
-PARSING = (
-    threading.Lock()
-)  # Python 3.11's ast is not thread-safe (SystemError "AST constructor
-# recursion depth mismatch", CPython gh-106905): runs in one process (a Dask worker's threads) parse in turn
+# Building Python AST objects is not thread-safe in CPython 3.11 and 3.12 (SystemError "AST constructor
+# recursion depth mismatch"): lotlib's own parses in one process take turns. Runs sent to a cluster carry a
+# resolved spec (`NotebookSpec.resolved`), so a worker's threads parse nothing for lotlib at all; the lock
+# covers a caller that runs notebooks by path in threads of one process.
+PARSING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,12 @@ class NotebookSpec:
     @property
     def defaults(self) -> dict:
         return {name: p.default for name, p in self.parameters.items()}
+
+    def resolved(self) -> NotebookSpec:
+        """This spec with everything read from its source computed now (`records`, `dependencies`, `packages`):
+        a copy sent to another process (a Dask worker) parses nothing there."""
+        _ = self.records, self.dependencies, self.packages
+        return self
 
     @cached_property
     def records(self) -> bool:

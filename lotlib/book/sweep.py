@@ -175,6 +175,7 @@ def run_sweep(
             keep_partial=False,
             threads=threads,
             environment=environment,
+            spec=spec,
         )
         for name, parameters in todo.items()
     ]

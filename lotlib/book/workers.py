@@ -6,7 +6,9 @@ as it happens: a run started, a run done (its status: ok, or failed with the err
 `heartbeat` seconds. A worker process that dies (killed, out of memory) fails only the run it was executing; a
 fresh worker takes the next. Stopping the pool (the caller's loop ends, raises, or is interrupted) terminates
 its worker processes: none is left behind. A run's kernel gets its thread limits and folders through its own
-environment (`Run.threads`, `Run.environment`), so runs may share a process (a Dask worker's threads).
+environment (`Run.threads`, `Run.environment`), so runs may share a process (a Dask worker's threads). A run
+sent to a Dask cluster carries its notebook's resolved spec (`Run.spec`): its parameters, dependencies and
+what its execution key hashes are read in the planning process, and a worker's threads parse no Python.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterator
+
+from .spec import NotebookSpec, read_spec
 
 STARTED, DONE, WAITING = "started", "done", "waiting"
 # Seconds the pool's loop waits at most between looks at pending signals. Python runs signal handlers in the
@@ -30,11 +34,30 @@ STARTED, DONE, WAITING = "started", "done", "waiting"
 # heartbeat (60 s in the book) before it stops the build.
 SIGNAL_LATENCY = 0.5
 WORKER_GRACE = 10.0  # seconds a worker has to end by itself before it is signalled
+# What running a notebook imports. Importing them parses Python (attrs and `inspect.signature` build ASTs),
+# and building Python AST objects in two threads of one process at once is not safe in CPython 3.11 and 3.12
+# (SystemError "AST constructor recursion depth mismatch"): a Dask worker imports them once, in one thread,
+# before its threads run anything of ours (`_imports_first`).
+RUN_MODULES = (
+    "lotlib.book.pipeline",
+    "lotlib.book.kernel",
+    "lotlib.book.summary",
+    "jupytext",
+    "nbformat",
+    "papermill",
+    "nbclient.exceptions",
+    "lotlib.models.sources",
+    "lotlib.models.view",
+    "lotlib.models.bounds",
+    "lotlib.models.corpus",
+    "lotlib.models.loading",
+)
 
 
 @dataclass(frozen=True)
 class Run:
-    """One notebook execution: `label` names it in progress lines and statuses."""
+    """One notebook execution: `label` names it in progress lines and statuses; `spec`, when given, is the
+    resolved spec of `source` (`NotebookSpec.resolved`), used instead of reading `source` again."""
 
     label: str
     source: str
@@ -45,6 +68,7 @@ class Run:
     keep_partial: bool = True
     threads: int | None = None
     environment: dict = field(default_factory=dict)
+    spec: NotebookSpec | None = field(default=None, repr=False, compare=False)
 
 
 def execute(run: Run) -> dict:
@@ -59,7 +83,7 @@ def execute(run: Run) -> dict:
     status = {"label": run.label, "status": "ok"}
     try:
         run_notebook(
-            run.source,
+            run.spec or run.source,
             output,
             run.parameters,
             book=run.book,
@@ -187,7 +211,7 @@ def _drive(tasks, events, processes: list, stop: threading.Event) -> None:
 def _ask(worker: subprocess.Popen, run: Run) -> dict:
     """Send `run` to `worker` and read its status; a worker that dies meanwhile fails the run."""
     try:
-        worker.stdin.write(json.dumps(asdict(run)) + "\n")
+        worker.stdin.write(json.dumps(_wire(run)) + "\n")
         worker.stdin.flush()
         reply = worker.stdout.readline()
     except (BrokenPipeError, ValueError):  # ValueError: the pool closed its pipes
@@ -201,6 +225,21 @@ def _ask(worker: subprocess.Popen, run: Run) -> dict:
         else f"exited with code {code}"
     )
     return died(run, how)
+
+
+def _wire(run: Run) -> dict:
+    """`run` as a local worker reads it (JSON): its fields less its spec, which the worker, one run at a time
+    in its main thread, reads from `source` itself."""
+    return {f.name: getattr(run, f.name) for f in fields(run) if f.name != "spec"}
+
+
+def with_spec(runs: list[Run]) -> list[Run]:
+    """`runs`, each carrying the resolved spec of its notebook (read once per notebook, here)."""
+    specs = {r.source: r.spec for r in runs if r.spec is not None}
+    for run in runs:
+        if run.source not in specs:
+            specs[run.source] = read_spec(run.source)
+    return [replace(run, spec=specs[run.source].resolved()) for run in runs]
 
 
 def _terminate(processes: list[subprocess.Popen], grace: float = WORKER_GRACE) -> None:
@@ -288,15 +327,35 @@ def _serve() -> None:
         replies.flush()
 
 
+def import_run_modules() -> None:
+    """Import `RUN_MODULES` in this thread (a Dask worker's, before its threads run any of ours)."""
+    import importlib
+
+    for name in RUN_MODULES:
+        importlib.import_module(name)
+
+
+def _imports_first():
+    """A Dask worker plugin that imports `RUN_MODULES` as each worker starts (or at once, on those running)."""
+    from distributed import WorkerPlugin
+
+    class ImportsFirst(WorkerPlugin):
+        def setup(self, worker) -> None:
+            import_run_modules()
+
+    return ImportsFirst()
+
+
 def _on_dask(runs: list[Run], scheduler: str):
-    """Each run as a task of the Dask cluster at `scheduler`; a task that errs (KilledWorker: its workers
-    kept dying) is its run's failure."""
+    """Each run as a task of the Dask cluster at `scheduler`, its workers having imported what a run imports
+    (`_imports_first`); a task that errs (KilledWorker: its workers kept dying) is its run's failure."""
     from distributed import Client
     from distributed import as_completed as dask_completed
 
     with Client(scheduler) as client:
+        client.register_plugin(_imports_first(), name="lotlib-run-modules")
         futures = {}
-        for run in runs:
+        for run in with_spec(runs):
             futures[client.submit(execute, run, pure=False)] = run
             yield STARTED, run, None
         for future in dask_completed(futures):

@@ -1,0 +1,97 @@
+"""Sweeps on fresh Dask clusters of multi-thread workers: every run ok while the workers' threads are still
+importing, and no worker thread builds a Python AST for lotlib's sake."""
+import ast
+
+import pandas as pd
+import pytest
+
+from lotlib.book.sweep import run_sweep
+
+NOTEBOOK = '''# %% tags=["parameters"]
+n = 1
+scale = 0.5
+
+# %%
+from lotlib.book.summary import record
+
+record({"value": n * scale, "ran_n": n, "ran_scale": scale})
+'''
+GRID = {"n": [1, 2, 3, 4, 5, 6], "scale": [0.5, 1.0]}  # 12 runs
+
+
+@pytest.fixture
+def notebook(tmp_path):
+    path = tmp_path / "light.py"
+    path.write_text(NOTEBOOK)
+    return path
+
+
+def _fresh_cluster():
+    """Two worker processes of four threads each, started now (nothing imported or parsed in them yet)."""
+    import distributed
+
+    return distributed.LocalCluster(n_workers=2, threads_per_worker=4, processes=True, host="127.0.0.1",
+                                    dashboard_address=None)
+
+
+@pytest.mark.slow
+def test_sweeps_on_fresh_clusters_of_four_thread_workers_run_every_run(notebook, tmp_path):
+    pytest.importorskip("distributed")
+    statuses = []
+    for attempt in range(3):
+        with _fresh_cluster() as cluster:
+            table = run_sweep(notebook, GRID, tmp_path / f"sweep{attempt}", scheduler=cluster.scheduler_address,
+                              progress=False)
+        failed = table[table["status"] != "ok"]
+        assert failed.empty, failed["error"].tolist()
+        assert all((table["ran_n"] == table["n"]) & (table["ran_scale"] == table["scale"]))
+        statuses += list(table["status"])
+    assert statuses == ["ok"] * 36
+
+
+def _record_parses():
+    """In a Dask worker: wrap `ast.parse` and `compile(..., PyCF_ONLY_AST)` so that each call made in one of
+    the worker's task threads is kept with the stack that made it (`_parses_seen` reads them)."""
+    import ast
+    import builtins
+    import threading
+    import traceback
+
+    seen, lock = [], threading.Lock()
+    parse, compile_ = ast.parse, builtins.compile
+
+    def keep():
+        if "Dask-Default-Threads" in threading.current_thread().name:
+            with lock:
+                seen.append("".join(traceback.format_stack()[:-2]))  # less the recorder's frames
+
+    def recorded_parse(*args, **kwargs):
+        keep()
+        return parse(*args, **kwargs)
+
+    def recorded_compile(source, filename, mode, flags=0, *args, **kwargs):
+        if flags & ast.PyCF_ONLY_AST:
+            keep()
+        return compile_(source, filename, mode, flags, *args, **kwargs)
+
+    ast.parse, builtins.compile = recorded_parse, recorded_compile
+    builtins._lotlib_parses_seen = seen
+
+
+def _parses_seen() -> list[str]:
+    import builtins
+
+    return list(builtins._lotlib_parses_seen)
+
+
+@pytest.mark.slow
+def test_no_worker_thread_parses_python_during_a_sweep(notebook, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with _fresh_cluster() as cluster, distributed.Client(cluster.scheduler_address) as client:
+        client.run(_record_parses)
+        table = run_sweep(notebook, GRID, tmp_path / "sweep", scheduler=cluster.scheduler_address, progress=False)
+        seen = [stack for stacks in client.run(_parses_seen).values() for stack in stacks]
+    assert list(table["status"]) == ["ok"] * 12 and pd.notna(table["value"]).all()
+    ours = [stack for stack in seen if "/lotlib/" in stack]
+    assert ours == [], f"{len(ours)} parses, e.g.\n" + "\n".join(sorted(set(ours))[:2])
+    assert seen == [], f"{len(seen)} parses, e.g.\n" + "\n".join(sorted(set(seen))[:2])
