@@ -61,7 +61,8 @@ book: venv      ## the full book on the default model (MODEL=name for another), 
 book-quick: venv  ## the same pages with small parameters
 	@$(BIN)/lotlib book --quick $(BOOK_ARGS)
 
-test: venv      ## the formatter's check and the whole test suite, slow tests included (what CI runs)
+test: venv      ## the linter's and formatter's checks and the whole test suite, slow tests included (what CI runs)
+	@$(BIN)/ruff check lotlib notebooks tests benchmarks
 	@$(BIN)/ruff format --check lotlib notebooks
 	@$(BIN)/python -m pytest -q -m "slow or not slow" --durations=30
 

@@ -31,7 +31,7 @@ _EXPORTS = {
     "ModelView": "models.view",
     "NoReadout": "models.view",
     "Norm": "models.view",
-    "Estimate": "intervals",
+    "Estimate": "stats",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -88,7 +88,7 @@ import lotlib
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.intervals import LIES, side_word
+from lotlib.stats import LIES, side_word
 from lotlib.models.bounds import block_indices
 from lotlib.traveling_words import figures, probes
 

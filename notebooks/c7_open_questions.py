@@ -69,7 +69,7 @@ n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 from lotlib import plots
 from lotlib.book.report import conclude
 from lotlib.book.summary import glue
-from lotlib.intervals import side_word
+from lotlib.stats import side_word
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.traveling_words import figures, read_shares, state_norms
 

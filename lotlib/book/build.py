@@ -31,9 +31,9 @@ from ..storage.paths import package_file
 from .parameters import check_parameters
 from .pipeline import NotebookFailed, read_json, summary_path
 from .profile import profile_totals, runs_profile
+from .report import PAPER_NULL_MODEL, load_claims, paper_nulled
 from .spec import NotebookSpec, read_spec
 from .workers import DONE, STARTED, Run, run_pool
-from .report import PAPER_NULL_MODEL, load_claims, paper_nulled
 
 
 def book_notebooks(root: Path) -> list[str]:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .pipeline import project_root
+
 VIEWER = "Jupytext Notebook"
 PLUGIN = "@jupyterlab/docmanager-extension:plugin"
 
@@ -54,7 +56,6 @@ def lab_command(root: Path, extra: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .pipeline import project_root
 
     root = project_root()
     settings = open_python_as_notebooks()

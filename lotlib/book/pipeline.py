@@ -24,11 +24,17 @@ import shutil
 import time
 from pathlib import Path
 
+from .. import __version__
+from ..models.bounds import model_shape
+from ..models.corpus import walden_length
 from ..models.forward_clock import FORWARD_LOG, forward_seconds
+from ..models.sources import load_config, model_revision
 from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.checkpoints import CHECKPOINT_VARIABLE
-from .parameters import check_parameters
+from .kernel import MEMORY_LOG, kernel_manager, peak_memory_gb
+from .parameters import check_parameters, walden_demand
 from .spec import PACKAGE, NotebookSpec, read_spec
+from .summary import summary_of
 from .zygote import FORKED_FOR, ZYGOTE_VARIABLE
 
 KERNEL = "python3"
@@ -87,7 +93,6 @@ def project_root(start: Path | None = None) -> Path:
 def model_revision_of(spec: NotebookSpec, parameters: dict) -> str | None:
     """The resolved revision of the model a run of `spec` loads (its `model` parameter; `sources.model_revision`:
     a hub commit, the sha256 of an embedded or folder model's weights), None when the notebook has no `model`."""
-    from ..models.sources import model_revision
 
     if "model" not in spec.parameters:
         return None
@@ -246,7 +251,6 @@ def _execute_logged(
     """Execute `staged` into `output`'s partial notebook with the kernel logging its forward passes and memory;
     check it (`_checked_values`). Returns the executed notebook, its recorded values (None without) and its
     profile: `{"seconds": {"total", "forward"}, "peak_memory_gb"}`."""
-    from .kernel import MEMORY_LOG, peak_memory_gb
 
     partial = output.with_suffix(".partial.ipynb")
     kept = f" (partial notebook kept in {partial})" if keep_partial else ""
@@ -283,7 +287,6 @@ def _execute_logged(
 def _checked_values(executed, spec: NotebookSpec, kept: str) -> dict | None:
     """The values `executed` recorded, after its checks: no error output, every quoted glue glued once, and a
     summary when the notebook records one (else NotebookFailed)."""
-    from .summary import summary_of
 
     _check_no_error_outputs(executed, spec.source.name, kept)
     _check_glue(executed, spec.source.name, kept)
@@ -319,7 +322,6 @@ def missing_needs(spec: NotebookSpec, parameters: dict) -> list[str]:
     each (`lotlib.models.view.lacking`, from the model's config: nothing is loaded); [] when it has all."""
     if not spec.needs or "model" not in spec.parameters:
         return []
-    from ..models.sources import load_config
     from ..models.view import LACKS, lacking
 
     unknown = sorted(set(spec.needs) - set(LACKS))
@@ -339,8 +341,6 @@ def corpus_shortfall(spec: NotebookSpec, parameters: dict) -> list[str]:
     merged = {**spec.defaults, **parameters}
     if not isinstance(merged.get("model"), str) or "n_k" not in merged:
         return []
-    from ..models.bounds import model_shape
-    from .parameters import walden_demand
 
     model, n_k = merged["model"], merged["n_k"]
     d_model = model_shape(model).d_model
@@ -365,7 +365,6 @@ def corpus_shortfall(spec: NotebookSpec, parameters: dict) -> list[str]:
 @functools.lru_cache(maxsize=16)
 def walden_tokens(model: str) -> int:
     """Walden's length in tokens of `model`'s tokenizer (cached for the process: a book asks once per model)."""
-    from ..models.corpus import walden_length
     from ..models.loading import load_tokenizer
 
     return walden_length(load_tokenizer(model))
@@ -407,8 +406,6 @@ def recorded_values(executed: Path) -> dict | None:
     """The values executed notebook `executed` recorded, read from its own outputs (None when it has none or
     cannot be read)."""
     import nbformat
-
-    from .summary import summary_of
 
     try:
         return summary_of(nbformat.read(executed, 4))
@@ -456,8 +453,6 @@ def _execute(
     import papermill
     from nbclient.exceptions import DeadKernelError
 
-    from .kernel import kernel_manager
-
     try:
         return papermill.execute_notebook(
             str(staged),
@@ -485,8 +480,6 @@ def _insert_run_note(nb, parameters: dict, revision: str | None) -> None:
     """A note after the title cell listing the parameters this execution used and its model's resolved
     revision (read from the run)."""
     import nbformat
-
-    from .. import __version__
 
     items = " · ".join(f"`{k} = {v!r}`" for k, v in parameters.items())
     note = nbformat.v4.new_markdown_cell(

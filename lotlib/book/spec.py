@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .. import _EXPORTS
 from .parameters import Parameter, declared_parameters
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the lotlib package folder
@@ -121,7 +122,6 @@ def _imported_modules(
     """Dotted names of the lotlib modules that `code` imports: `module` names the code's own module (for
     relative imports; None for a notebook). A name may be a package attribute rather than a module;
     `lotlib_dependencies` keeps those that are files. `import lotlib` brings every lazily exported module."""
-    from .. import _EXPORTS
 
     found: set[str] = set()
     with PARSING:

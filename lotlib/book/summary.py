@@ -1,7 +1,7 @@
 """Machine-readable summaries of what a chapter measured: the input of the report and of sweeps.
 
 A notebook calls `record({...})` with its measured values: numbers, text, booleans, and for every
-verdict-bearing value an `lotlib.intervals.Estimate` (stored as `{"value", "lo", "hi", "n", "unit",
+verdict-bearing value an `lotlib.stats.Estimate` (stored as `{"value", "lo", "hi", "n", "unit",
 "method", "level"}`), or `not_applicable(reason)` when a claim does not apply to the model (a LayerNorm
 property of an RMSNorm model). `record` writes the values as an output of the cell that calls it, a display
 of lotlib's own MIME type (the way scrapbook and myst-nb's `glue` keep values in a notebook), and glues each
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-# not_applicable is re-exported: the chapters record it from here, the analysis modules from intervals
+# not_applicable is re-exported: the chapters record it from here, the analysis modules from stats
 from ..stats import NOT_APPLICABLE, Estimate, not_applicable  # noqa: F401
 
 SUMMARY_MIME = "application/vnd.lotlib.summary+json"

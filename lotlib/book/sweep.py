@@ -23,8 +23,8 @@ import pandas as pd
 import yaml
 from tqdm.auto import tqdm
 
-from ..stats import is_estimate
 from ..models.bounds import ParameterError
+from ..stats import is_estimate
 from ..storage.atomic import write_text_atomic
 from .parameters import check_parameters
 from .pipeline import execution_key, is_current, model_revision_of, recorded_values

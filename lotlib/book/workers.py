@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterator
 
+from .pipeline import executed_metadata, run_notebook
 from .spec import NotebookSpec, read_spec
 
 STARTED, DONE, WAITING = "started", "done", "waiting"
@@ -75,7 +76,6 @@ def execute(run: Run) -> dict:
     """Execute `run`; never raises. Returns its status: `{"label", "status": "ok" | "failed", "seconds",
     "reused"}`, with `"error"` and `"details"` (the traceback) when it failed and `"profile"` (seconds in
     all and in forward passes, from the kernel) when it ran."""
-    from .pipeline import run_notebook
 
     output = Path(run.output)
     before = output.stat().st_mtime_ns if output.exists() else None
@@ -109,7 +109,6 @@ def execute(run: Run) -> dict:
 def _profile(output: Path) -> dict:
     """The executed notebook's profile: its seconds (`{"total", "forward"}`) and its kernel's peak memory
     (`"peak_memory_gb"`, when recorded), as the pipeline kept them; {} when unreadable."""
-    from .pipeline import executed_metadata
 
     metadata = executed_metadata(output)
     peak = metadata.get("peak_memory_gb")

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .sources import context_length, load_config
+
 NAMES = ("first", "middle", "last")
 WIDTH = re.compile(r"^(\d+(?:\.\d+)?)?D$")
 
@@ -44,7 +46,6 @@ class Shape:
 @lru_cache(maxsize=32)
 def model_shape(name: str) -> Shape:
     """The `Shape` of model `name` from its configuration alone (fast: no weights are read)."""
-    from .sources import context_length, load_config
 
     config = load_config(name)
     layers = config.get("num_hidden_layers") or config.get("n_layer")

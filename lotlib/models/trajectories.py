@@ -36,8 +36,8 @@ from ..storage.locks import file_lock
 from ..storage.paths import cache_dir
 from .bounds import check_context, pilot_count
 from .capture import capture
-from .corpus import Corpus
-from .loading import Model
+from .corpus import Corpus, bos_prefix, walden
+from .loading import Model, load_model
 
 CAPTURE_VERSION = 1  # bump when capture() changes what it returns
 
@@ -157,8 +157,6 @@ def walden_trajectories(
     pseudo-sentences (with BOS as the tokenizer does, unless `bos` says), and get their trajectories
     `(N_s, L+1, d)` from the cache (`options` go to `trajectories`). `n_s` is a count, a multiple of the width
     ("D", "1.5D") or None (all of Walden); `n_k` (plus BOS) must fit the model's context."""
-    from .corpus import bos_prefix, walden
-    from .loading import load_model
 
     lm = load_model(model, device=device, dtype=dtype)
     bos = bool(bos_prefix(lm.tokenizer, bos))

@@ -150,7 +150,7 @@ def test_execution_key_follows_only_imported_lotlib_modules():
 def test_a_checkout_moved_elsewhere_keeps_its_execution_keys(tmp_path):
     from lotlib.book.pipeline import execution_key
 
-    def key(project: Path, code: str = NOTEBOOK + "import lotlib.intervals\n", summary: str = "{}") -> str:
+    def key(project: Path, code: str = NOTEBOOK + "import lotlib.stats\n", summary: str = "{}") -> str:
         (project / "notebooks").mkdir(parents=True, exist_ok=True)
         (project / "notebooks" / "tiny.py").write_text(code)
         (project / "build").mkdir(exist_ok=True)
@@ -160,7 +160,7 @@ def test_a_checkout_moved_elsewhere_keeps_its_execution_keys(tmp_path):
 
     here = key(tmp_path / "here")
     assert key(tmp_path / "moved" / "there") == here  # same notebook, modules and inputs elsewhere
-    assert key(tmp_path / "edited", code=NOTEBOOK + "import lotlib.intervals\nx = 1\n") != here
+    assert key(tmp_path / "edited", code=NOTEBOOK + "import lotlib.stats\nx = 1\n") != here
     assert key(tmp_path / "new-input", summary='{"values": {}}') != here
 
 

@@ -148,7 +148,7 @@ def test_a_dask_task_whose_worker_dies_is_a_failed_run(notebook, tmp_path):
 
 def test_estimates_become_value_and_interval_columns():
     from lotlib.book.sweep import _flat
-    from lotlib.intervals import Estimate
+    from lotlib.stats import Estimate
 
     flat = _flat({"k90": Estimate(0.2, 0.1, 0.3, 50, "pilots").to_json(), "n_s": 40})
     assert flat == {"k90": 0.2, "k90_lo": 0.1, "k90_hi": 0.3, "n_s": 40}
@@ -156,7 +156,7 @@ def test_estimates_become_value_and_interval_columns():
 
 def test_a_sweep_page_records_its_runs_and_the_means_by_x():
     from lotlib.book.sweep import sweep_summary
-    from lotlib.intervals import Estimate
+    from lotlib.stats import Estimate
 
     table = pd.DataFrame({"status": ["ok", "ok", "ok", "failed"], "n_k": [10, 10, 50, 50],
                           "y": [Estimate(1.0, 0.9, 1.1, 8, "s").to_json(), 3.0, 5.0, None]})

@@ -433,7 +433,7 @@ def test_spectra_null_space_check_and_values(model):
 
 
 def test_versus_word_compares_whole_intervals():
-    from lotlib.intervals import LIES, Estimate, side_word
+    from lotlib.stats import LIES, Estimate, side_word
 
     a, b = Estimate(0.5, 0.4, 0.6, 10, "nouns", "bootstrap"), Estimate(0.2, 0.1, 0.3, 10, "words", "bootstrap")
     assert side_word(a, LIES, b) == "lies above" and side_word(b, LIES, a) == "lies below"

@@ -30,7 +30,7 @@ def test_read_shares_are_the_projected_variance_on_the_sample_and_on_a_resample(
             W = view.heads(t).W_Q[h].double().numpy()
             P = W @ np.linalg.pinv(W)  # the projector onto W's columns, computed another way
             assert found.shares[0, i, h] == pytest.approx(np.trace(P @ C) / np.trace(C), rel=1e-9)
-    from lotlib.intervals import resampling_weights
+    from lotlib.stats import resampling_weights
 
     drawn = np.repeat(np.arange(200), resampling_weights(200, 3, 1)[2].astype(int))  # resample 2, explicitly
     again = read_shares(view, X[drawn], [2], n_boot=0)

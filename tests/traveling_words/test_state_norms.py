@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from lotlib import load_model
-from lotlib.intervals import resampling_weights
+from lotlib.stats import resampling_weights
 from lotlib.traveling_words.state_norms import state_norms
 
 
