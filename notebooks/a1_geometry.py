@@ -70,7 +70,7 @@ import matplotlib.pyplot as plt
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.models.bounds import block_index
 from lotlib.traveling_words import figures, norms

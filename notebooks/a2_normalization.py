@@ -62,7 +62,7 @@ import numpy as np
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue, not_applicable
 from lotlib.models.bounds import layer_indices
 from lotlib.traveling_words import figures, norms

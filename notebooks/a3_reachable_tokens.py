@@ -61,7 +61,7 @@ import matplotlib.pyplot as plt
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue, not_applicable
 from lotlib.traveling_words import figures, reachability
 

@@ -67,7 +67,7 @@ from IPython.display import display
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.models.bounds import block_indices
 from lotlib.traveling_words import figures, head_svd, probes

@@ -79,7 +79,7 @@ import matplotlib.pyplot as plt
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.traveling_words.figures import (
     arrival_figure,

@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt
 
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import (
+from lotlib.verdicts import (
     atlas_table,
     built_books,
     revision_words,

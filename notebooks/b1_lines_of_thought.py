@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures
 from lotlib.intervals import STRADDLES, side_word

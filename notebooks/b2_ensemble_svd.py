@@ -66,7 +66,7 @@ seed: int = 0  # the scored pilots, the paper's subset, random directions, resam
 import numpy as np
 
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import ensemble, figures, truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble

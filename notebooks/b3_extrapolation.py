@@ -95,7 +95,7 @@ n_boot: int = 2000  # bootstrap resamples of held-out pilots for the error ratio
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import figures
 from lotlib.lines_of_thought.authors_protocol import paper_pilots_label

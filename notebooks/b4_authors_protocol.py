@@ -73,7 +73,7 @@ seed: int = 0  # the pilots drawn, the resamples, the cloud and the Gaussian flo
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import band, conclude
+from lotlib.verdicts import band, conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import figures
 from lotlib.lines_of_thought.authors_protocol import PaperProtocol

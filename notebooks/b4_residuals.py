@@ -83,7 +83,7 @@ seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian referen
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import figures
 from lotlib.lines_of_thought.ensemble import open_ensemble

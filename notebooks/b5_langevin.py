@@ -81,7 +81,7 @@ import numpy as np
 import pandas as pd
 
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import figures, langevin
 from lotlib.lines_of_thought.ensemble import open_ensemble

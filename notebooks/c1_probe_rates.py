@@ -84,7 +84,7 @@ import matplotlib.pyplot as plt
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.intervals import LIES, side_word
 from lotlib.models.bounds import block_indices

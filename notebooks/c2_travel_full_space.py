@@ -73,7 +73,7 @@ import matplotlib.pyplot as plt
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.traveling_words.figures import block_travel_figure
 from lotlib.traveling_words.travel import travel_in_full_space

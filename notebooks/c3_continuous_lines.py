@@ -65,7 +65,7 @@ seed: int = 0  # which pilots are drawn, and the bootstrap's resamples
 import numpy as np
 
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.lines_of_thought import continuous, ensemble, figures
 from lotlib.intervals import STRADDLES, side_word

@@ -99,7 +99,7 @@ import numpy as np
 
 import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue, not_applicable
 from lotlib.intervals import side_word
 from lotlib.lines_of_thought import figures

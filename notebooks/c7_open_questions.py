@@ -62,7 +62,7 @@ n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import conclude
+from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.intervals import side_word
 from lotlib.lines_of_thought.ensemble import open_ensemble

@@ -54,7 +54,7 @@ import matplotlib.pyplot as plt
 
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import (
+from lotlib.verdicts import (
     AGAINST_PAPER,
     GROUPS,
     TOLERANCE_RULE,

@@ -6,7 +6,7 @@ quick parameters and which notebooks run last (the report and the atlas read the
 book's model, device and dtype reach every chapter that declares them. The chapters with findings also run
 on the model's untrained variant (the null book, `build/book/untrained-<model>/`): the report judges each
 finding against it. Traveling Words' judged findings also run on the paper's own architecture with random
-weights (`report.PAPER_NULL_MODEL`, untrained GPT-2 small, `build/book/untrained-gpt2/`).
+weights (`verdicts.PAPER_NULL_MODEL`, untrained GPT-2 small, `build/book/untrained-gpt2/`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from .pipeline import NotebookFailed, read_json, summary_path
 from .profile import profile_totals, runs_profile
 from .spec import NotebookSpec, read_spec
 from .workers import DONE, STARTED, Run, run_pool
-from .report import PAPER_NULL_MODEL, load_claims, paper_nulled
+from ..verdicts import PAPER_NULL_MODEL, load_claims, paper_nulled
 
 
 def book_notebooks(root: Path) -> list[str]:

@@ -355,7 +355,7 @@ def not_applicable_notebook(nb, name: str, lacks: list[str]):
     """The page of a chapter that does not apply to the run's model: the chapter's opening cell (less the
     paragraphs that quote the run's values: none are computed), a note saying why (`lacks`, one line each),
     its parameters cell (the run's parameters are injected as usual) and a hidden cell recording each of its
-    claims as not applicable (`lotlib.book.report.conclude_not_applicable`)."""
+    claims as not applicable (`lotlib.verdicts.conclude_not_applicable`)."""
     import nbformat
 
     opening = next(c for c in nb.cells if c.cell_type == "markdown")
@@ -370,7 +370,7 @@ def not_applicable_notebook(nb, name: str, lacks: list[str]):
         "claims is recorded as not applicable, and the report lists them so.\n```"
     )
     record = nbformat.v4.new_code_cell(
-        "from lotlib.book.report import conclude_not_applicable\n\n"
+        "from lotlib.verdicts import conclude_not_applicable\n\n"
         f"conclude_not_applicable({name!r}, model, {reason!r})"
     )
     record.metadata["tags"] = ["remove-input"]

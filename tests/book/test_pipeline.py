@@ -511,7 +511,7 @@ def test_a_chapter_that_needs_what_the_model_lacks_is_a_page_saying_so(tmp_path,
     text = "\n".join(c.source for c in page.cells)
     assert "Where the last token goes" in text and "{glue" not in text
     assert "Not applicable to this model" in text and "ran" not in _printed(page)
-    from lotlib.book.report import judge, load_claims
+    from lotlib.verdicts import judge, load_claims
 
     (claim,) = load_claims(tmp_path / "book" / "claims")
     row = judge(claim, values, {})
