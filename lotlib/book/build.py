@@ -28,12 +28,12 @@ from ..models.data import DATA_FILES, data_path
 from ..models.sources import DEFAULT_MODEL, UNTRAINED, split_name
 from ..storage.atomic import write_text_atomic
 from ..storage.paths import package_file
+from ..verdicts import PAPER_NULL_MODEL, load_claims, paper_nulled
 from .parameters import check_parameters
 from .pipeline import NotebookFailed, read_json, summary_path
 from .profile import profile_totals, runs_profile
 from .spec import NotebookSpec, read_spec
 from .workers import DONE, STARTED, Run, run_pool
-from ..verdicts import PAPER_NULL_MODEL, load_claims, paper_nulled
 
 
 def book_notebooks(root: Path) -> list[str]:
