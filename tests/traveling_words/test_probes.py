@@ -72,7 +72,7 @@ def _direct_logits(v, layer, token, h=None, residual=True):
     """final_norm(e + u_h + b_O) @ W_U (+ b_U), u_h = q W_VO^h + b_V^h W_O^h; h=None sums the heads."""
     heads, e = v.heads(layer), _embedding(v, token)
     q = v.block_norm(layer)(e)
-    u = sum(q @ heads.W_VO(i) + heads.b_V[i] @ heads.W_O[i] for i in ([h] if h is not None else range(v.n_heads)))
+    u = sum(q @ _W_VO(heads, i) + heads.b_V[i] @ heads.W_O[i] for i in ([h] if h is not None else range(v.n_heads)))
     x = e + u + heads.b_O if residual else u
     logits = v.final_norm(x) @ v.W_U.detach()
     return logits if v.b_U is None else logits + v.b_U.detach()
@@ -94,7 +94,7 @@ def test_vo_probe_matches_direct_computation(model, n_queries):
     assert top[HEAD, 0].tolist() == expected.indices.tolist()
     assert top_update[HEAD, 0].tolist() == _direct_logits(v, layer, NOUN, HEAD, False).topk(K).indices.tolist()
     heads, q = v.heads(layer), v.block_norm(layer)(_embedding(v, NOUN))
-    u = [q @ heads.W_VO(i) + heads.b_V[i] @ heads.W_O[i] for i in range(v.n_heads)]
+    u = [q @ _W_VO(heads, i) + heads.b_V[i] @ heads.W_O[i] for i in range(v.n_heads)]
     norms = torch.stack([x.norm() for x in u + [sum(u)]])
     torch.testing.assert_close(P.update_norms(v, layer, ids)[:, 0], norms, rtol=1e-4, atol=1e-5)
 
@@ -141,7 +141,7 @@ def test_head_svd_is_the_svd_of_the_head_matrix(model, kind):
     H, d, dh = U.shape
     assert (H, d, dh) == (v.n_heads, v.d_model, v.d_head)
     for h in range(H):
-        W = heads.W_QK(h) if kind == "qk" else heads.W_VO(h)
+        W = heads.W_QK(h) if kind == "qk" else _W_VO(heads, h)
         torch.testing.assert_close(U[h] * S[h] @ V[h].T, W, rtol=1e-4, atol=1e-5)
         full = torch.linalg.svdvals(W.double())
         torch.testing.assert_close(S[h].double(), full[:dh], rtol=1e-4, atol=1e-6)
@@ -150,15 +150,28 @@ def test_head_svd_is_the_svd_of_the_head_matrix(model, kind):
         torch.testing.assert_close(V[h].T @ V[h], torch.eye(dh), atol=1e-4, rtol=0)
 
 
+def _W_VO(heads, h: int) -> torch.Tensor:
+    """Value-output map of head h, `(d, d)`: update = x W_VO."""
+    return heads.W_V[h] @ heads.W_O[h]
+
+
+def _fix_signs(U, V, rows):
+    """Flip each singular pair (u_i, v_i) together so that v_i's best match among `rows` `(V, d)` is on its
+    positive side (max_v v_i . row_v >= max_v -v_i . row_v), as in the authors' code. U, V `(H, d, r)`."""
+    scores = torch.einsum("hdr,vd->hrv", V, rows)
+    sign = torch.where(scores.amax(-1) >= -scores.amin(-1), 1.0, -1.0)[:, None, :]
+    return U * sign, V * sign
+
+
 def test_sign_fixing_puts_the_best_match_on_the_positive_side(model):
     v = model.view
     U, S, V = HS.head_svd(v, 0, "vo")
     rows = v.unembedding()[0]
-    Uf, Vf = HS.fix_signs(U, V, rows)
+    Uf, Vf = _fix_signs(U, V, rows)
     torch.testing.assert_close(Uf * S[:, None] @ Vf.transpose(1, 2), U * S[:, None] @ V.transpose(1, 2))
     scores = torch.einsum("hdr,vd->hrv", Vf, rows)
     assert (scores.amax(-1) >= -scores.amin(-1)).all()
-    flipped = HS.fix_signs(-U, -V, rows)  # the result does not depend on the SVD's arbitrary signs
+    flipped = _fix_signs(-U, -V, rows)  # the result does not depend on the SVD's arbitrary signs
     torch.testing.assert_close(flipped[0], Uf)
     torch.testing.assert_close(flipped[1], Vf)
 
@@ -170,7 +183,7 @@ def test_svd_table_reads_the_fixed_directions(model):
     assert len(table) == v.n_heads * 4 and (table.groupby("head")["sigma"].diff().dropna() <= 1e-6).all()
     U, S, V = HS.head_svd(v, 0, "qk")
     X = v.block_norm(0)(v.W_E.detach() * v.embed_scale)
-    Uf, Vf = HS.fix_signs(U[..., :4], V[..., :4], X)
+    Uf, Vf = _fix_signs(U[..., :4], V[..., :4], X)
     best = (X @ Vf[2, :, 1]).topk(3).indices.tolist()
     row = table[(table["head"] == 2) & (table.direction == 1)].iloc[0]
     assert row.right == ", ".join(P.token_label(vocab[t]) for t in best)
