@@ -85,7 +85,7 @@ from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.intervals import LIES, side_word
 from lotlib.models.bounds import block_indices
-from lotlib.traveling_words import figures, probes
+from lotlib.traveling_words import figures, probes, vocabulary
 
 plots.apply_theme()
 pd.set_option("display.max_colwidth", None)
@@ -93,7 +93,7 @@ lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H = view.n_layers, view.n_heads
 layers = block_indices(blocks or ["first", "middle", "last"], L, "blocks", lm.name)
-queries = probes.noun_queries(
+queries = vocabulary.noun_queries(
     lm.tokenizer, view.vocab_size, leading_space, n_random, seed
 )
 glue("model_text", repr(lm))

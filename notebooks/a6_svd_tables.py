@@ -70,7 +70,7 @@ from lotlib import plots
 from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.models.bounds import block_indices
-from lotlib.traveling_words import figures, head_svd, probes
+from lotlib.traveling_words import figures, head_svd, probes, vocabulary
 
 plots.apply_theme()
 pd.set_option("display.max_colwidth", None)
@@ -78,7 +78,7 @@ lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H, d, dh = view.n_layers, view.n_heads, view.d_model, view.d_head
 layers = block_indices(blocks or ["first", "middle", "last"], L, "blocks", lm.name)
-vocab = probes.vocab_strings(lm.tokenizer, view.vocab_size)
+vocab = vocabulary.vocab_strings(lm.tokenizer, view.vocab_size)
 glue("model_text", repr(lm))
 glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("n_heads", H)

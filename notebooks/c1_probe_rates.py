@@ -88,14 +88,14 @@ from lotlib.verdicts import conclude
 from lotlib.book.summary import glue
 from lotlib.intervals import LIES, side_word
 from lotlib.models.bounds import block_indices
-from lotlib.traveling_words import figures, probes
+from lotlib.traveling_words import figures, probes, vocabulary
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 H, L = view.n_heads, view.n_layers
 layers = block_indices(blocks or range(L), L, "blocks", lm.name)
-queries = probes.noun_queries(
+queries = vocabulary.noun_queries(
     lm.tokenizer, view.vocab_size, leading_space, n_baseline, seed
 )
 glue("model_text", repr(lm))

@@ -15,7 +15,8 @@ from torch import Tensor
 
 from ..intervals import Estimate, bootstrap, bootstrap_mean, exact
 from ..models.view import ModelView
-from .probes import token_label, topk
+from .probes import topk
+from .vocabulary import token_label
 
 
 @contextmanager
