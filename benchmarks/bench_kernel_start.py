@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from lotlib.book.zygote import ZYGOTE_VARIABLE
 from lotlib.book.build import book_parameters
 from lotlib.book.pipeline import project_root, run_notebook
+from lotlib.book.zygote import ZYGOTE_VARIABLE
 
 WAYS = {"fresh kernel": "0", "forked kernel": "1"}
 

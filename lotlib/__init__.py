@@ -2,7 +2,7 @@
 
 The library has the shape of the book: `lotlib.models` (loading, the model view, capture, trajectories,
 corpora), `lotlib.traveling_words` (paper A), `lotlib.lines_of_thought` (paper B), and `lotlib.book`
-(execution, sweeps, the report). The public names below load on first use, so `import lotlib.book.summary`
+(execution, sweeps, the report). The public names below load on first use, so `import lotlib.summary`
 (a sweep run, the report) does not pay for importing torch and transformers.
 """
 

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import yaml
 
+from .book.build import book_parameters, build_book
 from .book.parameters import Dtype
+from .book.pipeline import project_root, run_notebook
+from .book.spec import read_spec
+from .book.sweep import load_grid, run_sweep
+from .models import corpus
+from .models.bounds import check_context, check_reinit, model_shape
+from .models.sources import split_name
 
 EPILOG = """examples:
   lotlib extract --model smollm2-135m --n-k 50          # all of Walden into the trajectory cache
@@ -25,36 +32,8 @@ errors end in one line; --debug shows the traceback"""
 DTYPES = list(typing.get_args(Dtype))
 
 
-def _model_options(command: argparse.ArgumentParser, default_model: str) -> None:
-    """--model, --device and --dtype: the notebook parameters `model`, `device` and `dtype` (None: not set)."""
-    command.add_argument(
-        "--model",
-        default=None,
-        help="run on this model: an embedded name, a local folder or a "
-        f"hub id (default: {default_model})",
-    )
-    command.add_argument(
-        "--revision",
-        default=None,
-        help="a hub model's revision: a commit hash, branch or tag (the same as "
-        "--model ID@REVISION; default: main)",
-    )
-    command.add_argument(
-        "--device",
-        default=None,
-        help="where the model runs: auto, cpu, cuda, mps (default auto)",
-    )
-    command.add_argument(
-        "--dtype",
-        default=None,
-        choices=DTYPES,
-        help="the model's weights (default float32)",
-    )
-
-
 def _model_parameters(args, source: Path) -> dict:
     """The --model/--device/--dtype given, as parameters of notebook `source`; one it does not declare fails."""
-    from .book.spec import read_spec
 
     given = {
         name: getattr(args, name)
@@ -89,19 +68,85 @@ def _positive(text: str) -> int:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="lotlib",
-        description=__doc__,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def _device_options(device: str | None, dtype: str | None) -> argparse.ArgumentParser:
+    """--device and --dtype, shared by every command that loads a model (None: the notebook's own)."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--device",
+        default=device,
+        help="where the model runs: auto, cpu, cuda, mps (default auto)",
     )
-    parser.add_argument(
-        "--debug", action="store_true", help="show the full traceback of an error"
+    options.add_argument(
+        "--dtype",
+        default=dtype,
+        choices=DTYPES,
+        help="the model's weights (default float32)",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    return options
 
-    ex = commands.add_parser("extract", help="capture trajectories into the disk cache")
+
+def _model_options(default_model: str) -> argparse.ArgumentParser:
+    """--model, --revision, --device and --dtype: the notebook parameters `model`, `device` and `dtype`."""
+    options = argparse.ArgumentParser(
+        add_help=False, parents=[_device_options(None, None)]
+    )
+    options.add_argument(
+        "--model",
+        default=None,
+        help="run on this model: an embedded name, a local folder or a "
+        f"hub id (default: {default_model})",
+    )
+    options.add_argument(
+        "--revision",
+        default=None,
+        help="a hub model's revision: a commit hash, branch or tag (the same as "
+        "--model ID@REVISION; default: main)",
+    )
+    return options
+
+
+def _notebook_options(values: str, values_help: str) -> argparse.ArgumentParser:
+    """The notebook, its -p overrides and --quick, shared by `run` and `sweep`."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/"
+    )
+    options.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", values),
+        help=values_help,
+    )
+    options.add_argument(
+        "--quick",
+        action="store_true",
+        help="start from the book's quick parameters of this notebook",
+    )
+    return options
+
+
+def _debug_option() -> argparse.ArgumentParser:
+    """--debug after the command too (lotlib run NAME --debug), hidden from its help."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
+    return options
+
+
+def _extract_command(commands) -> None:
+    """`lotlib extract`: capture trajectories into the disk cache."""
+    ex = commands.add_parser(
+        "extract",
+        help="capture trajectories into the disk cache",
+        parents=[_device_options("auto", "float32"), _debug_option()],
+    )
     ex.add_argument(
         "--model", default="smollm2-135m", help="embedded name, local folder or hub id"
     )
@@ -144,22 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ex.add_argument(
         "--storage-dtype",
-        dest="dtype",
         default="float32",
         choices=["float32", "float16"],
         help="dtype the trajectories are stored in",
-    )
-    ex.add_argument(
-        "--device",
-        default="auto",
-        help="where the model runs: auto, cpu, cuda, mps (default auto)",
-    )
-    ex.add_argument(
-        "--dtype",
-        dest="model_dtype",
-        default="float32",
-        choices=DTYPES,
-        help="the model's weights (default float32)",
     )
     ex.add_argument(
         "--batch-size",
@@ -167,19 +199,22 @@ def main(argv: list[str] | None = None) -> int:
         default=32,
         help="pseudo-sentences per forward pass (default 32)",
     )
+    ex.set_defaults(handler=_extract)
 
-    run = commands.add_parser("run", help="execute one notebook with papermill")
-    run.add_argument(
-        "notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/"
-    )
-    run.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "VALUE"),
-        help="override a parameter (value parsed as YAML: 3, 0.5, true, null, [1, 2], text)",
+
+def _run_command(commands) -> None:
+    """`lotlib run`: execute one notebook with papermill."""
+    run = commands.add_parser(
+        "run",
+        help="execute one notebook with papermill",
+        parents=[
+            _notebook_options(
+                "VALUE",
+                "override a parameter (value parsed as YAML: 3, 0.5, true, null, [1, 2], text)",
+            ),
+            _model_options("the notebook's own default"),
+            _debug_option(),
+        ],
     )
     run.add_argument(
         "--out",
@@ -187,30 +222,25 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="executed notebook (default build/runs/NAME.ipynb)",
     )
-    run.add_argument(
-        "--quick",
-        action="store_true",
-        help="start from the book's quick parameters of this notebook",
-    )
+    run.set_defaults(handler=_run)
 
+
+def _sweep_command(commands) -> None:
+    """`lotlib sweep`: run one notebook over a grid of parameters."""
     sw = commands.add_parser(
         "sweep",
         help="run one notebook over a grid of parameters",
         description="Runs the cartesian product of the grid through papermill, in parallel "
         "worker processes (or on a Dask cluster). Finished runs are skipped when "
         "the sweep is started again; failed runs are recorded and the others go on.",
-    )
-    sw.add_argument(
-        "notebook", help="a path to a Jupytext .py notebook, or a name in notebooks/"
-    )
-    sw.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "VALUES"),
-        help="a swept parameter and its comma-separated values (each parsed as YAML): -p n_k 10,25,50",
+        parents=[
+            _notebook_options(
+                "VALUES",
+                "a swept parameter and its comma-separated values (each parsed as YAML): -p n_k 10,25,50",
+            ),
+            _model_options("the notebook's own default"),
+            _debug_option(),
+        ],
     )
     sw.add_argument(
         "--grid",
@@ -223,11 +253,6 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=None,
         help="sweep folder (default build/sweeps/NOTEBOOK)",
-    )
-    sw.add_argument(
-        "--quick",
-        action="store_true",
-        help="start from the book's quick parameters of this notebook",
     )
     sw.add_argument(
         "--workers",
@@ -255,11 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument(
         "--hue", default=None, help="a swept parameter drawn as separate lines"
     )
-    for command in (run, sw):
-        _model_options(command, "the notebook's own default")
+    sw.set_defaults(handler=_sweep)
 
+
+def _book_command(commands) -> None:
+    """`lotlib book`: execute every chapter and build the HTML book."""
     book = commands.add_parser(
-        "book", help="execute every chapter and build the HTML book"
+        "book",
+        help="execute every chapter and build the HTML book",
+        parents=[
+            _model_options("each chapter's own, the embedded SmolLM2-135M"),
+            _debug_option(),
+        ],
     )
     book.add_argument(
         "--quick",
@@ -269,7 +301,6 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument(
         "--jobs", type=int, default=2, help="chapters executed in parallel (default 2)"
     )
-    _model_options(book, "each chapter's own, the embedded SmolLM2-135M")
     book.add_argument(
         "--no-null",
         dest="null",
@@ -282,24 +313,33 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run the chapters on a Dask distributed scheduler (tcp://host:8786)",
     )
+    book.set_defaults(handler=_book)
 
-    for command in (
-        commands.choices.values()
-    ):  # --debug also after the command: lotlib run NAME --debug
-        command.add_argument(
-            "--debug",
-            action="store_true",
-            default=argparse.SUPPRESS,
-            help=argparse.SUPPRESS,
-        )
-    args = parser.parse_args(argv)
-    signal.signal(
-        signal.SIGTERM, _interrupted
-    )  # a SIGTERM stops as a Ctrl-C does: workers ended
+
+def parser() -> argparse.ArgumentParser:
+    """The `lotlib` command line: one sub-command per function above."""
+    top = argparse.ArgumentParser(
+        prog="lotlib",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument(
+        "--debug", action="store_true", help="show the full traceback of an error"
+    )
+    commands = top.add_subparsers(dest="command", required=True)
+    for add in (_extract_command, _run_command, _sweep_command, _book_command):
+        add(commands)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `lotlib` command; an error ends in one line and exit code 2 (130 when interrupted)."""
+    args = parser().parse_args(argv)
+    # a SIGTERM stops as a Ctrl-C does: workers ended
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
-        return {"extract": _extract, "run": _run, "sweep": _sweep, "book": _book}[
-            args.command
-        ](args)
+        return args.handler(args)
     except (Exception, KeyboardInterrupt) as err:
         if args.debug:
             raise
@@ -325,8 +365,6 @@ def one_line(err: BaseException) -> str:
 
 
 def _extract(args) -> int:
-    from .models.bounds import check_context, check_reinit, model_shape
-    from .models.sources import split_name
 
     name, prefixed = split_name(args.model)
     check_reinit(name, args.untrained or prefixed, args.reinit_from, "--reinit-from")
@@ -338,7 +376,6 @@ def _extract(args) -> int:
         model=args.model,
     )
     from . import load_model, trajectories  # torch: after the checks
-    from .models import corpus
 
     model = load_model(
         args.model,
@@ -346,7 +383,7 @@ def _extract(args) -> int:
         reinit_from=args.reinit_from,
         seed=args.seed,
         device=args.device,
-        dtype=args.model_dtype,
+        dtype=args.dtype,
     )  # the context is checked before the load
     if args.corpus == "walden":
         text = corpus.walden(model.tokenizer, n_k=args.n_k, n_s=args.n_s, bos=args.bos)
@@ -366,7 +403,7 @@ def _extract(args) -> int:
         model,
         text,
         all_positions=args.all_positions,
-        dtype=args.dtype,
+        dtype=args.storage_dtype,
         batch_size=args.batch_size,
     )
     print(f"{model!r}\n{text!r}: N_s = {text.n_s}\ntrajectories {X.shape} {X.dtype}")
@@ -374,7 +411,6 @@ def _extract(args) -> int:
 
 
 def _notebook(name: str) -> Path:
-    from .book.pipeline import project_root
 
     source = Path(name)
     if not source.exists():
@@ -387,10 +423,6 @@ def _notebook(name: str) -> Path:
 
 
 def _run(args) -> int:
-    from .book.pipeline import run_notebook
-
-    from .book.build import book_parameters
-    from .book.pipeline import project_root
 
     source = _notebook(args.notebook)
     parameters = (
@@ -406,9 +438,6 @@ def _run(args) -> int:
 
 
 def _sweep(args) -> int:
-    from .book.build import book_parameters
-    from .book.pipeline import project_root
-    from .book.sweep import load_grid, run_sweep
 
     source = _notebook(args.notebook)
     grid = load_grid(args.parameter, args.grid)
@@ -441,8 +470,6 @@ def _sweep(args) -> int:
 
 
 def _book(args) -> int:
-    from .book.build import build_book
-    from .book.pipeline import project_root
 
     build_book(
         project_root(),

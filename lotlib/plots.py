@@ -7,6 +7,7 @@ Chapters call `apply_theme()` once, before their first figure.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -14,6 +15,8 @@ import numpy as np
 import plotly.graph_objects as go
 from matplotlib import cm, colors
 
+if TYPE_CHECKING:
+    import pandas as pd
 
 THEME = {
     "context": "notebook",
@@ -126,7 +129,7 @@ def paths_static(
     return ax
 
 
-def sweep_values(column) -> "pd.Series":
+def sweep_values(column) -> pd.Series:
     """A results-table column as numbers: an Estimate (a dict, or its JSON text in a CSV) gives its value."""
     import json
 

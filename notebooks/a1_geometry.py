@@ -68,14 +68,13 @@ n_k: "Tokens" = 50  # tokens per pseudo-sentence
 seed: int = 0  # which pseudo-sentences are drawn
 
 # %% tags=["hide-input"]
-import matplotlib.pyplot as plt
-
 import lotlib
+import matplotlib.pyplot as plt
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
 from lotlib.models.bounds import block_index
+from lotlib.summary import glue
 from lotlib.traveling_words import figures, norms
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)

@@ -57,15 +57,14 @@ n_boot: int = 1000  # bootstrap resamples of pseudo-sentences
 blocks: "list[Layer] | None" = None  # cos(x, 1) plot layers (None: 0, L/2, L)
 
 # %% tags=["hide-input"]
+import lotlib
 import matplotlib.pyplot as plt
 import numpy as np
-
-import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue, not_applicable
 from lotlib.models.bounds import layer_indices
+from lotlib.summary import glue, not_applicable
 from lotlib.traveling_words import figures, norms
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)

@@ -57,13 +57,12 @@ seed: int = 0  # which tokens are drawn, and the bootstrap's resamples
 n_boot: int = 2000  # bootstrap resamples of the drawn tokens
 
 # %% tags=["hide-input"]
-import matplotlib.pyplot as plt
-
 import lotlib
+import matplotlib.pyplot as plt
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue, not_applicable
+from lotlib.summary import glue, not_applicable
 from lotlib.traveling_words import figures, reachability
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)

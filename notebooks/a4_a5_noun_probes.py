@@ -80,17 +80,16 @@ seed: int = 0  # which random words; the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the queries for every interval
 
 # %% tags=["hide-input"]
+import lotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
-
-import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
-from lotlib.stats import LIES, side_word
 from lotlib.models.bounds import block_indices
-from lotlib.traveling_words import figures, probes
+from lotlib.stats import LIES, side_word
+from lotlib.summary import glue
+from lotlib.traveling_words import figures, probes, vocabulary
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 pd.set_option("display.max_colwidth", None)
@@ -98,7 +97,7 @@ lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H = view.n_layers, view.n_heads
 layers = block_indices(blocks or ["first", "middle", "last"], L, "blocks", lm.name)
-queries = probes.noun_queries(
+queries = vocabulary.noun_queries(
     lm.tokenizer, view.vocab_size, leading_space, n_random, seed
 )
 glue("model_text", repr(lm))

@@ -64,16 +64,15 @@ seed: int = 0  # the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the heads for every interval
 
 # %% tags=["hide-input"]
+import lotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
-
-import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
 from lotlib.models.bounds import block_indices
-from lotlib.traveling_words import figures, head_svd, probes
+from lotlib.summary import glue
+from lotlib.traveling_words import figures, head_svd, vocabulary
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 pd.set_option("display.max_colwidth", None)
@@ -81,7 +80,7 @@ lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 L, H, d, dh = view.n_layers, view.n_heads, view.d_model, view.d_head
 layers = block_indices(blocks or ["first", "middle", "last"], L, "blocks", lm.name)
-vocab = probes.vocab_strings(lm.tokenizer, view.vocab_size)
+vocab = vocabulary.vocab_strings(lm.tokenizer, view.vocab_size)
 glue("model_text", repr(lm))
 glue("n_kv_heads", view.heads(0).n_kv_heads)
 glue("n_heads", H)

@@ -81,12 +81,10 @@ n_seeds: int = 5  # UMAP fits (one per seed): the spread of the map measurements
 top_k: int = 5  # tokens per layer in the logit-lens table
 
 # %% tags=["hide-input"]
-import matplotlib.pyplot as plt
-
 import lotlib
+import matplotlib.pyplot as plt
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
+from lotlib.summary import glue
 from lotlib.traveling_words.figures import (
     arrival_figure,
     heading_figure,
@@ -94,6 +92,7 @@ from lotlib.traveling_words.figures import (
     travel_panels,
 )
 from lotlib.traveling_words.umap_map import traveling_word
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)

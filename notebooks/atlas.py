@@ -34,17 +34,16 @@ claims_dir: "str | None" = None  # folder of the claims (*.yml); None: the proje
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import (
+from lotlib.summary import glue, record
+from lotlib.verdicts import (
     atlas_table,
     built_books,
     revision_words,
     verdict_changes,
     verdict_heatmap,
 )
-from lotlib.book.summary import glue, record
 
 plots.apply_theme()
 claims = Path(claims_dir) if claims_dir else project_root() / "book" / "claims"

@@ -49,14 +49,13 @@ n_boot: int = 2000  # bootstrap resamples of held-out pilots for the intervals
 # %% tags=["hide-input"]
 import numpy as np
 import pandas as pd
-
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
 from lotlib.chapters import b1_lines_of_thought as b1
 from lotlib.lines_of_thought import ensemble
-from lotlib.stats import STRADDLES, side_word
 from lotlib.lines_of_thought.ensemble import open_ensemble
+from lotlib.stats import STRADDLES, side_word
+from lotlib.summary import glue
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)

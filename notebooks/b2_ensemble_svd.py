@@ -66,15 +66,13 @@ seed: int = 0  # the scored pilots, the paper's subset, random directions, resam
 
 # %% tags=["hide-input"]
 import numpy as np
-
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
 from lotlib.chapters import b2_ensemble_svd as b2
 from lotlib.lines_of_thought import ensemble, truncation
-from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.lines_of_thought.ensemble import paper_pilots_label
+from lotlib.lines_of_thought.ensemble import open_ensemble, paper_pilots_label
 from lotlib.stats import side_word
+from lotlib.summary import glue
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)

@@ -97,17 +97,7 @@ n_boot: int = 2000  # bootstrap resamples of held-out pilots for the error ratio
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
 from lotlib.chapters import b3_extrapolation as b3
-from lotlib.lines_of_thought.ensemble import paper_pilots_label
-from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.lines_of_thought.extrapolation import (
-    HeldOutBases,
-    repeated_svm,
-    BASES_FROM,
-    same_pilot_svm,
-)
 from lotlib.chapters.b3_extrapolation import (
     prediction_errors,
     subsamples,
@@ -116,7 +106,16 @@ from lotlib.chapters.b3_extrapolation import (
     svm_true_vs_true,
     versus_paper,
 )
+from lotlib.lines_of_thought.ensemble import open_ensemble, paper_pilots_label
+from lotlib.lines_of_thought.extrapolation import (
+    BASES_FROM,
+    HeldOutBases,
+    repeated_svm,
+    same_pilot_svm,
+)
 from lotlib.stats import side_word
+from lotlib.summary import glue
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)

@@ -80,12 +80,12 @@ seed: int = 0  # the pilots drawn, the resamples, the cloud and the Gaussian flo
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import band, conclude
-from lotlib.book.summary import glue
 from lotlib.chapters import b4_authors_protocol as b4
 from lotlib.lines_of_thought.authors_protocol import PaperProtocol
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import PairLayers
+from lotlib.summary import glue
+from lotlib.verdicts import band, conclude
 
 plots.apply_theme()
 ens = open_ensemble(

@@ -94,16 +94,7 @@ seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian referen
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
 from lotlib.chapters import b4_residuals as b4
-from lotlib.lines_of_thought.ensemble import open_ensemble
-from lotlib.lines_of_thought.residuals import (
-    PairLayers,
-    pair_statistics,
-    residual_nulls,
-    singular_coordinates,
-)
 from lotlib.chapters.b4_residuals import (
     gaussian_reference,
     heavy_share_z,
@@ -113,6 +104,15 @@ from lotlib.chapters.b4_residuals import (
     residual_consistency,
     tau1_variances,
 )
+from lotlib.lines_of_thought.ensemble import open_ensemble
+from lotlib.lines_of_thought.residuals import (
+    PairLayers,
+    pair_statistics,
+    residual_nulls,
+    singular_coordinates,
+)
+from lotlib.summary import glue
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = open_ensemble(

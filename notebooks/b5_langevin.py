@@ -85,14 +85,13 @@ seed: int = 0  # the split, starting noise, subsamples, bootstrap
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
 from lotlib.chapters import b5_langevin as b5
 from lotlib.lines_of_thought import langevin
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.stats import side_word
+from lotlib.summary import glue
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)

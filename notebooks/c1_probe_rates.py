@@ -86,22 +86,21 @@ seed: int = 0  # which random words; the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the queries for every band and interval
 
 # %% tags=["hide-input"]
-import matplotlib.pyplot as plt
-
 import lotlib
+import matplotlib.pyplot as plt
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
-from lotlib.stats import LIES, side_word
 from lotlib.models.bounds import block_indices
-from lotlib.traveling_words import figures, probes
+from lotlib.stats import LIES, side_word
+from lotlib.summary import glue
+from lotlib.traveling_words import figures, probes, vocabulary
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)
 view = lm.view
 H, L = view.n_heads, view.n_layers
 layers = block_indices(blocks or range(L), L, "blocks", lm.name)
-queries = probes.noun_queries(
+queries = vocabulary.noun_queries(
     lm.tokenizer, view.vocab_size, leading_space, n_baseline, seed
 )
 glue("model_text", repr(lm))

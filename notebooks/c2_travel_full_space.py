@@ -71,14 +71,13 @@ n_boot: int = 2000  # bootstrap resamples of sentences
 batch_size: int = 16  # sentences per forward pass
 
 # %% tags=["hide-input"]
-import matplotlib.pyplot as plt
-
 import lotlib
+import matplotlib.pyplot as plt
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
+from lotlib.summary import glue
 from lotlib.traveling_words.figures import block_travel_figure
 from lotlib.traveling_words.travel import travel_in_full_space
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 lm = lotlib.load_model(model, device=device, dtype=dtype)

@@ -67,13 +67,12 @@ seed: int = 0  # which pilots are drawn, and the bootstrap's resamples
 
 # %% tags=["hide-input"]
 import numpy as np
-
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
 from lotlib.chapters import c3_continuous_lines as c3
 from lotlib.lines_of_thought import continuous, ensemble
 from lotlib.stats import STRADDLES, draw_pilots, side_word
+from lotlib.summary import glue
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = ensemble.open_ensemble(

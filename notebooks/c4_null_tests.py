@@ -109,17 +109,16 @@ n_boot: int = 1000  # bootstrap resamples of pilots (path shapes, variance law)
 n_boot_kurtosis: int = 200  # resamples refitting the bases: kurtosis, arrival R²
 
 # %% tags=["hide-input"]
+import lotlib
 import matplotlib.pyplot as plt
 import numpy as np
-
-import lotlib
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue, not_applicable
-from lotlib.stats import draw_pilots, resampling_weights, side_word
 from lotlib.chapters import c4_null_tests as c4
 from lotlib.lines_of_thought import null_tests as nt
 from lotlib.models.bounds import block_index, pilot_count
+from lotlib.stats import draw_pilots, resampling_weights, side_word
+from lotlib.summary import glue, not_applicable
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 where = {"device": device, "dtype": dtype}

@@ -105,13 +105,12 @@ n_boot: int = 1000  # bootstrap resamples of pilots
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
-
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
-from lotlib.stats import side_word
 from lotlib.chapters import c5_other_models as c5
 from lotlib.models.sources import default_models
+from lotlib.stats import side_word
+from lotlib.summary import glue
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 untrained_book = model.startswith(

@@ -48,11 +48,10 @@ out: str = "sweep-demo"  # sweep folder, beside this executed notebook
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
-
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.summary import glue, record
 from lotlib.book.sweep import run_sweep, sweep_summary
+from lotlib.summary import glue, record
 
 plots.apply_theme()
 

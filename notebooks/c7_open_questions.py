@@ -67,11 +67,11 @@ n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import conclude
-from lotlib.book.summary import glue
-from lotlib.stats import side_word
 from lotlib.lines_of_thought.ensemble import open_ensemble
+from lotlib.stats import side_word
+from lotlib.summary import glue
 from lotlib.traveling_words import figures, read_shares, state_norms
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)

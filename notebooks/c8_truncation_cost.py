@@ -48,10 +48,9 @@ n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 
 # %% tags=["hide-input"]
 from lotlib import plots
-from lotlib.book.report import conclude
 from lotlib.chapters import c8_truncation_cost as c8
-from lotlib.lines_of_thought import truncation
 from lotlib.lines_of_thought.ensemble import open_ensemble
+from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)

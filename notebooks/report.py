@@ -51,10 +51,10 @@ claims_dir: "str | None" = None  # folder of the claims (*.yml); None: the proje
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-
 from lotlib import plots
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import (
+from lotlib.summary import glue, record
+from lotlib.verdicts import (
     AGAINST_PAPER,
     GROUPS,
     TOLERANCE_RULE,
@@ -65,7 +65,6 @@ from lotlib.book.report import (
     revision_words,
     verdict_bars,
 )
-from lotlib.book.summary import glue, record
 
 plots.apply_theme()
 claims = Path(claims_dir) if claims_dir else project_root() / "book" / "claims"

@@ -1,7 +1,7 @@
 """The package's shape: public names resolve, imports run one way, and only `lotlib/models` knows architectures.
 
 Levels, top to bottom: the command line; `book` (the execution engine); `chapters` (one module per notebook);
-`verdicts` (claims and judging); the papers' building blocks (`lines_of_thought`, `traveling_words`, which never
+`verdicts` (claims and judging) over `summary` (what a chapter records); the papers' building blocks (`lines_of_thought`, `traveling_words`, which never
 import each other); `stats`, `plots`, `models`, `storage`. Nothing imports upward, no chapter module imports
 another, and no import (module level or inside a function) closes a cycle.
 """
@@ -23,9 +23,10 @@ ROOMS = {  # package -> the lotlib packages (and top-level modules) it may impor
     "models": {"storage"},
     "traveling_words": BELOW_PAPERS,
     "lines_of_thought": BELOW_PAPERS,
-    "verdicts": {"stats", "plots", "storage"},
+    "summary": {"stats"},
+    "verdicts": {"summary", "stats", "plots", "storage"},
     "chapters": {"lines_of_thought", "traveling_words"} | BELOW_PAPERS,
-    "book": {"verdicts", "stats", "plots", "models", "storage"},
+    "book": {"verdicts", "summary", "stats", "plots", "models", "storage"},
 }
 LOCAL_IMPORTS_ALLOWED = 15  # the issue's bound: function-local lotlib imports only for heavy optional parts
 

@@ -6,7 +6,7 @@ quick parameters and which notebooks run last (the report and the atlas read the
 book's model, device and dtype reach every chapter that declares them. The chapters with findings also run
 on the model's untrained variant (the null book, `build/book/untrained-<model>/`): the report judges each
 finding against it. Traveling Words' judged findings also run on the paper's own architecture with random
-weights (`report.PAPER_NULL_MODEL`, untrained GPT-2 small, `build/book/untrained-gpt2/`).
+weights (`verdicts.PAPER_NULL_MODEL`, untrained GPT-2 small, `build/book/untrained-gpt2/`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from ..models.data import DATA_FILES, data_path
 from ..models.sources import DEFAULT_MODEL, UNTRAINED, split_name
 from ..storage.atomic import write_text_atomic
 from ..storage.paths import package_file
+from ..verdicts import PAPER_NULL_MODEL, load_claims, paper_nulled
 from .parameters import check_parameters
 from .pipeline import NotebookFailed, read_json, summary_path
 from .profile import profile_totals, runs_profile
-from .report import PAPER_NULL_MODEL, load_claims, paper_nulled
 from .spec import NotebookSpec, read_spec
 from .workers import DONE, STARTED, Run, run_pool
 
@@ -421,6 +421,54 @@ def build_words(profiles: dict[str, dict]) -> str:
     return words
 
 
+def stage_book(root: Path, stage: Path) -> Path:
+    """Copy `root/book` into the book's folder `stage` with the site's assets; returns `stage`."""
+    sync_tree(root / "book", stage)
+    # the site works offline: plotly.js and MathJax are bundled with it, not loaded from a CDN
+    copy_if_changed(
+        package_file("plotly", "package_data/plotly.min.js"),
+        stage / "_static" / "plotly.min.js",
+    )
+    # MathJax not in _static: jupyter-book adds every script under _static to every page
+    sync_tree(
+        package_file("jupyter_server_mathjax", "static"), stage / "_extra" / "mathjax"
+    )
+    return stage
+
+
+def run_jupyter_book(root: Path, stage: Path) -> None:
+    """Build the HTML of `stage` strictly (every page again when the configuration changed); a failure raises
+    with the Sphinx warnings and errors."""
+    jb = Path(sys.executable).parent / "jupyter-book"
+    stamp, config = (
+        stage / "_build" / "lotlib-config.sha256",
+        _config_fingerprint(root / "book"),
+    )
+    everything = ["--all"] if not stamp.exists() or stamp.read_text() != config else []
+    log = stage / "_build" / "jupyter-book.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        result = subprocess.run(
+            [
+                str(jb),
+                "build",
+                str(stage),
+                "--warningiserror",
+                "--nitpick",
+                "--keep-going",
+                *everything,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    if result.returncode != 0:
+        raise NotebookFailed(
+            f"jupyter-book build of {stage} failed (exit {result.returncode}) (whole log: {log}):\n"
+            + sphinx_problems(log.read_text())
+        )
+    write_text_atomic(stamp, config)
+
+
 def build_book(
     root: Path,
     quick: bool = False,
@@ -453,23 +501,12 @@ def build_book(
         build=build,
         overrides=overrides,
     )
-    for chapter in (
-        first + later
-    ):  # every chapter's parameters fit the model before any run
+    # every chapter's parameters fit the model before any run
+    for chapter in first + later:
         check_parameters(chapter.spec.parameters, chapter.parameters, chapter.label)
     for name in DATA_FILES:  # the chapters read both texts: present, or downloaded and checked, before any runs
         data_path(name)
-    stage = book_folder(root, model, quick, build)
-    sync_tree(root / "book", stage)
-    # the site works offline: plotly.js and MathJax are bundled with it, not loaded from a CDN
-    copy_if_changed(
-        package_file("plotly", "package_data/plotly.min.js"),
-        stage / "_static" / "plotly.min.js",
-    )
-    sync_tree(
-        package_file("jupyter_server_mathjax", "static"), stage / "_extra" / "mathjax"
-    )  # not in _static:
-    # jupyter-book adds every script under _static to every page
+    stage = stage_book(root, book_folder(root, model, quick, build))
     say(
         f"[lotlib book] {model}: {len(first) + len(later)} chapter runs"
         + (
@@ -485,34 +522,7 @@ def build_book(
     if profiles:
         say(f"[lotlib book] {model}: {build_words(profiles)}")
     say(f"[lotlib book] {model}: building the HTML pages")
-    jb = Path(sys.executable).parent / "jupyter-book"
-    stamp, config = (
-        stage / "_build" / "lotlib-config.sha256",
-        _config_fingerprint(root / "book"),
-    )
-    everything = ["--all"] if not stamp.exists() or stamp.read_text() != config else []
-    log = stage / "_build" / "jupyter-book.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as out:
-        result = subprocess.run(
-            [
-                str(jb),
-                "build",
-                str(stage),
-                "--warningiserror",
-                "--nitpick",
-                "--keep-going",
-                *everything,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    if result.returncode != 0:
-        raise NotebookFailed(
-            f"jupyter-book build of {stage} failed (exit {result.returncode}) (whole log: {log}):\n"
-            + sphinx_problems(log.read_text())
-        )
-    write_text_atomic(stamp, config)
+    run_jupyter_book(root, stage)
     html = stage / "_build" / "html"
     say(f"[lotlib book] {model}: open {html / 'index.html'}")
     return html

@@ -5,7 +5,7 @@ files are unchanged (the key is stored in the notebook's metadata and in its sum
 
 A run's values come out of the notebook itself: `record` displays them as an output of lotlib's MIME type, and
 the pipeline reads them from the executed notebook into the summary file beside it
-(`lotlib.book.summary.summary_of`). What a kernel needs from its run (thread limits, the data and cache
+(`lotlib.summary.summary_of`). What a kernel needs from its run (thread limits, the data and cache
 folders, whether it runs in the book, the project it belongs to) goes in through that kernel's environment,
 never through this process's `os.environ`: runs may share a process (threads of a Dask worker).
 
@@ -18,7 +18,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -31,20 +30,19 @@ from ..models.forward_clock import FORWARD_LOG, forward_seconds
 from ..models.sources import load_config, model_revision
 from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.checkpoints import CHECKPOINT_VARIABLE
+from ..storage.paths import PROJECT_VARIABLE, project_root
+from ..summary import summary_of
 from .kernel import MEMORY_LOG, kernel_manager, peak_memory_gb
 from .parameters import check_parameters, walden_demand
 from .spec import PACKAGE, NotebookSpec, read_spec
-from .summary import summary_of
 from .zygote import FORKED_FOR, ZYGOTE_VARIABLE
 
 KERNEL = "python3"
 KERNEL_START_TIMEOUT = (
     300  # seconds: kernels importing torch at once on two cores take minutes
 )
-BOOK_VARIABLE, PROJECT_VARIABLE = (
-    "LOTLIB_BOOK",
-    "LOTLIB_PROJECT",
-)  # set in a run's kernel
+# set in a run's kernel
+BOOK_VARIABLE = "LOTLIB_BOOK"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -69,25 +67,6 @@ class _PapermillNoise(logging.Filter):
 
 for _logger in ("papermill", "papermill.translators"):
     logging.getLogger(_logger).addFilter(_PapermillNoise())
-
-
-def project_root(start: Path | None = None) -> Path:
-    """The folder holding `book/_config.yml` and `notebooks/`: in a notebook run by the pipeline, the project
-    of the notebook's source (its kernel's LOTLIB_PROJECT, wherever the output goes); otherwise searched
-    upward from `start`, or from the working folder and then from the checkout lotlib is imported from (a
-    chapter opened by hand elsewhere)."""
-    if start is None and os.environ.get(PROJECT_VARIABLE):
-        return Path(os.environ[PROJECT_VARIABLE])
-    starts = [start] if start is not None else [Path.cwd(), Path(__file__)]
-    for here in (Path(s).resolve() for s in starts):
-        for folder in (here, *here.parents):
-            book, notebooks = folder / "book" / "_config.yml", folder / "notebooks"
-            if book.exists() and notebooks.is_dir():
-                return folder
-    raise FileNotFoundError(
-        f"no lotlib project (book/_config.yml and notebooks/) in {starts[0]} or above; "
-        f"run from the project folder"
-    )
 
 
 def model_revision_of(spec: NotebookSpec, parameters: dict) -> str | None:
@@ -374,7 +353,7 @@ def not_applicable_notebook(nb, name: str, lacks: list[str]):
     """The page of a chapter that does not apply to the run's model: the chapter's opening cell (less the
     paragraphs that quote the run's values: none are computed), a note saying why (`lacks`, one line each),
     its parameters cell (the run's parameters are injected as usual) and a hidden cell recording each of its
-    claims as not applicable (`lotlib.book.report.conclude_not_applicable`)."""
+    claims as not applicable (`lotlib.verdicts.conclude_not_applicable`)."""
     import nbformat
 
     opening = next(c for c in nb.cells if c.cell_type == "markdown")
@@ -389,7 +368,7 @@ def not_applicable_notebook(nb, name: str, lacks: list[str]):
         "claims is recorded as not applicable, and the report lists them so.\n```"
     )
     record = nbformat.v4.new_code_cell(
-        "from lotlib.book.report import conclude_not_applicable\n\n"
+        "from lotlib.verdicts import conclude_not_applicable\n\n"
         f"conclude_not_applicable({name!r}, model, {reason!r})"
     )
     record.metadata["tags"] = ["remove-input"]

@@ -22,9 +22,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Iterator
 
 from .pipeline import executed_metadata, run_notebook
 from .spec import NotebookSpec, read_spec
@@ -42,7 +42,7 @@ WORKER_GRACE = 10.0  # seconds a worker has to end by itself before it is signal
 RUN_MODULES = (
     "lotlib.book.pipeline",
     "lotlib.book.kernel",
-    "lotlib.book.summary",
+    "lotlib.summary",
     "jupytext",
     "nbformat",
     "papermill",

@@ -9,8 +9,9 @@ count, elements). Only the header is read; a file split into parts is read acros
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import BinaryIO
 
 SCALARS = {
     0: "<B",

@@ -17,7 +17,7 @@ output block t's attention reads: the embedding norm for t = 0, block t - 1's la
 after it; for `ln_f`, the last block's last norm (what a readout or pooling would read). `post_norm` says
 which picture holds. They ship no LM head: `logits` raises `NoReadout`, and attention is not causal
 (`Heads.causal`). MPNet counts learned positions from its padding index + 1 (as RoBERTa) and adds a
-relative position bias to every head's scores (`score_bias`).
+relative position bias to every head's scores.
 """
 
 from __future__ import annotations
@@ -156,10 +156,6 @@ class Heads:
     def W_QK(self, h: int) -> Tensor:
         """Bilinear form of head h on normalized states, `(d, d)`: score = x_q W_QK x_k^T."""
         return self.W_Q[h] @ self.W_K[h].T * self.scaling
-
-    def W_VO(self, h: int) -> Tensor:
-        """Value-output map of head h, `(d, d)`: update = x W_VO."""
-        return self.W_V[h] @ self.W_O[h]
 
 
 class ModelView:
@@ -454,16 +450,6 @@ class ModelView:
         if self.family == "bert":
             return self.blocks[layer].attention.output.dense
         return self.attention(layer)
-
-    @torch.no_grad()
-    def score_bias(self, T: int) -> Tensor | None:
-        """What the model adds to every head's attention scores from positions alone, for T tokens: MPNet's
-        relative position bias `(H, T, T)` float32 (computed as its encoder does, with the encoder's default
-        32 buckets), None for every other family."""
-        if self.family != "mpnet":
-            return None
-        x = torch.zeros(1, T, 1, device=self.device)
-        return self.base.encoder.compute_position_bias(x)[0].float()
 
     @torch.no_grad()
     def heads(self, layer: int) -> Heads:

@@ -53,3 +53,26 @@ def package_file(module: str, relative: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"package module {module!r} is not installed")
     return Path(list(spec.submodule_search_locations)[0]) / relative
+
+
+# set in a run's kernel: the project whose notebook it runs
+PROJECT_VARIABLE = "LOTLIB_PROJECT"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The folder holding `book/_config.yml` and `notebooks/`: in a notebook run by the pipeline, the project
+    of the notebook's source (its kernel's LOTLIB_PROJECT, wherever the output goes); otherwise searched
+    upward from `start`, or from the working folder and then from the checkout lotlib is imported from (a
+    chapter opened by hand elsewhere)."""
+    if start is None and os.environ.get(PROJECT_VARIABLE):
+        return Path(os.environ[PROJECT_VARIABLE])
+    starts = [start] if start is not None else [Path.cwd(), Path(__file__)]
+    for here in (Path(s).resolve() for s in starts):
+        for folder in (here, *here.parents):
+            book, notebooks = folder / "book" / "_config.yml", folder / "notebooks"
+            if book.exists() and notebooks.is_dir():
+                return folder
+    raise FileNotFoundError(
+        f"no lotlib project (book/_config.yml and notebooks/) in {starts[0]} or above; "
+        f"run from the project folder"
+    )

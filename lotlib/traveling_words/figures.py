@@ -49,6 +49,35 @@ def _plane_mesh(
     return P[..., 0], P[..., 1], P[..., 2]
 
 
+def _surface(mesh, color: str, opacity: float, name: str) -> go.Surface:
+    """A one-colour, see-through surface from the mesh `(x, y, z)`, each `(n, n)`."""
+    x, y, z = mesh
+    return go.Surface(
+        x=x,
+        y=y,
+        z=z,
+        opacity=opacity,
+        showscale=False,
+        colorscale=[[0, color], [1, color]],
+        hoverinfo="skip",
+        name=name,
+    )
+
+
+def _ones_arrow() -> go.Scatter3d:
+    """The direction 1 = (1, 1, 1) as a labelled line from the origin."""
+    ones = np.array([[0, 0, 0], [1, 1, 1]]) * 1.2
+    return go.Scatter3d(
+        x=ones[:, 0],
+        y=ones[:, 1],
+        z=ones[:, 2],
+        mode="lines+text",
+        text=["", "1"],
+        line=dict(color="black", width=4),
+        showlegend=False,
+    )
+
+
 def sphere_figure(
     panels: dict[str, dict[str, np.ndarray]],
     hyperplane: dict[str, bool],
@@ -65,51 +94,14 @@ def sphere_figure(
         subplot_titles=names,
     )
     for col, name in enumerate(names, start=1):
-        x, y, z = _sphere_mesh(3**0.5)
         fig.add_trace(
-            go.Surface(
-                x=x,
-                y=y,
-                z=z,
-                opacity=0.12,
-                showscale=False,
-                colorscale=[[0, "grey"], [1, "grey"]],
-                hoverinfo="skip",
-                name="sphere",
-            ),
-            row=1,
-            col=col,
+            _surface(_sphere_mesh(3**0.5), "grey", 0.12, "sphere"), row=1, col=col
         )
         if hyperplane[name]:
-            x, y, z = _plane_mesh(2.2)
             fig.add_trace(
-                go.Surface(
-                    x=x,
-                    y=y,
-                    z=z,
-                    opacity=0.25,
-                    showscale=False,
-                    colorscale=[[0, "orange"], [1, "orange"]],
-                    hoverinfo="skip",
-                    name="x·1 = 0",
-                ),
-                row=1,
-                col=col,
+                _surface(_plane_mesh(2.2), "orange", 0.25, "x·1 = 0"), row=1, col=col
             )
-        ones = np.array([[0, 0, 0], [1, 1, 1]]) * 1.2
-        fig.add_trace(
-            go.Scatter3d(
-                x=ones[:, 0],
-                y=ones[:, 1],
-                z=ones[:, 2],
-                mode="lines+text",
-                text=["", "1"],
-                line=dict(color="black", width=4),
-                showlegend=False,
-            ),
-            row=1,
-            col=col,
-        )
+        fig.add_trace(_ones_arrow(), row=1, col=col)
         for (label, P), color in zip(panels[name].items(), PALETTE):
             fig.add_trace(
                 go.Scatter3d(

@@ -13,9 +13,10 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..stats import Estimate, bootstrap, bootstrap_mean, exact
 from ..models.view import ModelView
-from .probes import token_label, topk
+from ..stats import Estimate, bootstrap, bootstrap_mean, exact
+from .probes import topk
+from .vocabulary import token_label
 
 
 @contextmanager
@@ -76,13 +77,6 @@ def _signs(scores: Tensor) -> Tensor:
     return torch.where(scores.amax(-1) >= -scores.amin(-1), 1.0, -1.0)
 
 
-def fix_signs(U: Tensor, V: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
-    """Flip each singular pair (u_i, v_i) together so that v_i's best match among `rows` `(V, d)` is on
-    its positive side (max_v v_i . row_v >= max_v -v_i . row_v), as in the authors' code. U, V `(H, d, r)`."""
-    sign = _signs(torch.einsum("hdr,vd->hrv", V, rows))[:, None, :]  # (H, 1, r)
-    return U * sign, V * sign
-
-
 @torch.no_grad()
 def svd_table(
     view: ModelView,
@@ -97,7 +91,8 @@ def svd_table(
     Left (input side) against block_norm(W_E); right against block_norm(W_E) for QK (the key side)
     and against the readout rows (`ModelView.readout_rows`: raw W_E, or W_U^T when untied) for VO (the update
     side), signs fixed
-    as `fix_signs` does. `shared`: the two sides have a token text in common, up to case and surrounding
+    each singular pair flipped together so that the right side's best match is on its positive side (as in
+    the authors' code). `shared`: the two sides have a token text in common, up to case and surrounding
     spaces (a copying direction). Scores are computed on the model's device.
     """
     U, S, V = (x.to(view.device) for x in head_svd(view, layer, kind))

@@ -20,11 +20,11 @@ from scipy.stats import beta as beta_distribution
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from ..stats import bootstrap, exact, not_applicable
 from ..models.capture import capture
 from ..models.corpus import Corpus
 from ..models.loading import Model
 from ..models.view import ModelView, Norm
+from ..stats import bootstrap, exact, not_applicable
 
 # ------------------------------------------------------------------------------------------------
 # identities of the normalized state (the norms themselves, `Norm`, live in the model view)

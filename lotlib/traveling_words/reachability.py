@@ -11,8 +11,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..stats import Estimate, bootstrap, exact, proportion
 from ..models.view import ModelView, Norm
+from ..stats import Estimate, bootstrap, exact, proportion
 
 SCORES = ("||e||", "||gamma*e||", "||e|| + beta.e", "||gamma*e|| + beta.e", "max logit")
 

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..stats import Estimate, percentile_estimate, resampling_weights
 from ..models.view import ModelView
+from ..stats import Estimate, percentile_estimate, resampling_weights
 
 
 @dataclass

@@ -13,9 +13,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..stats import Estimate, bootstrap, bootstrap_mean
 from ..models.capture import capture
 from ..models.loading import Model
+from ..stats import Estimate, bootstrap, bootstrap_mean
 
 
 @dataclass(frozen=True)

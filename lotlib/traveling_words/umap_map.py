@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..stats import Estimate, exact, over_seeds
 from ..models.loading import Model
+from ..stats import Estimate, exact, over_seeds
 from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.paths import cache_dir
 from .lens import Arrival, TokenPath, arrival, final_normed, follow_token

@@ -15,8 +15,14 @@ import pytest
 
 from lotlib.book.build import book_folder, book_notebooks, build_book, parameter_section
 from lotlib.book.pipeline import project_root
-from lotlib.book.report import PAPER_NULL_MODEL, load_claims, outcome, paper_nulled, report_table
-from lotlib.book.summary import load_summaries
+from lotlib.summary import load_summaries
+from lotlib.verdicts import (
+    PAPER_NULL_MODEL,
+    load_claims,
+    outcome,
+    paper_nulled,
+    report_table,
+)
 
 from ..conftest import ROOT, _save_tiny, gpt2_tokenizer
 

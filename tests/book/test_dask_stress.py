@@ -12,7 +12,7 @@ n = 1
 scale = 0.5
 
 # %%
-from lotlib.book.summary import record
+from lotlib.summary import record
 
 record({"value": n * scale, "ran_n": n, "ran_scale": scale})
 '''
@@ -52,7 +52,6 @@ def test_sweeps_on_fresh_clusters_of_four_thread_workers_run_every_run(notebook,
 def _record_parses():
     """In a Dask worker: wrap `ast.parse` and `compile(..., PyCF_ONLY_AST)` so that each call made in one of
     the worker's task threads is kept with the stack that made it (`_parses_seen` reads them)."""
-    import ast
     import builtins
     import threading
     import traceback

@@ -72,6 +72,6 @@ def test_a_chapter_opened_as_a_notebook_executes(jupyter_server, tmp_path):
     executed = nbformat.read(opened, 4)
     outputs = [o for c in executed.cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    from lotlib.book.summary import summary_of
+    from lotlib.summary import summary_of
 
     assert "vocab_size" in (summary_of(executed) or {})  # its values, recorded as the book records them

@@ -4,10 +4,17 @@ import pytest
 
 from lotlib.book.build import book_notebooks
 from lotlib.book.parameters import check_parameters, conforms, declared_parameters
-from lotlib.book.spec import read_spec
 from lotlib.book.pipeline import project_root
-from lotlib.models.bounds import (Block, ParameterError, block_indices, check_context, layer_index, model_shape,
-                                  pilot_count)
+from lotlib.book.spec import read_spec
+from lotlib.models.bounds import (
+    Block,
+    ParameterError,
+    block_indices,
+    check_context,
+    layer_index,
+    model_shape,
+    pilot_count,
+)
 
 from ..conftest import ROOT
 

@@ -5,18 +5,17 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
 
-from lotlib.cli import main
-from lotlib.models.bounds import ParameterError
 from lotlib.book.build import book_notebooks, book_parameters, parameter_section
 from lotlib.book.pipeline import NotebookFailed, project_root, run_notebook
 from lotlib.book.spec import read_spec
+from lotlib.cli import main
+from lotlib.models.bounds import ParameterError
 
 from ..conftest import ROOT
 
@@ -139,7 +138,7 @@ def test_execution_key_follows_only_imported_lotlib_modules():
     def files(code):
         return {p.relative_to(Path(lotlib.__file__).parent).as_posix() for p in lotlib_dependencies(code)}
 
-    summary_only = files("from lotlib.book.summary import record")
+    summary_only = files("from lotlib.summary import record")
     assert "book/summary.py" in summary_only and not any(f.startswith("models/") for f in summary_only)
     assert {"models/loading.py", "models/view.py", "models/capture.py", "models/corpus.py"} <= files("import lotlib")
     probes = files("from lotlib.traveling_words import probes")
@@ -167,7 +166,7 @@ def test_a_checkout_moved_elsewhere_keeps_its_execution_keys(tmp_path):
 @pytest.mark.slow
 def test_relative_output_path_keeps_summary_beside_the_notebook(tmp_path, monkeypatch):
     source = tmp_path / "chapter.py"
-    source.write_text(NOTEBOOK + "\n# %%\nfrom lotlib.book.summary import record\nrecord({'result': result})\n")
+    source.write_text(NOTEBOOK + "\n# %%\nfrom lotlib.summary import record\nrecord({'result': result})\n")
     monkeypatch.chdir(tmp_path)
     run_notebook(source, "runs/chapter.ipynb", {"n": 1}, progress=False)
     summary = json.loads((tmp_path / "runs" / "chapter.summary.json").read_text())
@@ -185,7 +184,7 @@ value: int = 1  # the value recorded
 
 # %%
 import os
-from lotlib.book.summary import record
+from lotlib.summary import record
 
 print("in book:", os.environ.get("LOTLIB_BOOK"), "threads:", os.environ.get("OMP_NUM_THREADS"))
 if not skip:
@@ -216,7 +215,7 @@ GLUING = '''# %% tags=["parameters"]
 twice: bool = False  # glue one key twice
 
 # %%
-from lotlib.book.summary import glue
+from lotlib.summary import glue
 
 glue("value", 1.5)
 if twice:
@@ -338,14 +337,13 @@ X = capture(lm, [[1, 2, 3, 4]] * 8, batch_size=2, progress=False)
 def test_an_execution_keeps_its_seconds_in_all_and_in_forward_passes(tmp_path, tiny_gpt2_dir):
     """...and its kernel's peak resident memory, read from /proc while the kernel shuts down (Linux)."""
     from lotlib.book.build import _profile_words
-    from lotlib.book.pipeline import executed_metadata
+    from lotlib.book.pipeline import executed_metadata, summary_path
     from lotlib.book.profile import book_profile, profile_totals
-    from lotlib.book.pipeline import summary_path
-    from lotlib.book.summary import read_summary
     from lotlib.book.workers import Run, execute
+    from lotlib.summary import read_summary
 
     source = tmp_path / "forwards.py"
-    source.write_text(FORWARDS + "\nfrom lotlib.book.summary import record\nrecord({'n': len(X)})\n")
+    source.write_text(FORWARDS + "\nfrom lotlib.summary import record\nrecord({'n': len(X)})\n")
     output = tmp_path / "book" / "notebooks" / "forwards.ipynb"
     status = execute(Run("forwards", str(source), str(output), {"model": str(tiny_gpt2_dir)}))
     metadata = executed_metadata(output)
@@ -511,7 +509,7 @@ def test_a_chapter_that_needs_what_the_model_lacks_is_a_page_saying_so(tmp_path,
     text = "\n".join(c.source for c in page.cells)
     assert "Where the last token goes" in text and "{glue" not in text
     assert "Not applicable to this model" in text and "ran" not in _printed(page)
-    from lotlib.book.report import judge, load_claims
+    from lotlib.verdicts import judge, load_claims
 
     (claim,) = load_claims(tmp_path / "book" / "claims")
     row = judge(claim, values, {})
@@ -531,7 +529,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lotlib.book.summary import record
+from lotlib.summary import record
 from lotlib.lines_of_thought.extrapolation import resample_rows
 
 stop_at = int(os.environ.get("LOTLIB_TEST_STOP_AT", "-1"))

@@ -6,9 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from lotlib.book.build import (Chapter, book_folder, build_words, chapters_with_findings, execute_chapters,
-                               longest_first, model_slug,
-                               null_model, parameter_section, plan_book, sphinx_problems)
+from lotlib.book.build import (
+    Chapter,
+    book_folder,
+    build_words,
+    chapters_with_findings,
+    execute_chapters,
+    longest_first,
+    model_slug,
+    null_model,
+    parameter_section,
+    plan_book,
+    sphinx_problems,
+)
 from lotlib.book.pipeline import project_root
 from lotlib.book.spec import read_spec
 

@@ -6,10 +6,17 @@ import threading
 import pandas as pd
 import pytest
 
-from lotlib.cli import main
 from lotlib.book.spec import read_spec
-from lotlib.book.sweep import SweepError, expand, load_grid, parse_values, run_sweep, validate_grid
+from lotlib.book.sweep import (
+    SweepError,
+    expand,
+    load_grid,
+    parse_values,
+    run_sweep,
+    validate_grid,
+)
 from lotlib.book.workers import Run, execute
+from lotlib.cli import main
 
 from ..conftest import ROOT
 
@@ -23,7 +30,7 @@ import os
 import signal
 
 import psutil
-from lotlib.book.summary import record
+from lotlib.summary import record
 
 if n == 2 and label == "fail":
     raise RuntimeError("run asked to fail")

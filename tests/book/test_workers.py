@@ -258,7 +258,7 @@ seed: int = 0
 
 # %%
 import psutil
-from lotlib.book.summary import record
+from lotlib.summary import record
 
 record({{"ancestors": [p.pid for p in psutil.Process().parents()], "seed": seed}})
 '''

@@ -102,8 +102,8 @@ def test_the_paper_zero_mean_verdict_holds_on_a_zero_mean_cloud():
     mean abs(m) / sqrt(v) must meet the band of the paper's "~0" (0 to the same statistic on Gaussian samples of
     this size, as the report sets it). Resampling adds noise to the mean, so the resamples' own percentile
     interval lies above the band here; the interval the protocol reports is moved to the sample's value."""
-    from lotlib.book.report import band
     from lotlib.lines_of_thought.coverage import GaussianCloud
+    from lotlib.verdicts import band
 
     D, n = 64, 192
     floor = gaussian_floor(n, D)["mean_abs_z"]

@@ -287,14 +287,14 @@ def test_covariance_distance_has_no_sampling_floor_and_matches_its_definition():
     ):  # the definition, pair by pair: sum over n != m of c_n c_m (p_n . q_m)^2
         drawn = np.repeat(np.arange(300), c.astype(int))
         Tc, Zc = (A[drawn] - A.mean(0) for A in (T, Z))
-        inner = lambda P, Q: (
+        inner = lambda P, Q, drawn=drawn, c=c: (
             (
                 np.sum((P @ Q.T) ** 2)
                 - np.sum(((P @ Q.T) ** 2)[drawn[:, None] == drawn[None, :]])
             )
             / (len(drawn) ** 2 - np.sum(c**2))
         )
-        cov = lambda P: P.T @ P / len(drawn)
+        cov = lambda P, drawn=drawn: P.T @ P / len(drawn)
         squared = (
             inner(Tc, Tc)
             + inner(Zc, Zc)
@@ -421,7 +421,7 @@ def test_weighted_energy_is_the_energy_distance_of_the_drawn_points():
     P, T = rng.normal(size=(7, 3, 4)), rng.normal(0.5, 1.0, size=(7, 1, 4))
     sums = (pilot_distances(P, T), pilot_distances(P, P), pilot_distances(T, T))
     for w in (np.ones(7), np.array([2.0, 0, 1, 3, 0, 1, 0])):
-        drawn = lambda Z: np.repeat(Z, w.astype(int), axis=0).reshape(-1, 4)
+        drawn = lambda Z, w=w: np.repeat(Z, w.astype(int), axis=0).reshape(-1, 4)
         direct = energy_distance(drawn(P), drawn(T), n=10_000)
         assert _weighted_energy(*sums, w, 3) == pytest.approx(direct)
 

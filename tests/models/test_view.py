@@ -23,7 +23,7 @@ def _head_outputs(view, layer, x, position_embeddings=None):
         q, k = w.q_norm(q), w.k_norm(k)
     q, k = view.rotate(q, k, position_embeddings)
     scores = q @ k.transpose(-1, -2) * w.scaling
-    if (bias := view.score_bias(x.shape[1])) is not None:  # MPNet's relative positions
+    if (bias := _score_bias(view, x.shape[1])) is not None:  # MPNet's relative positions
         scores = scores + bias
     T = x.shape[1]
     i, j = torch.arange(T, device=x.device)[:, None], torch.arange(T, device=x.device)[None, :]
@@ -100,7 +100,7 @@ def test_w_qk_and_w_vo_are_the_head_forms(tiny_gpt2_dir):
     x = torch.randn(2, 64, generator=torch.Generator().manual_seed(3))
     q, k = x[0] @ heads.W_Q[2], x[1] @ heads.W_K[2]
     torch.testing.assert_close(x[0] @ heads.W_QK(2) @ x[1], (q @ k) * heads.scaling)
-    torch.testing.assert_close(x[0] @ heads.W_VO(2), (x[0] @ heads.W_V[2]) @ heads.W_O[2])
+    torch.testing.assert_close(x[0] @ (heads.W_V[2] @ heads.W_O[2]), (x[0] @ heads.W_V[2]) @ heads.W_O[2])
 
 
 @pytest.mark.slow
@@ -216,6 +216,16 @@ def _check_encoder(model, ids, atol):
         view.logits(states[view.n_layers])
 
 
+@torch.no_grad()
+def _score_bias(view, T: int):
+    """What the model adds to every head's attention scores from positions alone, for T tokens: MPNet's
+    relative position bias `(H, T, T)` float32 (as its encoder computes it), None for every other family."""
+    if view.family != "mpnet":
+        return None
+    x = torch.zeros(1, T, 1, device=view.device)
+    return view.base.encoder.compute_position_bias(x)[0].float()
+
+
 @pytest.mark.parametrize("fixture, family", [("tiny_bert_dir", "bert"), ("tiny_mpnet_dir", "mpnet")])
 def test_a_post_ln_encoder_is_seen_like_every_other_model(fixture, family, request):
     folder = request.getfixturevalue(fixture)
@@ -226,7 +236,7 @@ def test_a_post_ln_encoder_is_seen_like_every_other_model(fixture, family, reque
     rows, bias = view.readout_rows()  # no LM head: the probes read raw W_E, as GPT-2's tied head does
     assert bias is None and torch.equal(rows, view.W_E.float())
     assert view.facts()["readout_text"].startswith("W_E (no LM head")
-    assert (view.score_bias(7) is None) == (family == "bert")
+    assert (_score_bias(view, 7) is None) == (family == "bert")
     _check_encoder(model, _ids(T=7), atol=1e-5)
     untrained = load_model(f"untrained:{folder}", device="cpu")
     assert untrained.identity != model.identity and untrained.view.post_norm

@@ -17,7 +17,7 @@ n_s: int = 4  # pseudo-sentences
 
 # %%
 import lotlib
-from lotlib.book.summary import record
+from lotlib.summary import record
 
 lm, corpus, X = lotlib.walden_trajectories("smollm2-135m", n_k=8, n_s=n_s, device="cpu")
 record({"shape": list(X.shape), "total": float(X.astype("float64").sum())})

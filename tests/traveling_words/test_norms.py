@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from lotlib import capture, load_model
-from lotlib.traveling_words import norms as geometry, reachability
 from lotlib.models.view import Norm
+from lotlib.traveling_words import norms as geometry
+from lotlib.traveling_words import reachability
 
 
 def _randomized(folder, seed=0):
@@ -112,7 +113,7 @@ def test_layer_norm_in_3d_lands_on_the_circle_of_sphere_and_plane():
     gamma = torch.tensor([2.0, -0.5, 1.0])
     ln, rms = (Norm(kind, gamma, None, 1e-12) for kind in ("layer", "rms"))
     ln_hat, rms_hat = ln.normalize(P).double(), rms.normalize(P).double()
-    for norm, x_hat in ((ln, ln_hat), (rms, rms_hat)):
+    for x_hat in (ln_hat, rms_hat):
         sqrt3 = torch.full((40,), 3 ** 0.5, dtype=torch.float64)
         torch.testing.assert_close(x_hat.norm(dim=1), sqrt3, rtol=1e-5, atol=0)
     assert geometry.cos_to_ones(ln_hat).abs().max() < 1e-6

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from lotlib import load_model
-from lotlib.traveling_words import head_svd as HS, probes as P
+from lotlib.traveling_words import head_svd as HS
+from lotlib.traveling_words import probes as P
+from lotlib.traveling_words import vocabulary as Voc
 
 NOUN, HEAD, K = 1110, 1, 5  # a token id, a head, top-k
 
@@ -72,7 +74,7 @@ def _direct_logits(v, layer, token, h=None, residual=True):
     """final_norm(e + u_h + b_O) @ W_U (+ b_U), u_h = q W_VO^h + b_V^h W_O^h; h=None sums the heads."""
     heads, e = v.heads(layer), _embedding(v, token)
     q = v.block_norm(layer)(e)
-    u = sum(q @ heads.W_VO(i) + heads.b_V[i] @ heads.W_O[i] for i in ([h] if h is not None else range(v.n_heads)))
+    u = sum(q @ _W_VO(heads, i) + heads.b_V[i] @ heads.W_O[i] for i in ([h] if h is not None else range(v.n_heads)))
     x = e + u + heads.b_O if residual else u
     logits = v.final_norm(x) @ v.W_U.detach()
     return logits if v.b_U is None else logits + v.b_U.detach()
@@ -94,15 +96,15 @@ def test_vo_probe_matches_direct_computation(model, n_queries):
     assert top[HEAD, 0].tolist() == expected.indices.tolist()
     assert top_update[HEAD, 0].tolist() == _direct_logits(v, layer, NOUN, HEAD, False).topk(K).indices.tolist()
     heads, q = v.heads(layer), v.block_norm(layer)(_embedding(v, NOUN))
-    u = [q @ heads.W_VO(i) + heads.b_V[i] @ heads.W_O[i] for i in range(v.n_heads)]
+    u = [q @ _W_VO(heads, i) + heads.b_V[i] @ heads.W_O[i] for i in range(v.n_heads)]
     norms = torch.stack([x.norm() for x in u + [sum(u)]])
     torch.testing.assert_close(P.update_norms(v, layer, ids)[:, 0], norms, rtol=1e-4, atol=1e-5)
 
 
 def test_noun_table_rows_are_the_probes(model):
     v = model.view
-    vocab = P.vocab_strings(model.tokenizer, v.W_E.shape[0])
-    queries = P.single_tokens(model.tokenizer, ["time", "water", "zxqv"], leading_space=True)
+    vocab = Voc.vocab_strings(model.tokenizer, v.W_E.shape[0])
+    queries = Voc.single_tokens(model.tokenizer, ["time", "water", "zxqv"], leading_space=True)
     assert queries.words == ["time", "water"] and queries.dropped == ["zxqv"]
     table = P.noun_table(v, vocab, queries, [1], K).set_index(["probe", "noun", "head"])
     given = P.noun_table(v, vocab, queries, [1], K, tops=P.probe_tops(v, [1], queries.ids, K))
@@ -111,9 +113,9 @@ def test_noun_table_rows_are_the_probes(model):
     _, qk = P.qk_top(v, 1, queries.ids, K)
     (_, vo), _ = P.vo_top(v, 1, queries.ids, K)
     row = table.loc[("QK", "water", str(HEAD))]
-    assert row.tokens == " | ".join(P.token_label(vocab[t]) for t in qk[HEAD, 1].tolist())
-    assert row.matches == sum(vocab[t] in P.variants("water") for t in qk[HEAD, 1].tolist())
-    assert table.loc[("VO", "time", "sum")].top1 == P.token_label(vocab[vo[v.n_heads, 0, 0]])
+    assert row.tokens == " | ".join(Voc.token_label(vocab[t]) for t in qk[HEAD, 1].tolist())
+    assert row.matches == sum(vocab[t] in Voc.variants("water") for t in qk[HEAD, 1].tolist())
+    assert table.loc[("VO", "time", "sum")].top1 == Voc.token_label(vocab[vo[v.n_heads, 0, 0]])
 
 
 def test_untied_model_reads_out_with_w_u(tiny_llama_dir):
@@ -141,7 +143,7 @@ def test_head_svd_is_the_svd_of_the_head_matrix(model, kind):
     H, d, dh = U.shape
     assert (H, d, dh) == (v.n_heads, v.d_model, v.d_head)
     for h in range(H):
-        W = heads.W_QK(h) if kind == "qk" else heads.W_VO(h)
+        W = heads.W_QK(h) if kind == "qk" else _W_VO(heads, h)
         torch.testing.assert_close(U[h] * S[h] @ V[h].T, W, rtol=1e-4, atol=1e-5)
         full = torch.linalg.svdvals(W.double())
         torch.testing.assert_close(S[h].double(), full[:dh], rtol=1e-4, atol=1e-6)
@@ -150,30 +152,43 @@ def test_head_svd_is_the_svd_of_the_head_matrix(model, kind):
         torch.testing.assert_close(V[h].T @ V[h], torch.eye(dh), atol=1e-4, rtol=0)
 
 
+def _W_VO(heads, h: int) -> torch.Tensor:
+    """Value-output map of head h, `(d, d)`: update = x W_VO."""
+    return heads.W_V[h] @ heads.W_O[h]
+
+
+def _fix_signs(U, V, rows):
+    """Flip each singular pair (u_i, v_i) together so that v_i's best match among `rows` `(V, d)` is on its
+    positive side (max_v v_i . row_v >= max_v -v_i . row_v), as in the authors' code. U, V `(H, d, r)`."""
+    scores = torch.einsum("hdr,vd->hrv", V, rows)
+    sign = torch.where(scores.amax(-1) >= -scores.amin(-1), 1.0, -1.0)[:, None, :]
+    return U * sign, V * sign
+
+
 def test_sign_fixing_puts_the_best_match_on_the_positive_side(model):
     v = model.view
     U, S, V = HS.head_svd(v, 0, "vo")
     rows = v.unembedding()[0]
-    Uf, Vf = HS.fix_signs(U, V, rows)
+    Uf, Vf = _fix_signs(U, V, rows)
     torch.testing.assert_close(Uf * S[:, None] @ Vf.transpose(1, 2), U * S[:, None] @ V.transpose(1, 2))
     scores = torch.einsum("hdr,vd->hrv", Vf, rows)
     assert (scores.amax(-1) >= -scores.amin(-1)).all()
-    flipped = HS.fix_signs(-U, -V, rows)  # the result does not depend on the SVD's arbitrary signs
+    flipped = _fix_signs(-U, -V, rows)  # the result does not depend on the SVD's arbitrary signs
     torch.testing.assert_close(flipped[0], Uf)
     torch.testing.assert_close(flipped[1], Vf)
 
 
 def test_svd_table_reads_the_fixed_directions(model):
     v = model.view
-    vocab = P.vocab_strings(model.tokenizer, v.W_E.shape[0])
+    vocab = Voc.vocab_strings(model.tokenizer, v.W_E.shape[0])
     table = HS.svd_table(v, vocab, 0, "qk", n_dirs=4, k=3)
     assert len(table) == v.n_heads * 4 and (table.groupby("head")["sigma"].diff().dropna() <= 1e-6).all()
     U, S, V = HS.head_svd(v, 0, "qk")
     X = v.block_norm(0)(v.W_E.detach() * v.embed_scale)
-    Uf, Vf = HS.fix_signs(U[..., :4], V[..., :4], X)
+    Uf, Vf = _fix_signs(U[..., :4], V[..., :4], X)
     best = (X @ Vf[2, :, 1]).topk(3).indices.tolist()
     row = table[(table["head"] == 2) & (table.direction == 1)].iloc[0]
-    assert row.right == ", ".join(P.token_label(vocab[t]) for t in best)
+    assert row.right == ", ".join(Voc.token_label(vocab[t]) for t in best)
     left = (X @ Uf[2, :, 1]).topk(3).indices.tolist()
     assert row.shared == bool({vocab[t].strip().lower() for t in left} & {vocab[t].strip().lower() for t in best} - {""})
 
@@ -189,12 +204,12 @@ def test_coverage_is_monotone_and_reaches_one_at_d_head(model):
 
 
 def test_variants():
-    assert P.plural("city") == "cities" and P.plural("day") == "days" and P.plural("box") == "boxes"
-    assert P.plural("child") == "children" and P.plural("person") == "people" and P.plural("time") == "times"
-    forms = P.variants("child")
+    assert Voc.plural("city") == "cities" and Voc.plural("day") == "days" and Voc.plural("box") == "boxes"
+    assert Voc.plural("child") == "children" and Voc.plural("person") == "people" and Voc.plural("time") == "times"
+    forms = Voc.variants("child")
     assert forms == {"child", "children", "Child", "Children", " child", " children", " Child", " Children"}
     vocab = ["child", " Children", "chil", " childs", "time", " times", "TIME"]
-    mask = P.variant_mask(vocab, ["child", "time"])
+    mask = Voc.variant_mask(vocab, ["child", "time"])
     assert mask.tolist() == [[True, True, False, False, False, False, False],
                              [False, False, False, False, True, True, False]]
 
@@ -205,24 +220,24 @@ def test_noun_tokens_and_random_words(tiny_gpt2_dir):
     tokenizer = load_model(str(tiny_gpt2_dir)).tokenizer
     nouns = common_nouns()
     for space in (False, True):
-        q = P.single_tokens(tokenizer, nouns, space)
+        q = Voc.single_tokens(tokenizer, nouns, space)
         assert len(q.words) + len(q.dropped) == len(nouns) == 100
         assert tokenizer.batch_decode(q.ids[:, None]) == [(" " if space else "") + w for w in q.words]
-    vocab = P.vocab_strings(tokenizer, 50257)
-    a, b = (P.random_words(vocab, 50, True, nouns, seed=3) for _ in range(2))
-    assert P.variant_counts(vocab, nouns).tolist() == P.variant_mask(vocab, nouns).sum(1).tolist()
+    vocab = Voc.vocab_strings(tokenizer, 50257)
+    a, b = (Voc.random_words(vocab, 50, True, nouns, seed=3) for _ in range(2))
+    assert Voc.variant_counts(vocab, nouns).tolist() == Voc.variant_mask(vocab, nouns).sum(1).tolist()
     assert a.words == b.words and len(set(a.words)) == 50
-    assert not set(a.words) & set().union(*(P.variants(n) for n in nouns))
+    assert not set(a.words) & set().union(*(Voc.variants(n) for n in nouns))
     assert [vocab[i] for i in a.ids.tolist()] == [" " + w for w in a.words]
-    assert P.random_words(vocab, 50, True, nouns, seed=4).words != a.words
+    assert Voc.random_words(vocab, 50, True, nouns, seed=4).words != a.words
 
 
 def test_probe_rates_count_variants_in_the_top_k(model):
     v = model.view
-    vocab = P.vocab_strings(model.tokenizer, v.W_E.shape[0])
+    vocab = Voc.vocab_strings(model.tokenizer, v.W_E.shape[0])
     words = ["time", "water", "house"]
     ids = torch.tensor([vocab.index(" " + w) for w in words])
-    mask = P.variant_mask(vocab, words)
+    mask = Voc.variant_mask(vocab, words)
     layers = [0, v.n_layers - 1]
     rates = P.probe_rates(v, layers, ids, mask, k=K, chunk=2)
     assert rates["qk"].shape == (2, v.n_heads, 3) and rates["vo"].shape == (2, v.n_heads + 1, 3)
@@ -232,43 +247,43 @@ def test_probe_rates_count_variants_in_the_top_k(model):
         for name, top in (("qk", qk), ("vo", vo), ("vo_update", update)):
             for h in range(top.shape[0]):
                 for j, w in enumerate(words):
-                    hits = sum(vocab[t] in P.variants(w) for t in top[h, j].tolist())
+                    hits = sum(vocab[t] in Voc.variants(w) for t in top[h, j].tolist())
                     assert rates[name][i, h, j] == pytest.approx(hits / K)
 
 
 def test_random_words_of_a_wordpiece_vocabulary_are_its_whole_words():
     """A WordPiece vocabulary (BERT, MPNet) has no spaced tokens: "word" and " word" are one token, pieces are
     marked "##". Its random words are its whole alphabetic words, in either query form."""
-    vocab = P.Vocabulary(["[PAD]", "house", "##s", "table", "##ing", "river", "cat", "stone", "ab", "Apple"])
-    assert not vocab.spaced and P.Vocabulary(["a", " house"]).spaced
+    vocab = Voc.Vocabulary(["[PAD]", "house", "##s", "table", "##ing", "river", "cat", "stone", "ab", "Apple"])
+    assert not vocab.spaced and Voc.Vocabulary(["a", " house"]).spaced
     for space in (False, True):
-        drawn = P.random_words(vocab, 4, space, ["cat"], seed=0)
+        drawn = Voc.random_words(vocab, 4, space, ["cat"], seed=0)
         assert sorted(drawn.words) == ["house", "river", "stone", "table"]
         assert [vocab[i] for i in drawn.ids.tolist()] == drawn.words
     with pytest.raises(ValueError, match="the vocabulary has 4"):
-        P.random_words(vocab, 5, False, ["cat"], seed=0)
+        Voc.random_words(vocab, 5, False, ["cat"], seed=0)
 
 
 def test_random_words_match_the_variant_counts(tiny_gpt2_dir):
     from lotlib import common_nouns
 
     tokenizer = load_model(str(tiny_gpt2_dir)).tokenizer
-    vocab, nouns = P.vocab_strings(tokenizer, 50257), common_nouns()
-    counts = P.variant_counts(vocab, P.single_tokens(tokenizer, nouns, False).words)
-    matched = P.random_words(vocab, len(counts), False, nouns, seed=0, like=counts)
-    assert sorted(P.variant_counts(vocab, matched.words)) == sorted(counts)  # one for one
-    unmatched = P.random_words(vocab, len(counts), False, nouns, seed=0)
-    assert P.variant_counts(vocab, unmatched.words).mean() < counts.mean()  # the cap the matching removes
-    assert P.random_words(vocab, len(counts), False, nouns, seed=0, like=counts).words == matched.words
-    few = P.random_words(vocab, 10, False, nouns, seed=1, like=counts)
-    assert len(few.words) == 10 and set(P.variant_counts(vocab, few.words)) <= set(counts)
-    table = P.count_table(vocab, {"nouns": nouns, "matched": matched.words})
+    vocab, nouns = Voc.vocab_strings(tokenizer, 50257), common_nouns()
+    counts = Voc.variant_counts(vocab, Voc.single_tokens(tokenizer, nouns, False).words)
+    matched = Voc.random_words(vocab, len(counts), False, nouns, seed=0, like=counts)
+    assert sorted(Voc.variant_counts(vocab, matched.words)) == sorted(counts)  # one for one
+    unmatched = Voc.random_words(vocab, len(counts), False, nouns, seed=0)
+    assert Voc.variant_counts(vocab, unmatched.words).mean() < counts.mean()  # the cap the matching removes
+    assert Voc.random_words(vocab, len(counts), False, nouns, seed=0, like=counts).words == matched.words
+    few = Voc.random_words(vocab, 10, False, nouns, seed=1, like=counts)
+    assert len(few.words) == 10 and set(Voc.variant_counts(vocab, few.words)) <= set(counts)
+    table = Voc.count_table(vocab, {"nouns": nouns, "matched": matched.words})
     assert table["matched"].sum() == len(counts) and table.index.name == "variant tokens"
 
 
 def test_matching_falls_back_to_the_nearest_count():
     rng = np.random.default_rng(0)
-    picks = P._matching(np.array([2, 2, 5, 8]), np.array([8, 8, 2]), rng)
+    picks = Voc._matching(np.array([2, 2, 5, 8]), np.array([8, 8, 2]), rng)
     assert sorted(picks[:2]) == [2, 3] and picks[2] in (0, 1)  # the second 8 takes the 5, the nearest left
 
 
@@ -334,24 +349,24 @@ WORDS = ["time", "water", "house", "car", "day", "zxqv"]
 @pytest.fixture(scope="module")
 def queries(tiny_gpt2_dir):
     tokenizer = load_model(str(tiny_gpt2_dir)).tokenizer
-    return P.noun_queries(tokenizer, 50257, leading_space=True, n_random=4, seed=2, words=WORDS)
+    return Voc.noun_queries(tokenizer, 50257, leading_space=True, n_random=4, seed=2, words=WORDS)
 
 
 def test_noun_queries_is_the_query_set_built_by_hand(tiny_gpt2_dir, queries):
     tokenizer = load_model(str(tiny_gpt2_dir)).tokenizer
-    vocab = P.vocab_strings(tokenizer, 50257)
-    nouns = P.single_tokens(tokenizer, WORDS, True)
-    randoms = P.random_words(vocab, 4, True, WORDS, 2, like=P.variant_counts(vocab, nouns.words))
+    vocab = Voc.vocab_strings(tokenizer, 50257)
+    nouns = Voc.single_tokens(tokenizer, WORDS, True)
+    randoms = Voc.random_words(vocab, 4, True, WORDS, 2, like=Voc.variant_counts(vocab, nouns.words))
     assert queries.nouns.words == nouns.words and queries.nouns.ids.equal(nouns.ids) and queries.n == 5
-    assert queries.other.words == P.single_tokens(tokenizer, WORDS, False).words
+    assert queries.other.words == Voc.single_tokens(tokenizer, WORDS, False).words
     assert queries.randoms.words == randoms.words and len(queries.unmatched.words) == 4
     assert queries.ids.tolist() == nouns.ids.tolist() + randoms.ids.tolist()
-    assert queries.mask.equal(P.variant_mask(vocab, nouns.words + randoms.words))
-    assert queries.chance == pytest.approx(P.variant_counts(vocab, nouns.words).mean() / 50257)
+    assert queries.mask.equal(Voc.variant_mask(vocab, nouns.words + randoms.words))
+    assert queries.chance == pytest.approx(Voc.variant_counts(vocab, nouns.words).mean() / 50257)
     means = queries.mean_variant_tokens()
-    assert means["nouns"] == pytest.approx(P.variant_counts(vocab, nouns.words).mean())
-    assert means["random words (matched)"] == pytest.approx(P.variant_counts(vocab, randoms.words).mean())
-    same_size = P.noun_queries(tokenizer, 50257, True, None, 2, WORDS)  # None: as many as the nouns
+    assert means["nouns"] == pytest.approx(Voc.variant_counts(vocab, nouns.words).mean())
+    assert means["random words (matched)"] == pytest.approx(Voc.variant_counts(vocab, randoms.words).mean())
+    same_size = Voc.noun_queries(tokenizer, 50257, True, None, 2, WORDS)  # None: as many as the nouns
     assert len(same_size.randoms.words) == 5
 
 
@@ -419,7 +434,7 @@ def test_spectra_null_space_check_and_values(model):
     assert len(spec.coverage_frame()) == 2 * len(layers) * v.n_heads * d
     gaps = HS.null_space_check(v, layers)
     assert len(gaps) == 2 * len(layers) * v.n_heads and (gaps["rank"] == dh).all()
-    vocab = P.vocab_strings(model.tokenizer, v.W_E.shape[0])
+    vocab = Voc.vocab_strings(model.tokenizer, v.W_E.shape[0])
     tables = HS.svd_tables(v, vocab, layers, n_dirs=3, k=2)
     assert HS.side_by_side(tables, 1, 0).shape == (3, 6)
     assert HS.all_heads(tables, 0, "VO").shape == (3, 2 * v.n_heads)

@@ -7,13 +7,35 @@ import torch
 from lotlib import load_model
 from lotlib.models.corpus import Corpus
 from lotlib.traveling_words import umap_map
-from lotlib.traveling_words.lens import (arrival, first_layer_within, follow_token, lens_logits, locate, logit_lens,
-                                         token_path)
-from lotlib.traveling_words.travel import (paired_summary, per_sentence_difference, positive_block_share,
-                                           shuffled_next, travel_cosines, travel_in_full_space, trip_difference,
-                                           win_share)
-from lotlib.traveling_words.umap_map import (approach_rank, approach_ratios, embedding_maps, fitted_umap,
-                                             neighbour_agreement, traveling_word, umap_key, umap_path)
+from lotlib.traveling_words.lens import (
+    arrival,
+    first_layer_within,
+    follow_token,
+    lens_logits,
+    locate,
+    logit_lens,
+    token_path,
+)
+from lotlib.traveling_words.travel import (
+    paired_summary,
+    per_sentence_difference,
+    positive_block_share,
+    shuffled_next,
+    travel_cosines,
+    travel_in_full_space,
+    trip_difference,
+    win_share,
+)
+from lotlib.traveling_words.umap_map import (
+    approach_rank,
+    approach_ratios,
+    embedding_maps,
+    fitted_umap,
+    neighbour_agreement,
+    traveling_word,
+    umap_key,
+    umap_path,
+)
 
 from ..conftest import StartsWithBos
 

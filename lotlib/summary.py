@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 # not_applicable is re-exported: the chapters record it from here, the analysis modules from stats
-from ..stats import NOT_APPLICABLE, Estimate, not_applicable  # noqa: F401
+from .stats import NOT_APPLICABLE, Estimate, not_applicable  # noqa: F401
 
 SUMMARY_MIME = "application/vnd.lotlib.summary+json"
 

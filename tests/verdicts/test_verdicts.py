@@ -4,15 +4,36 @@ without an interval is judged only when deterministic; identities, null-controls
 values get their own words; claims are checked."""
 import json
 import math
-import numpy as np
 
+import numpy as np
 import pytest
 
-from lotlib.book.report import (CROSS_MODEL_FACTOR, Null, against_paper, atlas_table, band, built_books, format_value,
-                                headline, load_claims, outcome, report_table, revision_words, verdict,
-                                verdict_changes, verdict_heatmap)
-from lotlib.book.summary import not_applicable
-from lotlib.intervals import Estimate, bootstrap, bootstrap_mean, exact, over_seeds, proportion
+from lotlib.stats import (
+    Estimate,
+    bootstrap,
+    bootstrap_mean,
+    exact,
+    over_seeds,
+    proportion,
+)
+from lotlib.summary import not_applicable
+from lotlib.verdicts import (
+    CROSS_MODEL_FACTOR,
+    Null,
+    against_paper,
+    atlas_table,
+    band,
+    built_books,
+    format_value,
+    headline,
+    load_claims,
+    outcome,
+    report_table,
+    revision_words,
+    verdict,
+    verdict_changes,
+    verdict_heatmap,
+)
 
 AT_LEAST_HALF = {"kind": "min", "bound": 0.5}
 
@@ -70,7 +91,7 @@ def test_a_value_without_a_finite_interval_is_inconclusive_unless_deterministic(
 
 
 def test_a_missing_or_not_applicable_null_leaves_a_finding_inconclusive_and_is_named():
-    from lotlib.book.report import unresolved_nulls
+    from lotlib.verdicts import unresolved_nulls
 
     failing = Null("cloud", est(0.1, 0.0, 0.2), "fails")
     for missing in (Null("untrained", None, "missing"), Null("untrained", not_applicable("x"), "not applicable")):
@@ -285,7 +306,7 @@ def test_intervals_are_seeded_and_cover_the_truth():
 
 
 def test_a_chapter_closes_with_its_outcomes_and_nulls(tmp_path):
-    from lotlib.book.report import chapter_outcomes
+    from lotlib.verdicts import chapter_outcomes
 
     (tmp_path / "chapter.yml").write_text(CLAIMS)
     values = {"share": est(0.8, 0.7, 0.9), "share_shuffled": est(0.2, 0.1, 0.3), "gap": 0.0}
@@ -295,7 +316,7 @@ def test_a_chapter_closes_with_its_outcomes_and_nulls(tmp_path):
 
 
 def test_a_chapter_closes_with_a_sentence_per_claim(tmp_path):
-    from lotlib.book.report import closing_sentences
+    from lotlib.verdicts import closing_sentences
 
     (tmp_path / "chapter.yml").write_text(CLAIMS)
     values = {"share": est(0.8, 0.7, 0.9), "share_shuffled": est(0.6, 0.55, 0.7), "gap": 0.0}
@@ -307,7 +328,7 @@ def test_a_chapter_closes_with_a_sentence_per_claim(tmp_path):
 
 
 def test_a_chapter_opened_outside_the_project_finds_its_claims(tmp_path, monkeypatch):
-    from lotlib.book.report import chapter_outcomes
+    from lotlib.verdicts import chapter_outcomes
 
     monkeypatch.chdir(tmp_path)  # no book/_config.yml above: the claims of lotlib's own checkout
     outcomes = chapter_outcomes("a3_reachable_tokens", {})
@@ -318,7 +339,7 @@ def test_a_glued_float_reads_with_four_digits_and_formats_as_asked():
     from IPython.core.formatters import format_display_data
     from myst_nb.core.variables import format_plain_text
 
-    from lotlib.book.summary import _Shown
+    from lotlib.summary import _Shown
 
     shown = format_display_data(_Shown(np.float64(0.0035282045289527315)))[0]["text/plain"]
     assert shown == "0.003528"  # what {glue:text}`name` shows
@@ -326,7 +347,7 @@ def test_a_glued_float_reads_with_four_digits_and_formats_as_asked():
 
 
 def test_without_the_untrained_book_no_finding_holds(tmp_path):
-    from lotlib.book.report import UNTRAINED_NULL
+    from lotlib.verdicts import UNTRAINED_NULL
 
     (tmp_path / "chapter.yml").write_text(CLAIMS)
     _write(tmp_path / "a", "chapter", {"share": est(0.8, 0.7, 0.9), "share_shuffled": est(0.2, 0.1, 0.3), "gap": 0.0})
@@ -337,7 +358,12 @@ def test_without_the_untrained_book_no_finding_holds(tmp_path):
 
 
 def test_traveling_words_findings_are_judged_on_untrained_gpt2_small_too(tmp_path):
-    from lotlib.book.report import PAPER_NULL, PAPER_NULL_MODEL, UNTRAINED_NULL, chapter_outcomes
+    from lotlib.verdicts import (
+        PAPER_NULL,
+        PAPER_NULL_MODEL,
+        UNTRAINED_NULL,
+        chapter_outcomes,
+    )
 
     claims = CLAIMS.replace("paper: B", "paper: A") + """
 - id: X-shown
@@ -374,7 +400,7 @@ def test_traveling_words_findings_are_judged_on_untrained_gpt2_small_too(tmp_pat
 
 
 def test_a_closing_sentence_answers_both_questions(tmp_path):
-    from lotlib.book.report import closing_sentences
+    from lotlib.verdicts import closing_sentences
 
     claim = """
 - id: X-rate
@@ -394,7 +420,7 @@ def test_a_closing_sentence_answers_both_questions(tmp_path):
 
 
 def test_a_second_reading_is_judged_by_the_same_band_and_shown_beside_the_first(tmp_path):
-    from lotlib.book.report import chapter_outcomes, claim_keys, closing_sentences
+    from lotlib.verdicts import chapter_outcomes, claim_keys, closing_sentences
 
     claim = """
 - id: X-svm
@@ -431,8 +457,14 @@ def test_a_paper_number_measured_in_another_chapter_is_read_from_that_chapter(tm
     """B4's zero mean: the book's test in one chapter, the paper's statistic in the chapter of the authors'
     protocol (`as_paper.chapter`): the report reads each from its own summary, the claim's chapter says where
     the paper's side is, and a chapter that does not apply records the keys the report reads from it."""
-    from lotlib.book.report import (ELSEWHERE, chapter_outcomes, claim_keys, closing_sentences, conclude_not_applicable,
-                                    recorded_keys)
+    from lotlib.verdicts import (
+        ELSEWHERE,
+        chapter_outcomes,
+        claim_keys,
+        closing_sentences,
+        conclude_not_applicable,
+        recorded_keys,
+    )
 
     claim = """
 - id: X-zero
@@ -464,7 +496,7 @@ def test_a_paper_number_measured_in_another_chapter_is_read_from_that_chapter(tm
     assert table.iloc[0]["against paper"] == ELSEWHERE and table.iloc[0]["paper's protocol"] == "in paper"
     from unittest import mock
 
-    with mock.patch("lotlib.book.summary.record") as record, mock.patch("IPython.display.display"):
+    with mock.patch("lotlib.summary.record") as record, mock.patch("IPython.display.display"):
         conclude_not_applicable("paper", "m", "no LM head", claims)
     assert set(record.call_args.args[0]) == {"paper_z", "paper_z_floor"}
     (claims / "held_out.yml").write_text(claim.replace("{kind: max, bound: 0.05, source: \"the book\"}",
