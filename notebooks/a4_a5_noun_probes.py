@@ -62,7 +62,7 @@
 # tokens in the vocabulary as a noun (plural, capitalised and spaced forms; the two count
 # distributions are in the table below). A pattern the random words show as clearly as the nouns is
 # a property of the head for any word, not something the nouns reveal. The query set, nouns and
-# random words, is built by `probes.noun_queries`, the same for the probe-rates chapter.
+# random words, is built by `vocabulary.noun_queries`, the same for the probe-rates chapter.
 #
 # **Code:** `lotlib.traveling_words.probes.noun_probes`.
 # :::
@@ -165,7 +165,7 @@ figures.block_tables(
 # also measured on the random words:
 #
 # - **QK variant rate**: the share of the top-5 keys that are the query word or a variant of it
-#   (plural, capitalised, with or without a leading space: `lotlib.traveling_words.probes.variants`).
+#   (plural, capitalised, with or without a leading space: `lotlib.traveling_words.vocabulary.variants`).
 #   A head with a *clear query-key pattern* in the strictest sense seeks the query's own forms.
 #   Chance (keys drawn uniformly from the vocabulary) is {glue:text}`chance_rate:.1e` per slot
 #   (the mean over nouns of their variant tokens over the vocabulary).

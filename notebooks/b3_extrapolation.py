@@ -69,8 +69,8 @@
 #   scores as a whole).
 #
 # The split, the predictions and the SVM scores are `lotlib.lines_of_thought.extrapolation`
-# (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `same_pilot_svm`; the paper's pilots by `authors_protocol.paper_pilots`);
-# the figures are `lotlib.lines_of_thought.figures`.
+# (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `same_pilot_svm`; the paper's pilots by `ensemble.paper_pilots`);
+# the study and figures are `lotlib.chapters.b3_extrapolation`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]

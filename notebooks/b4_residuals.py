@@ -72,7 +72,7 @@
 #
 # **Code:** `lotlib.lines_of_thought.ensemble.align_bases`, `lotlib.lines_of_thought.extrapolation`,
 # `lotlib.lines_of_thought.residuals` (`pair_statistics`, `resampled_pairs`, `residual_nulls`), the figures
-# `lotlib.lines_of_thought.figures`; `benchmarks/coverage.py` for the intervals' coverage.
+# `lotlib.chapters.b4_residuals`; `benchmarks/coverage.py` for the intervals' coverage.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -187,8 +187,8 @@ if raw is not None:
 # where it also misplaces the mean); ρ < 1 means the map predicts part of where each pilot goes. Eq. 2 read
 # beyond the norm growth says ρ still depends on t + τ only, exponentially.
 #
-# **Code:** `lotlib.lines_of_thought.null_tests.structureless_cloud`,
-# `lotlib.lines_of_thought.residuals.shuffled_pilots`, `residual_nulls`.
+# **Code:** `lotlib.lines_of_thought.nulls.structureless_cloud`,
+# `lotlib.lines_of_thought.nulls.shuffled_pilots`, `residual_nulls`.
 
 # %%
 nulls = residual_nulls(ens.X, pairs, n_boot, seed, model=ens.lm.name)
@@ -348,7 +348,7 @@ b4.coordinate_variance_figure(var_tau1, pairs, fit_lm, title)
 # independent coordinates at any sample size), with its bootstrap interval over pilots; the structureless
 # cloud (independent coordinates, but Eq. 1 mixes them) is its null.
 #
-# **Code:** `lotlib.lines_of_thought.extrapolation.residuals`, `residual_consistency`.
+# **Code:** `lotlib.lines_of_thought.extrapolation.eq1_residuals`, `lotlib.chapters.b4_residuals.residual_consistency`.
 
 # %%
 w, consistency = residual_consistency(ens.X, Y, U, S, pairs.t_pdf)

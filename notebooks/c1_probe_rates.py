@@ -40,7 +40,7 @@
 # - *Value, with the residual* (the paper's readout): final_norm(e + u_h + b_O) @ W_U.
 #
 # A top token *matches* when its text is in the query word's **variant set**
-# `lotlib.traveling_words.probes.variants`: {word, plural} × {lower case, Capitalised} × {no space, leading space}
+# `lotlib.traveling_words.vocabulary.variants`: {word, plural} × {lower case, Capitalised} × {no space, leading space}
 # (plural by English rules with a short list of irregular nouns). The **rate** is the fraction of
 # the top-5 slots that match, averaged over queries and heads. **Chance** is the rate if the top-5
 # were drawn uniformly from the vocabulary.
@@ -58,7 +58,7 @@
 # So each random word is drawn
 # among those with as many variant tokens as a noun (`random_words(..., like=variant_counts(nouns))`);
 # the table below shows both distributions and an unmatched draw. The query set is built by
-# `probes.noun_queries`, the same as in the A4/A5 chapter.
+# `vocabulary.noun_queries`, the same as in the A4/A5 chapter.
 #
 # *Uncertainty.* The unit of sampling is the query word: every interval and band is a 95% bootstrap
 # over the nouns (or over the random words), `n_boot` resamples, seeded. The heads and blocks are the

@@ -83,7 +83,7 @@
 # on would make their residuals smaller than a new pilot's. The cloud is split the same way.
 # :::
 #
-# **Code:** `lotlib.lines_of_thought.null_tests.measure_model`.
+# **Code:** `lotlib.chapters.c5_other_models.measure_model`.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # the book's model, whose claims are judged
@@ -133,7 +133,7 @@ glue("others_shown", ", ".join(names[1:]) or "none")
 # (it is the null of its claims). The logits of a 262k-token vocabulary (Gemma 3) take a gigabyte for a thousand
 # states, so the truncation runs in batches sized to the vocabulary (about 16 million logits at a time). The models shown beside {glue:text}`model`: {glue:text}`others_shown`.
 #
-# One pass per model gives its summary row and the arrays the figures draw. Code: `null_tests.measure_model`.
+# One pass per model gives its summary row and the arrays the figures draw. Code: `c5_other_models.measure_model`.
 
 # %%
 measures = {

@@ -29,7 +29,7 @@
 # the mean KL(p_K ‖ p), the mean rise of the next-token loss −log p_K(next) over −log p(next), and the top-1
 # accuracy of p_K, each with a bootstrap interval over the held-out pseudo-sentences.
 #
-# **Code:** `lotlib.lines_of_thought.truncation.truncation_cost`.
+# **Code:** `lotlib.chapters.c8_truncation_cost.truncation_cost`.
 # :::
 #
 # **No verdict.** The paper gives no number for this question, and no bound for it comes from outside our
