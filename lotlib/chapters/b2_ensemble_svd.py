@@ -264,7 +264,7 @@ def resampled_truncation(
     (`weighted_svd`, sorted by decreasing singular value), both protocols (`truncation_protocols`: the last
     layer on `picked`, every layer on `sub`) and the random-directions null (the last-layer protocol of
     `picked` on D random orthonormal directions, seeded, K = 1 and D/4). Each of the `n_rep` repetitions
-    (`extrapolation.resample_rows`, kept for a resumed run) draws N pilots with replacement, **refits the
+    (`resampling.resample_rows`, kept for a resumed run) draws N pilots with replacement, **refits the
     bases on the draw**,
     draws new random directions, and rescores the draw's pilots in the positions `picked` and `sub` (as
     many as the sample scores; each distinct pilot once, weighted by its count). Criteria (`criteria`):

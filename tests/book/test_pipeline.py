@@ -139,7 +139,7 @@ def test_execution_key_follows_only_imported_lotlib_modules():
         return {p.relative_to(Path(lotlib.__file__).parent).as_posix() for p in lotlib_dependencies(code)}
 
     summary_only = files("from lotlib.summary import record")
-    assert "book/summary.py" in summary_only and not any(f.startswith("models/") for f in summary_only)
+    assert "summary.py" in summary_only and not any(f.startswith("models/") for f in summary_only)
     assert {"models/loading.py", "models/view.py", "models/capture.py", "models/corpus.py"} <= files("import lotlib")
     probes = files("from lotlib.traveling_words import probes")
     assert {"traveling_words/probes.py", "traveling_words/__init__.py", "models/view.py"} <= probes
@@ -530,7 +530,7 @@ from pathlib import Path
 import numpy as np
 
 from lotlib.summary import record
-from lotlib.lines_of_thought.extrapolation import resample_rows
+from lotlib.lines_of_thought.resampling import resample_rows
 
 stop_at = int(os.environ.get("LOTLIB_TEST_STOP_AT", "-1"))
 
@@ -553,7 +553,7 @@ def test_a_stopped_run_resumes_its_resamples_where_it_stopped(tmp_path, monkeypa
     """A run stopped in the middle of a resampling loop keeps the steps it finished (`<output>.checkpoints/<key>`);
     the next run with the same key computes only the others, gives the values an unstopped run gives, and
     removes the checkpoints when it succeeds."""
-    from lotlib.lines_of_thought.extrapolation import resample_rows
+    from lotlib.lines_of_thought.resampling import resample_rows
 
     source, out, log = tmp_path / "resuming.py", tmp_path / "resuming.ipynb", tmp_path / "calls.txt"
     source.write_text(RESUMING)
