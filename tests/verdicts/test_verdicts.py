@@ -496,7 +496,7 @@ def test_a_paper_number_measured_in_another_chapter_is_read_from_that_chapter(tm
     assert table.iloc[0]["against paper"] == ELSEWHERE and table.iloc[0]["paper's protocol"] == "in paper"
     from unittest import mock
 
-    with mock.patch("lotlib.summary.record") as record, mock.patch("IPython.display.display"):
+    with mock.patch("lotlib.verdicts.closing.record") as record, mock.patch("IPython.display.display"):
         conclude_not_applicable("paper", "m", "no LM head", claims)
     assert set(record.call_args.args[0]) == {"paper_z", "paper_z_floor"}
     (claims / "held_out.yml").write_text(claim.replace("{kind: max, bound: 0.05, source: \"the book\"}",
