@@ -177,6 +177,7 @@ class Chapter:
             book=True,
             depends_on=tuple(map(str, self.depends_on)),
             threads=threads,
+            spec=self.spec,
         )
 
 
