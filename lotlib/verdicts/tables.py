@@ -1,4 +1,4 @@
-"""The report's tables: every claim judged in one row, the headline counts and a chapter's closing table."""
+"""The report's tables: one row per claim, the papers' numbers against ours, counts, a chapter's closing table."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from ..summary import load_summaries
 from .claims import NATURES, chapter_claims, load_claims, paper_chapter
 from .judging import chapter_values, format_value, judge
 from .names import AGAINST_PAPER, BOOK_NULLS, COLORS, ELSEWHERE, VERDICTS
+from .tolerance import interval_of
 
 
 def report_table(
@@ -151,19 +152,23 @@ def band_text(band_) -> str:
     return "—" if band_ is None else f"[{band_[0]:.3g}, {band_[1]:.3g}]"
 
 
+def badge(word: str, why: str = "") -> str:
+    """A verdict word as a coloured HTML badge, `why` on hover."""
+    import html
+
+    title = f' title="{html.escape(why)}"' if why else ""
+    return (
+        f'<span style="background:{COLORS[word]};color:white;padding:1px 6px;'
+        f'border-radius:3px;white-space:nowrap"{title}>{word}</span>'
+    )
+
+
 def claims_view(rows: pd.DataFrame, with_nulls: bool):
     """Claims of a `report_table` as a styled table for a page, both questions side by side: against the
     paper (a badge, the paper's number, our value by the paper's protocol and the band; the protocol on
     hover) and the book's test (a badge, our value with its interval, the nulls with `with_nulls`, the test
     with where its bound comes from on hover), and a link to the chapter (its parameters on hover)."""
     import html
-
-    def badge(word: str, why: str = "") -> str:
-        title = f' title="{html.escape(why)}"' if why else ""
-        return (
-            f'<span style="background:{COLORS[word]};color:white;padding:1px 6px;'
-            f'border-radius:3px;white-space:nowrap"{title}>{word}</span>'
-        )
 
     def paper(row) -> str:
         text = f"{badge(row['against paper'], row['protocol'])}<br>{html.escape(str(row['paper value']))}"
@@ -207,6 +212,59 @@ def claims_view(rows: pd.DataFrame, with_nulls: bool):
             "chapter": each(link),
         }
     )
+    return frame.style.hide(axis="index").set_table_attributes(
+        'style="font-size:0.85em"'
+    )
+
+
+PAPER_NUMBERS = ("agrees", "differs", "inconclusive")
+
+
+def paper_reason(row) -> str:
+    """A few words on why question 1 answered as it did: where our interval lies against the band."""
+    if row["band"] is None:
+        return "no band"
+    found = interval_of(row["as paper"], False)
+    if isinstance(found, str):
+        return f"ours has {found}"
+    (lo, hi), (low, high) = found, row["band"]
+    band_words = band_text(row["band"])
+    if hi < low:
+        return f"below {band_words}"
+    if lo > high:
+        return f"above {band_words}"
+    return f"inside {band_words}" if low <= lo and hi <= high else f"meets {band_words}"
+
+
+def paper_numbers(table: pd.DataFrame) -> pd.DataFrame:
+    """The papers' numbers against ours, one row per claim the paper gives a number for (question 1 answered
+    agrees, differs or inconclusive): the claim, the paper's value, ours by the paper's protocol with its 95%
+    interval, the verdict, why in a few words and the chapter."""
+    rows = table[table["against paper"].isin(PAPER_NUMBERS)]
+    return pd.DataFrame(
+        {
+            "claim": [f"{i}: {c}" for i, c in zip(rows["id"], rows["claim"])],
+            "the paper": rows["paper value"].astype(str).to_numpy(),
+            "ours [95% interval]": [
+                _paper_text(row, sample=False) for _, row in rows.iterrows()
+            ],
+            "verdict": rows["against paper"].to_numpy(),
+            "why": [paper_reason(row) for _, row in rows.iterrows()],
+            "chapter": rows["chapter"].to_numpy(),
+        }
+    )
+
+
+def paper_numbers_view(table: pd.DataFrame):
+    """`paper_numbers` as a styled table for the report's top: the verdict as a coloured badge, the chapter a
+    link, the paper's protocol on hover over the verdict."""
+    import html
+
+    frame = paper_numbers(table)
+    rows = table[table["against paper"].isin(PAPER_NUMBERS)]
+    frame["verdict"] = [badge(v, p) for v, p in zip(frame["verdict"], rows["protocol"])]
+    frame["chapter"] = [f'<a href="{c}.html">{c}</a>' for c in frame["chapter"]]
+    frame["claim"] = frame["claim"].map(html.escape)
     return frame.style.hide(axis="index").set_table_attributes(
         'style="font-size:0.85em"'
     )

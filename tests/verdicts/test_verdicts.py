@@ -28,6 +28,7 @@ from lotlib.verdicts import (
     headline,
     load_claims,
     outcome,
+    paper_numbers,
     report_table,
     revision_words,
     verdict,
@@ -211,6 +212,27 @@ AS_PAPER_CLAIM = """
   test: {kind: min, bound: 0.0, source: "the book"}
   as_paper: {key: rate_paper, printed: "0.18", scale: rate, protocol: "the authors'"}
 """
+
+
+def test_the_report_opens_with_the_papers_numbers_and_why(tmp_path):
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "chapter.yml").write_text(AS_PAPER_CLAIM + CLAIMS)
+    low, high = band("0.18", "rate")  # the band the tolerance rule gives the printed 0.18
+    cases = {"inside": est(0.2, 0.19, 0.21), "below": est(low / 2, low / 3, low / 1.5),
+             "meets": est(high, 0.9 * high, 1.1 * high), "no interval": est(0.2, math.nan, math.nan)}
+    words = {}
+    for name, value in cases.items():
+        _write(tmp_path / name, "chapter", {"rate": est(0.2, 0.1, 0.3), "rate_paper": value, "share": 0.8})
+        numbers = paper_numbers(report_table(claims, tmp_path / name))
+        assert list(numbers.columns) == ["claim", "the paper", "ours [95% interval]", "verdict", "why", "chapter"]
+        assert numbers["claim"].str.startswith("X-paper").tolist() == [True]  # only claims the paper numbers
+        words[name] = (numbers.loc[0, "verdict"], numbers.loc[0, "why"])
+    assert words["inside"] == ("agrees", f"inside [{low:.3g}, {high:.3g}]")
+    assert words["below"] == ("differs", f"below [{low:.3g}, {high:.3g}]")
+    assert words["meets"] == ("agrees", f"meets [{low:.3g}, {high:.3g}]")  # the rule: the interval meets the band
+    assert words["no interval"] == ("inconclusive", "ours has no interval")
+    assert numbers.loc[0, "the paper"] == "0.18" and numbers.loc[0, "chapter"] == "chapter"
 
 
 def test_the_atlas_orders_models_by_width_and_lists_the_verdicts_that_move(tmp_path):
