@@ -1,7 +1,4 @@
-"""The heads' matrices taken apart (Traveling Words, A6): exact SVD of W_QK^h and W_VO^h, each singular
-direction read against the vocabulary, the cumulative singular-value coverage, and the direct check that
-every head's d x d matrix has rank d_head.
-"""
+"""The heads' matrices taken apart: exact SVD of W_QK^h and W_VO^h read against the vocabulary, and their rank."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ from .vocabulary import token_label
 
 @contextmanager
 def _one_thread():
-    """Small LAPACK calls run on one thread: OpenMP workers spin-waiting on a busy machine make a
-    576 x 64 QR a hundred times slower."""
+    """Small LAPACK calls run on one thread: OpenMP workers spin-waiting on a busy machine slow them down."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -1,10 +1,4 @@
-"""The geometry of the norms (Traveling Words, A1-A2): sphere, hyperplane, gamma and beta, on real states.
-
-LayerNorm centers x (projects it on the hyperplane x . 1 = 0), scales it onto the sphere of radius
-sqrt(d), stretches by gamma and shifts by beta. RMSNorm only scales and stretches. Before gamma the
-normalized norm is sqrt(d * m / (m + eps)), with m the variance (LayerNorm) or the mean square
-(RMSNorm) of x: sqrt(d) up to eps.
-"""
+"""The geometry of the norms: the sphere, the hyperplane x . 1 = 0, gamma and beta, on states and embeddings."""
 
 from __future__ import annotations
 
@@ -74,9 +68,8 @@ def norm_statistics(
     gamma), both signed: LayerNorm's centering makes the second 0, RMSNorm leaves it equal to the first.
     Captured `batch_size` sequences at a time (states come back on the CPU), so memory stays small.
     """
-    norms = (
-        model.view.reading_norms()
-    )  # normalize uses neither gamma nor beta: it runs on the CPU states
+    # normalize uses neither gamma nor beta: it runs on the CPU states
+    norms = model.view.reading_norms()
     parts = []
     for start in tqdm(
         range(0, len(ids), batch_size),
@@ -166,10 +159,8 @@ def qk_forms(view: ModelView, layer: int) -> Tensor:
     """Each head's query-key form on the state before gamma, diag(gamma) W_QK^h diag(gamma): `(H, d, d)`.
 
     It is the part of the score that the normalized vectors see (beta left out)."""
-    heads, gamma = (
-        view.heads(layer),
-        view.block_norm(layer).gamma.cpu().double(),
-    )  # float64 work on the CPU
+    # float64 work on the CPU
+    heads, gamma = view.heads(layer), view.block_norm(layer).gamma.cpu().double()
     W_QK = (
         torch.einsum("hde,hfe->hdf", heads.W_Q.cpu().double(), heads.W_K.cpu().double())
         * heads.scaling

@@ -1,21 +1,4 @@
-"""Static probes of attention heads with vocabulary tokens (Traveling Words A4-A6, probe rates).
-
-Every probe starts from a token's residual-stream input e = `ModelView.embed` (the embedding row times the
-model's embedding scale; no position) and block `layer`'s own first norm, q = block_norm(e). Scores cover
-the whole vocabulary in float32 on the model's device, batched over heads and factored through d_head where
-that saves work (a head is a rank-d_head map); results come back on the CPU:
-
-- query-key (A4): score(v) = q W_QK^h . block_norm(e_v) = (q W_Q^h)(block_norm(e_v) W_K^h)^T * scaling
-- value (A5): u_h = (q W_V^h + b_V^h) W_O^h; logits = final_norm(e + u_h + b_O) @ W_U (+ b_U), with a
-  last row for the sum over heads (W_U is W_E^T when the embeddings are tied; an encoder, with no LM
-  head, is read against raw W_E as the paper reads GPT-2: `ModelView.readout_rows`)
-- probe rates: how often the top-k tokens are the query word itself or a morphological variant, for
-  common nouns and for random words drawn with as many variant tokens in the vocabulary (`random_words`)
-- key specificity: whether a query's top keys are closer to it than the other queries' keys are
-- estimates: a rate or specificity per head and query summed up with a bootstrap interval over queries
-- the chapters' analyses: `noun_queries` builds the query set of both (nouns and matched random words),
-  `noun_probes` runs A4/A5 at a few blocks, `probe_rates_by_block` the rates over every block
-"""
+"""Static probes of attention heads with vocabulary tokens: query-key and value scores, variant rates, key specificity."""
 
 from __future__ import annotations
 
@@ -40,8 +23,8 @@ Top = tuple[Tensor, Tensor]  # scores and token ids of the top-k, each `(R, n, k
 
 
 def topk(x: Tensor, k: int, block: int = 128) -> Top:
-    """`torch.topk` over the last dimension, about three times faster on vocabulary-long rows: the top k
-    lie in the k blocks of `block` entries with the largest maxima, so only those k blocks are ranked."""
+    """`torch.topk` over the last dimension, faster on vocabulary-long rows: the top k lie in the k blocks
+    of `block` entries with the largest maxima, so only those k blocks are ranked."""
     V = x.shape[-1]
     if V <= k * block:
         top = x.topk(k, dim=-1)
@@ -50,10 +33,11 @@ def topk(x: Tensor, k: int, block: int = 128) -> Top:
     maxima = x[..., :full].unflatten(-1, (-1, block)).amax(-1)
     if full < V:
         maxima = torch.cat([maxima, x[..., full:].amax(-1, keepdim=True)], -1)
+    # (..., k*block)
     idx = (
         maxima.topk(k, dim=-1).indices[..., None] * block
         + torch.arange(block, device=x.device)
-    ).flatten(-2)  # (..., k*block)
+    ).flatten(-2)
     top = (
         x.gather(-1, idx.clamp(max=V - 1))
         .masked_fill(idx >= V, -torch.inf)
@@ -64,7 +48,7 @@ def topk(x: Tensor, k: int, block: int = 128) -> Top:
 
 class _Buffer:
     """Reusable float32 memory for vocabulary-sized results: a fresh tensor of hundreds of megabytes
-    costs a page fault per 4 kB on every call, a quarter of the probes' time."""
+    costs a page fault per 4 kB on every call."""
 
     def __init__(self, device: torch.device):
         self.data = torch.empty(0, device=device)
@@ -80,9 +64,8 @@ def _topk_in_chunks(
     score: Callable[[Tensor], tuple[Tensor, ...]], ids: Tensor, k: int, chunk: int
 ) -> list[Top]:
     """Top-k over the vocabulary of each `(R, n, V)` tensor that `score(ids)` returns, `chunk` queries at a time."""
-    parts = [
-        [topk(s, k) for s in score(part)] for part in ids.split(chunk)
-    ]  # ids on the model's device
+    # ids on the model's device
+    parts = [[topk(s, k) for s in score(part)] for part in ids.split(chunk)]
     return [
         (torch.cat([p[j][0] for p in parts], 1), torch.cat([p[j][1] for p in parts], 1))
         for j in range(len(parts[0]))
@@ -90,16 +73,18 @@ def _topk_in_chunks(
 
 
 def qk_scorer(view: ModelView, layer: int) -> Callable[[Tensor], Tensor]:
-    """ids `(n,)` -> query-key scores of every vocabulary token as key, `(H, n, V)`; each call reuses
-    the memory of the previous call's result.
+    """ids `(n,)` -> query-key scores of every vocabulary token as key, `(H, n, V)`, float32 on the model's
+    device; each call reuses the memory of the previous call's result.
 
-    Biases and positions are left out (as in the paper); per-head q/k norms (Gemma 3) are applied
-    where the model has them. Keys are projected once per key/value head (grouped-query attention).
+    A token's residual-stream input e = `ModelView.embed` (the embedding row times the model's embedding
+    scale; no position) goes through block `layer`'s own first norm, q = block_norm(e), and key v scores
+    q W_QK^h . block_norm(e_v) = (q W_Q^h)(block_norm(e_v) W_K^h)^T * scaling. Biases and positions are
+    left out (as in the paper); per-head q/k norms (Gemma 3) are applied where the model has them. Keys are
+    projected once per key/value head (grouped-query attention).
     """
     heads = view.heads(layer)
-    X = view.block_norm(layer)(
-        view.embed()
-    )  # (V, d): every token on the block's sphere
+    # (V, d): every token on the block's sphere
+    X = view.block_norm(layer)(view.embed())
     H, G = view.n_heads, heads.n_kv_heads
     K = torch.einsum("vd,gde->gve", X, heads.W_K[:: H // G].float())  # (G, V, dh)
     if heads.k_norm is not None:
@@ -126,21 +111,24 @@ def vo_scorer(
     head h and for the sum over heads (last row): two `(H+1, n, V)` tensors, whose memory the next call
     reuses.
 
-    The norm is gamma * r(x) * (x - m(x)) + beta with a per-row scale r and mean m (m = 0 for RMSNorm), so
-    x's logits are r * (x @ G^T - m * G 1) + beta @ R^T with G = gamma * R, and x @ G^T = c @ G^T + u_h @ G^T
-    with c = e + b_O. A head's u_h @ G^T is either computed directly, d multiply-adds per query and token, or
-    factored through d_head as (q W_V^h + b_V^h) (W_O^h G^T), d_head per query and token once W_O^h G^T
-    `(d_head, V)` is computed, which costs d x d_head per token: the scorer factors when it is told it will
-    see more than d d_head / (d - d_head) queries in all (`n_queries`; None: factor).
+    A head's update for the token's residual-stream input e (`ModelView.embed`) is u_h = (q W_V^h + b_V^h)
+    W_O^h with q = block_norm(e), and a state x is read as final_norm(x) @ W_U (+ b_U); W_U is W_E^T when
+    the embeddings are tied, and an encoder, with no LM head, is read against raw W_E as the paper reads
+    GPT-2 (`ModelView.readout_rows`). The norm is gamma * r(x) * (x - m(x)) + beta with a per-row scale r
+    and mean m (m = 0 for RMSNorm), so x's logits are r * (x @ G^T - m * G 1) + beta @ R^T with
+    G = gamma * R, and x @ G^T = c @ G^T + u_h @ G^T with c = e + b_O. A head's u_h @ G^T is either
+    computed directly, d multiply-adds per query and token, or factored through d_head as
+    (q W_V^h + b_V^h) (W_O^h G^T), d_head per query and token once W_O^h G^T `(d_head, V)` is computed,
+    which costs d x d_head per token: the scorer factors when it is told it will see more than
+    d d_head / (d - d_head) queries in all (`n_queries`; None: factor).
     """
     heads, norm = view.heads(layer), view.final_norm
     R, b_U = view.readout_rows()
     Gm = R * norm.gamma.float()  # (V, d)
     H, dh, d = view.n_heads, view.d_head, view.d_model
     factored = n_queries is None or n_queries * (d - dh) > d * dh
-    M = (
-        torch.einsum("hed,vd->hev", heads.W_O.float(), Gm) if factored else None
-    )  # (H, dh, V)
+    # (H, dh, V)
+    M = torch.einsum("hed,vd->hev", heads.W_O.float(), Gm) if factored else None
     bias = (
         b_U
         if norm.beta is None
@@ -149,9 +137,8 @@ def vo_scorer(
     block_norm, W_O, V = view.block_norm(layer), heads.W_O.float(), Gm.shape[0]
     buffers = _Buffer(view.device), _Buffer(view.device)
 
-    def finish(
-        lin: Tensor, x: Tensor
-    ) -> Tensor:  # logits (H+1, n, V) of states x (H+1, n, d), in place
+    # logits (H+1, n, V) of states x (H+1, n, d), in place
+    def finish(lin: Tensor, x: Tensor) -> Tensor:
         if norm.centers:
             m = x.mean(-1, keepdim=True)
             x = x - m
@@ -325,13 +312,11 @@ def key_specificity(
         )
     queries = torch.nn.functional.normalize(norm(view.embed(ids)), dim=-1)  # (n, d)
     keys = torch.nn.functional.normalize(norm(view.embed(top)), dim=-1)  # (H, n, k, d)
-    s = (
-        torch.einsum("id,hjkd->hij", queries, keys).cpu().double() / top.shape[-1]
-    )  # (H, n, n)
+    # (H, n, n)
+    s = torch.einsum("id,hjkd->hij", queries, keys).cpu().double() / top.shape[-1]
     own = s.diagonal(dim1=1, dim2=2)[..., None]  # (H, n, 1)
-    wins = (own > s).double().sum(-1) + 0.5 * (
-        (own == s).double().sum(-1) - 1
-    )  # i against itself left out
+    # i against itself left out
+    wins = (own > s).double().sum(-1) + 0.5 * ((own == s).double().sum(-1) - 1)
     return (wins / (n - 1)).numpy()
 
 
@@ -378,7 +363,3 @@ def peak_depth(
         return float(depth[mean == mean.max()].mean()) if mean.max() > 0 else math.nan
 
     return bootstrap(statistic, curve.shape[1], unit=unit, n_boot=n_boot, seed=seed)
-
-
-# ----------------------------------------------------------------------------------------------
-# the chapters' analyses: A4/A5 on a few blocks, probe rates over every block

@@ -1,6 +1,4 @@
-"""Which tokens the final norm lets the unembedding reach (Traveling Words, A3): the paper's four scores
-and the largest logit a token can get from a state on the norm's sphere.
-"""
+"""Which tokens the final norm lets the unembedding reach: the paper's four scores and each token's largest logit."""
 
 from __future__ import annotations
 

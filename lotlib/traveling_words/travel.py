@@ -1,8 +1,4 @@
-"""Travel in the full space (Traveling Words, the reviewers' question): does each block move a token's
-normalized state toward the next word? cos(final_norm(x(t+1)) - final_norm(x(t)), e_next - e_current),
-against shuffled next tokens, with bootstrap intervals over pseudo-sentences (the positions of one
-pseudo-sentence share their context, so they are resampled together).
-"""
+"""Travel in the full space: cosines of each block's normalized update with e_next - e_current, and their summaries."""
 
 from __future__ import annotations
 
@@ -45,10 +41,8 @@ def _cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(-1) / torch.where(norms > 0, norms, torch.nan)
 
 
-TARGETS = (
-    "W_E",
-    "final_norm(W_E)",
-)  # the embedding table the target direction e_next - e_current uses
+# the embedding table the target direction e_next - e_current uses
+TARGETS = ("W_E", "final_norm(W_E)")
 
 
 @torch.inference_mode()

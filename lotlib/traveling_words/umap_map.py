@@ -1,7 +1,4 @@
-"""A seeded UMAP of embedding rows, cached on disk (new points are placed with `transform`), and
-`neighbour_agreement`: why a far-away normalized state lands near its top logit tokens on the map, and
-`approach_ratios`: whether a path on the map heads for one token more than for the others.
-"""
+"""Seeded UMAPs of embedding rows, cached on disk, with a token's path placed on them."""
 
 from __future__ import annotations
 
@@ -125,11 +122,11 @@ def neighbour_agreement(
     states: np.ndarray, rows: np.ndarray, k: int = 15
 ) -> np.ndarray:
     """Per state `(m, d)`: the share of its `k` nearest `rows` `(n, d)` in Euclidean distance (what UMAP's
-    `transform` looks up) that are also among its `k` rows of largest dot product (what tied logits rank)."""
+    `transform` looks up) that are also among its `k` rows of largest dot product (what tied logits rank):
+    why a far-away normalized state lands near its top logit tokens on the map."""
     dots = states @ rows.T  # (m, n)
-    nearest = np.argsort((rows**2).sum(1) - 2 * dots, axis=1)[
-        :, :k
-    ]  # ||state||^2 is the same for all rows
+    # ||state||^2 is the same for all rows
+    nearest = np.argsort((rows**2).sum(1) - 2 * dots, axis=1)[:, :k]
     largest = np.argsort(-dots, axis=1)[:, :k]
     return (nearest[:, :, None] == largest[:, None, :]).any(-1).mean(-1)
 
