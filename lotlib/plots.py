@@ -1,5 +1,6 @@
 """Figures: one theme for the whole book (seaborn over matplotlib for statistical figures), rotatable 3-D
-figures in plotly, and the sweep summary (a seaborn line with a confidence band across repetitions).
+figures in plotly, the sweep summary (a seaborn line with a confidence band across repetitions), and
+tables shown as HTML.
 
 Chapters call `apply_theme()` once, before their first figure.
 """
@@ -17,6 +18,7 @@ from matplotlib import cm, colors
 
 if TYPE_CHECKING:
     import pandas as pd
+    from IPython.display import HTML
 
 THEME = {
     "context": "notebook",
@@ -176,3 +178,23 @@ def sweep_plot(table, y: str, x: str, hue: str | None = None, ax=None):
         + " (band: 95% CI over runs)"
     )
     return ax
+
+
+def block_tables(tables: dict[str, object]) -> HTML:
+    """Tables (DataFrames or Stylers) one after another, each under its heading."""
+    from IPython.display import HTML
+
+    return HTML(
+        "".join(
+            f"<h4>{heading}</h4>{table.to_html()}" for heading, table in tables.items()
+        )
+    )
+
+
+def folded(summary: str, frame: pd.DataFrame, **to_html) -> HTML:
+    """A table folded away under a one-line summary (HTML details)."""
+    from IPython.display import HTML
+
+    return HTML(
+        f"<details><summary>{summary}</summary>{frame.to_html(**to_html)}</details>"
+    )

@@ -71,9 +71,10 @@ seed: int = 0  # which pseudo-sentences are drawn
 import lotlib
 import matplotlib.pyplot as plt
 from lotlib import plots
+from lotlib.chapters import a1_geometry as a1
 from lotlib.models.bounds import block_index
 from lotlib.summary import glue
-from lotlib.traveling_words import figures, norms
+from lotlib.traveling_words import norms
 from lotlib.verdicts import conclude
 
 plots.apply_theme()
@@ -96,7 +97,7 @@ ids = norms.drawn_sentences(corpus, n_s, seed)
 # and its share.
 
 # %%
-geo = norms.norm_geometry(
+geo = a1.norm_geometry(
     lm, ids, block, head, coords, min_gamma_ratio, first=corpus.prefix
 )
 geo.heads
@@ -115,7 +116,7 @@ geo.heads
 
 # %%
 title = f"{model}, block {block}: norm and head {geo.head}, on {geo.coords[:2]}"
-figures.norm_steps(geo, title)
+a1.norm_steps(geo, title)
 plt.show()
 
 # %% [markdown]
@@ -155,8 +156,8 @@ plt.show()
 # %%
 names = tuple(f"x[{c}]" for c in geo.coords)
 title = f"{model}, block {block}: states on {geo.coords}, normalized in 3-D"
-plots.show(figures.sphere_figure(geo.panels, geo.hyperplane, names, title))
-figures.sphere_static(geo.panels, geo.hyperplane, names, title)
+plots.show(a1.sphere_figure(geo.panels, geo.hyperplane, names, title))
+a1.sphere_static(geo.panels, geo.hyperplane, names, title)
 plt.show()
 
 # %% [markdown]

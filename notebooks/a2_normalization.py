@@ -61,9 +61,10 @@ import lotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from lotlib import plots
+from lotlib.chapters import a2_normalization as a2
 from lotlib.models.bounds import layer_indices
 from lotlib.summary import glue, not_applicable
-from lotlib.traveling_words import figures, norms
+from lotlib.traveling_words import norms
 from lotlib.verdicts import conclude
 
 plots.apply_theme()
@@ -80,7 +81,7 @@ blocks = layer_indices(blocks or ["first", "middle", "last"], L, "blocks", lm.na
 # out), their checks with bootstrap intervals, and the paper's table on the embedding matrix.
 
 # %%
-study = norms.normalization_study(lm, ids, corpus.prefix, n_boot=n_boot, seed=seed)
+study = a2.normalization_study(lm, ids, corpus.prefix, n_boot=n_boot, seed=seed)
 
 # %% [markdown]
 # Each layer holds {glue:text}`n_states_per_layer` states ({glue:text}`n_sentences`
@@ -96,7 +97,7 @@ study = norms.normalization_study(lm, ids, corpus.prefix, n_boot=n_boot, seed=se
 # and 3).
 
 # %%
-figures.sqrt_d_gaps(study.table, d, model)
+a2.sqrt_d_gaps(study.table, d, model)
 plt.show()
 study.table.style.format("{:.4g}", subset=list(study.table.columns[1:4])).format(
     "{:.2e}", subset=list(study.table.columns[4:])
@@ -120,7 +121,7 @@ study.table.style.format("{:.4g}", subset=list(study.table.columns[1:4])).format
 # after the first, and the first position separately.
 
 # %%
-figures.residual_norms(study.stats["residual"], d, model)
+a2.residual_norms(study.stats["residual"], d, model)
 plt.show()
 
 # %% [markdown]
@@ -148,7 +149,7 @@ plt.show()
 # are means of |cos| over pseudo-sentences, with 95% bootstrap bands over pseudo-sentences.
 
 # %%
-figures.hyperplane_figure(study.stats, blocks, n_boot=n_boot, seed=seed)
+a2.hyperplane_figure(study.stats, blocks, n_boot=n_boot, seed=seed)
 plt.show()
 
 # %% [markdown]

@@ -60,8 +60,8 @@ n_boot: int = 2000  # bootstrap resamples of the drawn tokens
 import lotlib
 import matplotlib.pyplot as plt
 from lotlib import plots
+from lotlib.chapters import a3_reachable_tokens as a3
 from lotlib.summary import glue, not_applicable
-from lotlib.traveling_words import figures, reachability
 from lotlib.verdicts import conclude
 
 plots.apply_theme()
@@ -77,7 +77,7 @@ lm = lotlib.load_model(model, device=device, dtype=dtype)
 # model {glue:text}`unembedding_bias_word` unembedding bias.
 
 # %%
-study = reachability.reachability_study(
+study = a3.reachability_study(
     lm.view, lm.tokenizer, k, n_tokens, tail, seed, n_boot
 )
 study.extremes["top"]
@@ -99,7 +99,7 @@ study.extremes["bottom"]
 # ## How the scores relate
 
 # %%
-figures.score_hexbin(study.scores, model)
+a3.score_hexbin(study.scores, model)
 plt.show()
 study.rho.style.format("{:.3f}")
 
@@ -137,7 +137,7 @@ study.check.style.format({"max logit": "{:.2f}", "logit at x̂*": "{:.2f}"})
 # (rank 0) more often than the least reachable tenth.
 
 # %%
-figures.rank_ecdf(study.drawn, model)
+a3.rank_ecdf(study.drawn, model)
 plt.show()
 
 # %% [markdown]

@@ -64,7 +64,7 @@
 # a property of the head for any word, not something the nouns reveal. The query set, nouns and
 # random words, is built by `vocabulary.noun_queries`, the same for the probe-rates chapter.
 #
-# **Code:** `lotlib.traveling_words.probes.noun_probes`.
+# **Code:** `lotlib.chapters.a4_a5_noun_probes.noun_probes`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]
@@ -85,10 +85,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 from lotlib import plots
+from lotlib.chapters import a4_a5_noun_probes as a4
 from lotlib.models.bounds import block_indices
 from lotlib.stats import LIES, side_word
 from lotlib.summary import glue
-from lotlib.traveling_words import figures, probes, vocabulary
+from lotlib.traveling_words import vocabulary
 from lotlib.verdicts import conclude
 
 plots.apply_theme()
@@ -142,9 +143,9 @@ queries.count_table().T
 # and the size of the write ||u_h||. A leading space is shown as ␣.
 
 # %%
-result = probes.noun_probes(view, queries, layers, k)
+result = a4.noun_probes(view, queries, layers, k)
 glue("mean_e_norm", result.embedding_norm)
-figures.block_tables(
+plots.block_tables(
     {
         f"Block {b}": result.readable(b, show).style.format({"||u_h||": "{:.2f}"})
         for b in layers
@@ -188,7 +189,7 @@ title = (
     "every "
     "head (bars: 95% bootstrap over queries; dashed: 0.5, no specificity)"
 )
-figures.noun_measures(result, n_boot, seed, title)
+a4.noun_measures(result, n_boot, seed, title)
 plt.show()
 result.measure_means().round(3)
 
@@ -213,7 +214,7 @@ result.measure_means().round(3)
 # %%
 summary = result.head_summary()
 display(
-    figures.folded(
+    plots.folded(
         f"Per block, probe and head ({len(summary)} rows)",
         summary,
         index=False,
@@ -222,7 +223,7 @@ display(
 )
 for probe in ("QK", "VO", "VO update"):
     display(
-        figures.folded(
+        plots.folded(
             f"Full {probe} table: (block, noun) x heads", result.wide(probe)
         )
     )

@@ -49,7 +49,8 @@
 # the sphere but not on the hyperplane orthogonal to the ones vector. Gemma 3's per-head q/k norms
 # make the query-key score nonlinear; W_QK^h then describes the score only up to those norms.
 #
-# **Code:** `lotlib.traveling_words.head_svd` (`head_svd`, `svd_tables`, `spectra`, `null_space_check`).
+# **Code:** `lotlib.traveling_words.head_svd` (`head_svd`, `svd_tables`, `spectra`, `null_space_check`);
+# the chapter's values, `lotlib.chapters.a6_svd_tables.svd_values`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]
@@ -69,9 +70,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 from lotlib import plots
+from lotlib.chapters import a6_svd_tables as a6
 from lotlib.models.bounds import block_indices
 from lotlib.summary import glue
-from lotlib.traveling_words import figures, head_svd, vocabulary
+from lotlib.traveling_words import head_svd, vocabulary
 from lotlib.verdicts import conclude
 
 plots.apply_theme()
@@ -95,7 +97,7 @@ glue("readout", view.facts()["readout_text"])
 
 # %%
 tables = head_svd.svd_tables(view, vocab, layers, n_dirs, k)
-figures.svd_side_by_side(tables, layers, show_heads)
+a6.svd_side_by_side(tables, layers, show_heads)
 
 # %% [markdown]
 # **What to notice.** Each row is one singular direction, strongest first. A readable direction
@@ -111,7 +113,7 @@ figures.svd_side_by_side(tables, layers, show_heads)
 
 # %%
 display(tables.groupby(["block", "matrix"])["shared"].mean().unstack().round(3))
-figures.svd_all_heads(tables)
+a6.svd_all_heads(tables)
 
 # %% [markdown]
 # **What to notice.** The copying share of the last block's W_VO, {glue:text}`vo_shared_last`
@@ -129,7 +131,7 @@ title = (
     f"Cumulative singular-value coverage per head, {model} (dashed: d_head = {dh}; "
     "the null space starts there)"
 )
-figures.svd_coverage(spec.coverage_frame(), dh, title)
+a6.svd_coverage(spec.coverage_frame(), dh, title)
 plt.show()
 spec.rank_table()
 
@@ -182,7 +184,7 @@ values = {
     "blocks": ", ".join(map(str, layers)),
     "n_dirs": n_dirs,
     "k": k,
-    **head_svd.svd_values(tables, spec, gaps, dh, n_boot, seed),
+    **a6.svd_values(tables, spec, gaps, dh, n_boot, seed),
 }
 
 # %% tags=["remove-input"]

@@ -84,14 +84,14 @@ top_k: int = 5  # tokens per layer in the logit-lens table
 import lotlib
 import matplotlib.pyplot as plt
 from lotlib import plots
-from lotlib.summary import glue
-from lotlib.traveling_words.figures import (
+from lotlib.chapters.a7_traveling_words import (
     arrival_figure,
     heading_figure,
     travel_figure,
     travel_panels,
+    traveling_word,
 )
-from lotlib.traveling_words.umap_map import traveling_word
+from lotlib.summary import glue
 from lotlib.verdicts import conclude
 
 plots.apply_theme()

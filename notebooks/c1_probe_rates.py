@@ -71,7 +71,7 @@
 # positions; where the embeddings are tied the readout W_U is W_E, as in the paper. What this model
 # has is stated below.
 #
-# **Code:** `lotlib.traveling_words.probes.probe_rates_by_block`.
+# **Code:** `lotlib.chapters.c1_probe_rates.probe_rates_by_block`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]
@@ -89,10 +89,11 @@ n_boot: int = 1000  # bootstrap resamples of the queries for every band and inte
 import lotlib
 import matplotlib.pyplot as plt
 from lotlib import plots
+from lotlib.chapters import c1_probe_rates as c1
 from lotlib.models.bounds import block_indices
 from lotlib.stats import LIES, side_word
 from lotlib.summary import glue
-from lotlib.traveling_words import figures, probes, vocabulary
+from lotlib.traveling_words import vocabulary
 from lotlib.verdicts import conclude
 
 plots.apply_theme()
@@ -141,14 +142,14 @@ queries.count_table().T
 # {glue:text}`seconds:.0f` s.
 
 # %%
-result = probes.probe_rates_by_block(view, queries, layers, k)
+result = c1.probe_rates_by_block(view, queries, layers, k)
 n_random = len(queries.randoms.words)
 title = (
     f"Probe rates, {model}: share of the top-{k} that is the query word or a "
     f"variant, mean over {H} heads; {queries.n} nouns and {n_random} random words "
     "(bands: 95% bootstrap over queries)"
 )
-figures.rate_curves(result, n_boot, seed, title)
+c1.rate_curves(result, n_boot, seed, title)
 plt.show()
 result.curve_table().round(3)
 
@@ -179,7 +180,7 @@ glue("write_max_block", layers[result.write.argmax()])
 # the figure how many heads of each block reach a noun rate of 0.2:
 
 # %%
-figures.head_rate_maps(result)
+c1.head_rate_maps(result)
 plt.show()
 result.heads_above(0.2)
 

@@ -74,9 +74,11 @@ batch_size: int = 16  # sentences per forward pass
 import lotlib
 import matplotlib.pyplot as plt
 from lotlib import plots
+from lotlib.chapters.c2_travel_full_space import (
+    block_travel_figure,
+    travel_in_full_space,
+)
 from lotlib.summary import glue
-from lotlib.traveling_words.figures import block_travel_figure
-from lotlib.traveling_words.travel import travel_in_full_space
 from lotlib.verdicts import conclude
 
 plots.apply_theme()

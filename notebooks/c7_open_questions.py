@@ -28,20 +28,20 @@
 #
 # :::{dropdown} How it is computed
 #
-# 1. *Where the states are* (`lotlib.traveling_words.state_norms`). The states are the last tokens of
-#    Walden's pseudo-sentences at every layer t (the Lines of Thought trajectories). For each: the raw norm
-#    ‖x(t)‖ / √d, and the ellipsoid ratio ‖(x(t) − β) / γ‖ / √d of the norm that reads x(t) (block t's input
-#    norm; the final norm at t = L). The ratio is 1 when x(t) lies on that norm's ellipsoid, as it must for a
-#    post-LN encoder, whose states are that norm's outputs; a pre-norm decoder's stream is not normalized, so
-#    the ratio says how much work the norm does.
+# 1. *Where the states are* (`lotlib.chapters.c7_open_questions.state_norms`). The states are the last
+#    tokens of Walden's pseudo-sentences at every layer t (the Lines of Thought trajectories). For each: the
+#    raw norm ‖x(t)‖ / √d, and the ellipsoid ratio ‖(x(t) − β) / γ‖ / √d of the norm that reads x(t) (block
+#    t's input norm; the final norm at t = L). The ratio is 1 when x(t) lies on that norm's ellipsoid, as it
+#    must for a post-LN encoder, whose states are that norm's outputs; a pre-norm decoder's stream is not
+#    normalized, so the ratio says how much work the norm does.
 #
 #    Summaries: the growth of the median raw norm from the first
 #    block's output to the last, and the median over layers of the gap |ratio − 1|, with bootstrap intervals
 #    over the pseudo-sentences.
-# 2. *What a head cannot see* (`lotlib.traveling_words.read_shares`). Head h of block t forms its query from
-#    the normalized state z = block_norm(t)(x(t)) as z W_Q^h, a map from d to d_head dimensions. Two states
-#    whose difference is orthogonal to the columns of W_Q^h give the head the same query, so the head cannot
-#    tell them apart.
+# 2. *What a head cannot see* (`lotlib.chapters.c7_open_questions.read_shares`). Head h of block t forms
+#    its query from the normalized state z = block_norm(t)(x(t)) as z W_Q^h, a map from d to d_head
+#    dimensions. Two states whose difference is orthogonal to the columns of W_Q^h give the head the same
+#    query, so the head cannot tell them apart.
 #
 #    Over the ensemble of states, with covariance C, the head reads the share
 #    tr(P_h C) / tr(C) of their variance, P_h the projector onto the columns of W_Q^h. Directions spread
@@ -67,10 +67,10 @@ n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 
 # %% tags=["hide-input"]
 from lotlib import plots
+from lotlib.chapters import c7_open_questions as c7
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.stats import side_word
 from lotlib.summary import glue
-from lotlib.traveling_words import figures, read_shares, state_norms
 from lotlib.verdicts import conclude
 
 plots.apply_theme()
@@ -86,8 +86,8 @@ ens
 # the 5-95% band over the pseudo-sentences.
 
 # %%
-norms = state_norms.state_norms(ens.lm.view, ens.X, n_boot, seed)
-figures.state_norms_figure(norms, model)
+norms = c7.state_norms(ens.lm.view, ens.X, n_boot, seed)
+c7.state_norms_figure(norms, model)
 found = norms.summary()
 glue(
     "growth_word",
@@ -115,10 +115,8 @@ norms.table().iloc[:: max(1, ens.L // 8)].round(3)
 # evenly spread directions.
 
 # %%
-reads = read_shares.read_shares(
-    ens.lm.view, ens.X, list(range(ens.L)), n_boot, seed
-)
-figures.read_share_figure(reads, model)
+reads = c7.read_shares(ens.lm.view, ens.X, list(range(ens.L)), n_boot, seed)
+c7.read_share_figure(reads, model)
 ratio = reads.median_ratio()
 glue("read_ratio_word", side_word(ratio, ("less", "no more or less", "more"), 1.0))
 reads.table()

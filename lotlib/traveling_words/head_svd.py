@@ -1,7 +1,4 @@
-"""The heads' matrices taken apart (Traveling Words, A6): exact SVD of W_QK^h and W_VO^h, each singular
-direction read against the vocabulary, the cumulative singular-value coverage, and the direct check that
-every head's d x d matrix has rank d_head.
-"""
+"""The heads' matrices taken apart: exact SVD of W_QK^h and W_VO^h read against the vocabulary, and their rank."""
 
 from __future__ import annotations
 
@@ -14,15 +11,13 @@ import torch
 from torch import Tensor
 
 from ..models.view import ModelView
-from ..stats import Estimate, bootstrap, bootstrap_mean, exact
 from .probes import topk
 from .vocabulary import token_label
 
 
 @contextmanager
 def _one_thread():
-    """Small LAPACK calls run on one thread: OpenMP workers spin-waiting on a busy machine make a
-    576 x 64 QR a hundred times slower."""
+    """Small LAPACK calls run on one thread: OpenMP workers spin-waiting on a busy machine slow them down."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -250,58 +245,3 @@ def null_space_check(view: ModelView, layers: list[int]) -> pd.DataFrame:
                 for h, r in enumerate(numerical_rank(s))
             ]
     return pd.DataFrame(rows)
-
-
-def svd_values(
-    tables: pd.DataFrame,
-    spec: Spectra,
-    gaps: pd.DataFrame,
-    d_head: int,
-    n_boot: int = 1000,
-    seed: int = 0,
-) -> dict[str, object]:
-    """The chapter's measured values: the null-space identity (largest numerical rank, whether it is at
-    most d_head, the largest gap), the median rank for 99% coverage (over d_head: a bootstrap over the
-    heads of the probed blocks), the median rank for 90% at the first and last block, and the share of
-    copying directions (`shared`) at the first and last block, a bootstrap over heads."""
-    first, last = spec.layers[0], spec.layers[-1]
-    r99 = {
-        kind: np.concatenate([spec.rank_at(0.99, layer, kind) for layer in spec.layers])
-        for kind in KINDS
-    }
-
-    def median_share(ranks: np.ndarray) -> Estimate:
-        return bootstrap(
-            lambda i: np.median(ranks[i]) / d_head,
-            len(ranks),
-            unit="heads",
-            n_boot=n_boot,
-            seed=seed,
-        )
-
-    def shared_share(block: int, matrix: str) -> Estimate:
-        part = tables[(tables.block == block) & (tables.matrix == matrix)]
-        per_head = part.groupby("head")["shared"].mean().to_numpy()
-        return bootstrap_mean(per_head, unit="heads", n_boot=n_boot, seed=seed)
-
-    values: dict[str, object] = {
-        "d_model": spec.d,
-        "d_head": d_head,
-        "null_space_dim": spec.d - d_head,
-        "max_numerical_rank": int(gaps["rank"].max()),
-        "null_space_verified": bool(gaps["rank"].max() <= d_head),
-        "max_gap_after_d_head": exact(gaps.gap.max(), len(gaps), "head matrices"),
-    }
-    for kind in KINDS:
-        values[f"{kind}_rank99_median"] = np.median(r99[kind])
-    for kind in KINDS:
-        values[f"{kind}_rank99_over_d_head"] = median_share(r99[kind])
-    for where, layer in (("first", first), ("last", last)):
-        for kind in KINDS:
-            values[f"{kind}_rank90_median_{where}"] = np.median(
-                spec.rank_at(0.9, layer, kind)
-            )
-    for where, layer in (("first", first), ("last", last)):
-        for kind in KINDS:
-            values[f"{kind}_shared_{where}"] = shared_share(layer, kind.upper())
-    return values

@@ -1,6 +1,4 @@
-"""The logit lens (Traveling Words, Fig. 4): one token's states x(0..L), each read as the model reads its
-last state, through the final norm and the unembedding.
-"""
+"""The logit lens: one token's states x(0..L), each read through the final norm and the unembedding."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""The geometry of the norms (Traveling Words, A1-A2): sphere, hyperplane, gamma and beta, on real states.
-
-LayerNorm centers x (projects it on the hyperplane x . 1 = 0), scales it onto the sphere of radius
-sqrt(d), stretches by gamma and shifts by beta. RMSNorm only scales and stretches. Before gamma the
-normalized norm is sqrt(d * m / (m + eps)), with m the variance (LayerNorm) or the mean square
-(RMSNorm) of x: sqrt(d) up to eps.
-"""
+"""The geometry of the norms: the sphere, the hyperplane x . 1 = 0, gamma and beta, on states and embeddings."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -24,7 +17,6 @@ from ..models.capture import capture
 from ..models.corpus import Corpus
 from ..models.loading import Model
 from ..models.view import ModelView, Norm
-from ..stats import bootstrap, exact, not_applicable
 
 # ------------------------------------------------------------------------------------------------
 # identities of the normalized state (the norms themselves, `Norm`, live in the model view)
@@ -76,9 +68,8 @@ def norm_statistics(
     gamma), both signed: LayerNorm's centering makes the second 0, RMSNorm leaves it equal to the first.
     Captured `batch_size` sequences at a time (states come back on the CPU), so memory stays small.
     """
-    norms = (
-        model.view.reading_norms()
-    )  # normalize uses neither gamma nor beta: it runs on the CPU states
+    # normalize uses neither gamma nor beta: it runs on the CPU states
+    norms = model.view.reading_norms()
     parts = []
     for start in tqdm(
         range(0, len(ids), batch_size),
@@ -160,150 +151,6 @@ def drawn_sentences(corpus: Corpus, n_s: int, seed: int = 0) -> np.ndarray:
     return corpus.ids[np.sort(rng.choice(corpus.n_s, size=size, replace=False))]
 
 
-@dataclass
-class NormalizationStudy:
-    """A2 on a sample of states (`norm_statistics`, each `(N, T, L+1)`, and its `norm_table`) and on the
-    embedding matrix (`embedding_tables`): `sqrt_d`, `growth` and `plane` hold the measured facts of its
-    three sections on states (`sqrt_d_checks`, `residual_growth`, `hyperplane_distance`)."""
-
-    stats: dict
-    table: pd.DataFrame
-    sqrt_d: dict
-    growth: dict
-    plane: dict
-    embeddings: dict
-    kind: str
-    centers: bool
-
-    def table_of_embeddings(self) -> pd.DataFrame:
-        """The paper's table: one row per (reference, variant), mean and std of the L2 and cosine
-        distances to the reference."""
-        return pd.concat(self.embeddings["tables"], names=["reference", "variant"])
-
-    def identities(self) -> pd.DataFrame:
-        """The table's identities (rows) per reference (columns): largest violations."""
-        return pd.DataFrame(self.embeddings["identities"])
-
-    def summary(self) -> dict:
-        """The chapter's recorded values (the hyperplane's largest `|cos(x̂, 1)|` as an exact value, whether
-        or not the norm centers)."""
-        d, n = self.stats["d"], int(self.stats["normalized"].size)
-        n_per_layer = int(self.stats["residual"][..., 0].size)
-        e, s, g, p = self.embeddings, self.sqrt_d, self.growth, self.plane
-        ln, rms = (e["tables"][name] for name in REFERENCES)
-        return {
-            "n_states_per_layer": n_per_layer,
-            "d_model": d,
-            "sqrt_d": d**0.5,
-            "norm_kind": self.kind,
-            "centers": self.centers,
-            "normalized_norm_min": s["min"],
-            "normalized_norm_max": s["max"],
-            "max_shortfall_from_sqrt_d": exact(s["largest_gap"], n=n, unit="states"),
-            "max_abs_measured_minus_eps_formula": s["worst"],
-            "max_rel_measured_minus_eps_formula": exact(
-                s["worst"] / d**0.5, n=n, unit="states"
-            ),
-            "residual_median_t0": float(g["median_by_layer"][0]),
-            "residual_median_tL": float(g["median_by_layer"][-1]),
-            "residual_growth_factor": g["factor"],
-            "residual_layers_growing": g["increases"],
-            "first_position_max_median_norm": float(g["first_median"].max()),
-            "normalized_max_abs_cos_ones": exact(p["hat_max"], n=n, unit="states"),
-            "mean_abs_cos_ones_by_layer": p["mean_abs_cos"].tolist(),
-            "mean_abs_cos_ones": float(p["mean_abs_cos"].mean()),
-            "random_direction_abs_cos": p["baseline"],
-            "cos_ones_over_random": p["over_random"],
-            "ln_table": ln.to_dict(orient="index"),
-            "rms_table": rms.to_dict(orient="index"),
-            "ln_identities": e["identities"][REFERENCES[0]],
-            "rms_identities": e["identities"][REFERENCES[1]],
-            "table_rows_left_out": e["skipped"],
-            "table_identity_violation": exact(
-                e["violation"], n=e["n_rows"] - max(e["skipped"].values()), unit="rows"
-            ),
-            "ln_cos_original_mean": float(ln.loc["Original E", "cosine mean"]),
-            "ln_cos_centered_mean": float(ln.loc["Centered E-c", "cosine mean"]),
-            "rms_cos_original_max": e["rms_cos_original_max"],
-        }
-
-
-def normalization_study(
-    model: Model, ids: np.ndarray, first: int = 0, n_boot: int = 1000, seed: int = 0
-) -> NormalizationStudy:
-    """Run A2: the norm statistics of every state of `ids` `(N, T)` from position `first` on, their
-    checks with bootstrap intervals over the N pseudo-sentences (`n_boot` resamples, `seed`), and the
-    table of the embedding matrix against LayerNorm and RMSNorm references (the final norm's eps)."""
-    view = model.view
-    stats = norm_statistics(model, ids, first=first)
-    return NormalizationStudy(
-        stats=stats,
-        table=norm_table(stats),
-        sqrt_d=sqrt_d_checks(stats),
-        growth=residual_growth(stats["residual"], n_boot, seed),
-        plane=hyperplane_distance(stats, n_boot, seed),
-        embeddings=embedding_tables(view.W_E, view.final_norm.eps),
-        kind=view.reading_norms()[0].kind,
-        centers=view.reading_norms()[0].centers,
-    )
-
-
-def sqrt_d_checks(stats: dict) -> dict:
-    """How far the normalized states of `norm_statistics` are from sqrt(d): their range (`min`, `max`),
-    the largest `|measured - eps formula|` (`worst`), the largest shortfall from sqrt(d) (`largest_gap`) and
-    the layer where it occurs (`t_gap`)."""
-    normalized = stats["normalized"]
-    shortfall = (stats["d"] ** 0.5 - normalized).max((0, 1))  # (L+1,)
-    return {
-        "min": float(normalized.min()),
-        "max": float(normalized.max()),
-        "worst": float(np.abs(normalized - stats["predicted"]).max()),
-        "largest_gap": float(shortfall.max()),
-        "t_gap": int(np.argmax(shortfall)),
-    }
-
-
-def residual_growth(residual: np.ndarray, n_boot: int = 1000, seed: int = 0) -> dict:
-    """Growth of `||x(t)||` `(N, T, L+1)` over layers: the median per layer over positions >= 1
-    (`median_by_layer`, `(L+1,)`), the `factor` median `||x(L)||` / median `||x(0)||` with a bootstrap
-    interval over the N pseudo-sentences, the number of layers where the median grows (`increases`) and
-    the first position's median per layer (`first_median`, `(L+1,)`)."""
-    rest = residual[:, 1:]
-
-    def growth(rows: np.ndarray) -> float:
-        return float(np.median(rest[rows, :, -1]) / np.median(rest[rows, :, 0]))
-
-    median = np.median(rest.reshape(-1, rest.shape[-1]), 0)
-    return {
-        "median_by_layer": median,
-        "factor": bootstrap(
-            growth, len(residual), unit="pseudo-sentences", n_boot=n_boot, seed=seed
-        ),
-        "increases": int(np.sum(np.diff(median) > 0)),
-        "first_median": np.median(residual[:, 0], 0),
-    }
-
-
-def hyperplane_distance(stats: dict, n_boot: int = 1000, seed: int = 0) -> dict:
-    """How far states are from the hyperplane x . 1 = 0: the largest `|cos(x̂, 1)|` of the normalized
-    states (`hat_max`), the mean `|cos(x, 1)|` of the incoming states per layer (`mean_abs_cos`, `(L+1,)`),
-    a random direction's (`baseline`) and their ratio over every state and layer (`over_random`, with a
-    bootstrap interval over the pseudo-sentences)."""
-    cos, baseline = stats["cos_ones"], random_cos_to_ones(stats["d"])
-
-    def off_plane(rows: np.ndarray) -> float:
-        return float(np.abs(cos[rows]).mean() / baseline)
-
-    return {
-        "hat_max": float(np.abs(stats["cos_ones_normalized"]).max()),
-        "mean_abs_cos": np.abs(cos).mean((0, 1)),
-        "baseline": baseline,
-        "over_random": bootstrap(
-            off_plane, len(cos), unit="pseudo-sentences", n_boot=n_boot, seed=seed
-        ),
-    }
-
-
 # ------------------------------------------------------------------------------------------------
 # A1: the operations on a few coordinates
 
@@ -312,10 +159,8 @@ def qk_forms(view: ModelView, layer: int) -> Tensor:
     """Each head's query-key form on the state before gamma, diag(gamma) W_QK^h diag(gamma): `(H, d, d)`.
 
     It is the part of the score that the normalized vectors see (beta left out)."""
-    heads, gamma = (
-        view.heads(layer),
-        view.block_norm(layer).gamma.cpu().double(),
-    )  # float64 work on the CPU
+    # float64 work on the CPU
+    heads, gamma = view.heads(layer), view.block_norm(layer).gamma.cpu().double()
     W_QK = (
         torch.einsum("hde,hfe->hdf", heads.W_Q.cpu().double(), heads.W_K.cpu().double())
         * heads.scaling
@@ -407,211 +252,6 @@ def circle(k_points: int = 200) -> Tensor:
     """`(k_points, 2)` points of the unit circle, for drawing whole curves through the stages."""
     angle = torch.linspace(0, 2 * np.pi, k_points, dtype=torch.float64)
     return torch.stack([angle.cos(), angle.sin()], -1)
-
-
-@dataclass
-class NormGeometry:
-    """The A1 drawing: one block's input norm and one head, on real states restricted to a few coordinates.
-
-    `coords` are the three drawn coordinates (the 2-D panels use the first two); `heads` holds, per head, its
-    strongest pair of coordinates and that pair's share of the form; `states` `(n, 3)` the states on
-    `coords`; `stages` and `curve` the `planar_stages` of the states and of the circle of radius sqrt(2)
-    (`(n, 2)` and `(200, 2)` each); `panels` the 3-D point sets `(n, 3)` per norm (`sphere_panels`);
-    `checks` the identities' largest violations (`planar_checks`, `sphere_checks`) and `ellipse_residual`, the
-    `construction_gap` of the block's norm module on the drawn states in all d coordinates."""
-
-    block: int
-    head: int
-    coords: list[int]
-    norm: Norm
-    heads: pd.DataFrame
-    share_2d: float
-    share_3d: float
-    W_QK: Tensor
-    states: np.ndarray
-    stages: dict[str, Tensor]
-    curve: dict[str, Tensor]
-    panels: dict[str, dict[str, np.ndarray]]
-    hyperplane: dict[str, bool]
-    checks: dict[str, float]
-    gamma_axis_ratio: float
-    q_norm: bool
-
-    @property
-    def gamma_2d(self) -> np.ndarray:
-        """gamma on the two drawn coordinates `(2,)`."""
-        return self.norm.gamma[self.coords[:2]].cpu().double().numpy()
-
-    @property
-    def beta_2d(self) -> np.ndarray | None:
-        """beta on the two drawn coordinates `(2,)`, None for a norm without beta."""
-        beta = self.norm.beta
-        return None if beta is None else beta[self.coords[:2]].cpu().double().numpy()
-
-    @property
-    def flipped_coords(self) -> list[int]:
-        """The drawn coordinates (of the two) whose gamma is negative: gamma flips their axis."""
-        return [c for c, g in zip(self.coords[:2], self.gamma_2d) if g < 0]
-
-    @property
-    def singular_values(self) -> np.ndarray:
-        """Singular values of the `(2, 2)` W_QK block, largest first."""
-        return torch.linalg.svdvals(self.W_QK).numpy()
-
-    @property
-    def determinant(self) -> float:
-        """Determinant of the `(2, 2)` W_QK block (negative: it flips the plane)."""
-        return float(torch.linalg.det(self.W_QK))
-
-    def summary(self) -> dict:
-        """The chapter's recorded values: the drawing's choices, the identities' largest violations
-        (exact over the drawn states), the stretch of gamma and the shift of beta (exact over its d
-        coordinates; not applicable without beta)."""
-        n, d = len(self.states), len(self.norm.gamma)
-        identities = (
-            "circle_eps_gap",
-            "ellipse_residual",
-            "ln_max_abs_cos_ones",
-            "ln_gamma_plane_residual",
-        )
-        return {
-            "model_norm": self.norm.kind,
-            "centers": self.norm.centers,
-            "has_beta": self.norm.beta is not None,
-            "block": self.block,
-            "head": self.head,
-            "coords": self.coords,
-            "gamma_2d": self.gamma_2d.tolist(),
-            "n_states": n,
-            **{k: exact(self.checks[k], n=n, unit="states") for k in identities},
-            "gamma_axis_ratio": exact(self.gamma_axis_ratio, n=d, unit="coordinates"),
-            "beta_shift": not_applicable("an RMSNorm has no β")
-            if self.norm.beta is None
-            else exact(
-                beta_shift(self.norm.gamma, self.norm.beta), n=d, unit="coordinates"
-            ),
-            "form_share_2d": exact(self.share_2d, n=d**2, unit="entries of the form"),
-            "form_share_3d": self.share_3d,
-            "rms_mean_abs_cos_ones_3d": self.checks["rms_mean_abs_cos_ones_3d"],
-            "qk_block_singular_values": self.singular_values.tolist(),
-        }
-
-
-def norm_geometry(
-    model: Model,
-    ids: np.ndarray,
-    block: int,
-    head: int | None = None,
-    coords: list[int] | None = None,
-    min_gamma_ratio: float = 2.0,
-    first: int = 0,
-) -> NormGeometry:
-    """Draw block `block`'s input norm and one head on the states x(block) of `ids` `(N, T)`, positions from
-    `first` on. `head` (None: the head whose strongest pair carries most of its form) and `coords` (None:
-    its strongest three, `strongest_coordinates`, the first two `|gamma|` at least `min_gamma_ratio` apart)."""
-    view, norm = model.view, model.view.block_norm(block)
-    X = capture(model, ids, all_positions=True)[:, first:, block, :]
-    X = torch.from_numpy(X.reshape(-1, view.d_model))
-    forms = qk_forms(view, block)  # (H, d, d)
-    picks = [strongest_coordinates(f, 2, norm.gamma, min_gamma_ratio) for f in forms]
-    if head is None:
-        head = int(np.argmax([share for _, share in picks]))
-    if coords is None:
-        coords = strongest_coordinates(forms[head], 3, norm.gamma, min_gamma_ratio)[0]
-    coords = [int(c) for c in coords]
-    heads = view.heads(block)
-    W2 = heads.W_QK(head)[coords[:2]][:, coords[:2]].cpu().double()
-    norm2 = norm.restrict(coords[:2])
-    stages = planar_stages(X[:, coords[:2]], norm2, W2)
-    panels, hyperplane = sphere_panels(X[:, coords], norm, coords)
-    return NormGeometry(
-        block=block,
-        head=head,
-        coords=coords,
-        norm=norm,
-        heads=pd.DataFrame(
-            picks, columns=["strongest pair", "share of the form"]
-        ).rename_axis("head"),
-        share_2d=block_share(forms[head], coords[:2]),
-        share_3d=block_share(forms[head], coords),
-        W_QK=W2,
-        states=X[:, coords].numpy(),
-        stages=stages,
-        curve=planar_stages(circle() * 2**0.5, norm2, W2),
-        panels=panels,
-        hyperplane=hyperplane,
-        checks={
-            **planar_checks(X[:, coords[:2]], stages, norm2),
-            **sphere_checks(X[:, coords], norm, coords),
-            "ellipse_residual": construction_gap(
-                view.block_norm_module(block), norm, X
-            ),
-        },
-        gamma_axis_ratio=gamma_axis_ratio(norm.gamma),
-        q_norm=heads.q_norm is not None,
-    )
-
-
-def planar_checks(
-    points: Tensor, stages: dict[str, Tensor], norm: Norm
-) -> dict[str, float]:
-    """Identities of the 2-D stages of `points` `(n, 2)` (`norm` restricted to the two coordinates):
-    `circle_eps_gap`, the largest `|radius - eps formula|` of the normalized points, and the radii's range."""
-    radius = stages["normalized"].norm(dim=1)
-    unit = Norm.unit("rms", points.shape[1], norm.eps)
-    return {
-        "circle_eps_gap": float((radius - unit.predicted_norm(points)).abs().max()),
-        "radius_min": float(radius.min()),
-        "radius_max": float(radius.max()),
-    }
-
-
-def _both_kinds(norm: Norm, coords: list[int]) -> tuple[Norm, Norm]:
-    """LayerNorm and RMSNorm with `norm`'s gamma (no beta) on `coords`."""
-    return tuple(norm.with_kind(kind).restrict(coords) for kind in ("layer", "rms"))
-
-
-def sphere_panels(
-    points: Tensor, norm: Norm, coords: list[int]
-) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, bool]]:
-    """The 3-D view of `points` `(n, 3)` (states on `coords`): per panel (LayerNorm, RMSNorm with the
-    model's gamma, no beta; the model's own norm is named so), the states, the normalized states and gamma
-    times them, `(n, 3)` each; and whether the panel shows the hyperplane x . 1 = 0."""
-    ln, rms = _both_kinds(norm, coords)
-    ln_name = (
-        "LayerNorm (the model's norm, without β)"
-        if norm.centers
-        else "LayerNorm (illustration: model's γ, no β)"
-    )
-    rms_name = (
-        "RMSNorm (illustration)" if norm.centers else "RMSNorm (the model's norm)"
-    )
-    panels = {
-        ln_name: {"states x": points, "centered and scaled": ln.normalize(points)},
-        rms_name: {"states x": points, "scaled": rms.normalize(points)},
-    }
-    for sets, n in zip(panels.values(), (ln, rms)):
-        sets["then × γ"] = n(points)
-    panels = {k: {s: P.numpy() for s, P in v.items()} for k, v in panels.items()}
-    return panels, {ln_name: True, rms_name: False}
-
-
-def sphere_checks(points: Tensor, norm: Norm, coords: list[int]) -> dict[str, float]:
-    """Identities of the 3-D view of `points` `(n, 3)`: LayerNorm's largest `|cos(x̂, 1)|`
-    (`ln_max_abs_cos_ones`) and largest `|(y / gamma) . 1|` after gamma (`ln_gamma_plane_residual`); RMSNorm's
-    mean `|cos(x̂, 1)|` (`rms_mean_abs_cos_ones_3d`); the range of both normalized radii."""
-    ln, rms = _both_kinds(norm, coords)
-    ln_hat, rms_hat = ln.normalize(points), rms.normalize(points)
-    radius = torch.cat([ln_hat.norm(dim=1), rms_hat.norm(dim=1)])
-    return {
-        "ln_max_abs_cos_ones": float(cos_to_ones(ln_hat).abs().max()),
-        "ln_gamma_plane_residual": float(
-            (ln(points) / ln.gamma.cpu()).sum(1).abs().max()
-        ),
-        "rms_mean_abs_cos_ones_3d": float(cos_to_ones(rms_hat).abs().mean()),
-        "radius_3d_min": float(radius.min()),
-        "radius_3d_max": float(radius.max()),
-    }
 
 
 # ------------------------------------------------------------------------------------------------

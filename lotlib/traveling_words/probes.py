@@ -1,29 +1,9 @@
-"""Static probes of attention heads with vocabulary tokens (Traveling Words A4-A6, probe rates).
-
-Every probe starts from a token's residual-stream input e = `ModelView.embed` (the embedding row times the
-model's embedding scale; no position) and block `layer`'s own first norm, q = block_norm(e). Scores cover
-the whole vocabulary in float32 on the model's device, batched over heads and factored through d_head where
-that saves work (a head is a rank-d_head map); results come back on the CPU:
-
-- query-key (A4): score(v) = q W_QK^h . block_norm(e_v) = (q W_Q^h)(block_norm(e_v) W_K^h)^T * scaling
-- value (A5): u_h = (q W_V^h + b_V^h) W_O^h; logits = final_norm(e + u_h + b_O) @ W_U (+ b_U), with a
-  last row for the sum over heads (W_U is W_E^T when the embeddings are tied; an encoder, with no LM
-  head, is read against raw W_E as the paper reads GPT-2: `ModelView.readout_rows`)
-- probe rates: how often the top-k tokens are the query word itself or a morphological variant, for
-  common nouns and for random words drawn with as many variant tokens in the vocabulary (`random_words`)
-- key specificity: whether a query's top keys are closer to it than the other queries' keys are
-- estimates: a rate or specificity per head and query summed up with a bootstrap interval over queries
-- the chapters' analyses: `noun_queries` builds the query set of both (nouns and matched random words),
-  `noun_probes` runs A4/A5 at a few blocks, `probe_rates_by_block` the rates over every block
-"""
+"""Static probes of attention heads with vocabulary tokens: query-key and value scores, variant rates, key specificity."""
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -33,7 +13,7 @@ from tqdm.auto import tqdm
 
 from ..models.view import ModelView
 from ..stats import Estimate, bootstrap, bootstrap_mean
-from .vocabulary import NounQueries, Queries, token_label, variants
+from .vocabulary import Queries, token_label, variants
 
 # ----------------------------------------------------------------------------------------------
 # query-key and value probes
@@ -43,8 +23,8 @@ Top = tuple[Tensor, Tensor]  # scores and token ids of the top-k, each `(R, n, k
 
 
 def topk(x: Tensor, k: int, block: int = 128) -> Top:
-    """`torch.topk` over the last dimension, about three times faster on vocabulary-long rows: the top k
-    lie in the k blocks of `block` entries with the largest maxima, so only those k blocks are ranked."""
+    """`torch.topk` over the last dimension, faster on vocabulary-long rows: the top k lie in the k blocks
+    of `block` entries with the largest maxima, so only those k blocks are ranked."""
     V = x.shape[-1]
     if V <= k * block:
         top = x.topk(k, dim=-1)
@@ -53,10 +33,11 @@ def topk(x: Tensor, k: int, block: int = 128) -> Top:
     maxima = x[..., :full].unflatten(-1, (-1, block)).amax(-1)
     if full < V:
         maxima = torch.cat([maxima, x[..., full:].amax(-1, keepdim=True)], -1)
+    # (..., k*block)
     idx = (
         maxima.topk(k, dim=-1).indices[..., None] * block
         + torch.arange(block, device=x.device)
-    ).flatten(-2)  # (..., k*block)
+    ).flatten(-2)
     top = (
         x.gather(-1, idx.clamp(max=V - 1))
         .masked_fill(idx >= V, -torch.inf)
@@ -67,7 +48,7 @@ def topk(x: Tensor, k: int, block: int = 128) -> Top:
 
 class _Buffer:
     """Reusable float32 memory for vocabulary-sized results: a fresh tensor of hundreds of megabytes
-    costs a page fault per 4 kB on every call, a quarter of the probes' time."""
+    costs a page fault per 4 kB on every call."""
 
     def __init__(self, device: torch.device):
         self.data = torch.empty(0, device=device)
@@ -83,9 +64,8 @@ def _topk_in_chunks(
     score: Callable[[Tensor], tuple[Tensor, ...]], ids: Tensor, k: int, chunk: int
 ) -> list[Top]:
     """Top-k over the vocabulary of each `(R, n, V)` tensor that `score(ids)` returns, `chunk` queries at a time."""
-    parts = [
-        [topk(s, k) for s in score(part)] for part in ids.split(chunk)
-    ]  # ids on the model's device
+    # ids on the model's device
+    parts = [[topk(s, k) for s in score(part)] for part in ids.split(chunk)]
     return [
         (torch.cat([p[j][0] for p in parts], 1), torch.cat([p[j][1] for p in parts], 1))
         for j in range(len(parts[0]))
@@ -93,16 +73,18 @@ def _topk_in_chunks(
 
 
 def qk_scorer(view: ModelView, layer: int) -> Callable[[Tensor], Tensor]:
-    """ids `(n,)` -> query-key scores of every vocabulary token as key, `(H, n, V)`; each call reuses
-    the memory of the previous call's result.
+    """ids `(n,)` -> query-key scores of every vocabulary token as key, `(H, n, V)`, float32 on the model's
+    device; each call reuses the memory of the previous call's result.
 
-    Biases and positions are left out (as in the paper); per-head q/k norms (Gemma 3) are applied
-    where the model has them. Keys are projected once per key/value head (grouped-query attention).
+    A token's residual-stream input e = `ModelView.embed` (the embedding row times the model's embedding
+    scale; no position) goes through block `layer`'s own first norm, q = block_norm(e), and key v scores
+    q W_QK^h . block_norm(e_v) = (q W_Q^h)(block_norm(e_v) W_K^h)^T * scaling. Biases and positions are
+    left out (as in the paper); per-head q/k norms (Gemma 3) are applied where the model has them. Keys are
+    projected once per key/value head (grouped-query attention).
     """
     heads = view.heads(layer)
-    X = view.block_norm(layer)(
-        view.embed()
-    )  # (V, d): every token on the block's sphere
+    # (V, d): every token on the block's sphere
+    X = view.block_norm(layer)(view.embed())
     H, G = view.n_heads, heads.n_kv_heads
     K = torch.einsum("vd,gde->gve", X, heads.W_K[:: H // G].float())  # (G, V, dh)
     if heads.k_norm is not None:
@@ -129,21 +111,24 @@ def vo_scorer(
     head h and for the sum over heads (last row): two `(H+1, n, V)` tensors, whose memory the next call
     reuses.
 
-    The norm is gamma * r(x) * (x - m(x)) + beta with a per-row scale r and mean m (m = 0 for RMSNorm), so
-    x's logits are r * (x @ G^T - m * G 1) + beta @ R^T with G = gamma * R, and x @ G^T = c @ G^T + u_h @ G^T
-    with c = e + b_O. A head's u_h @ G^T is either computed directly, d multiply-adds per query and token, or
-    factored through d_head as (q W_V^h + b_V^h) (W_O^h G^T), d_head per query and token once W_O^h G^T
-    `(d_head, V)` is computed, which costs d x d_head per token: the scorer factors when it is told it will
-    see more than d d_head / (d - d_head) queries in all (`n_queries`; None: factor).
+    A head's update for the token's residual-stream input e (`ModelView.embed`) is u_h = (q W_V^h + b_V^h)
+    W_O^h with q = block_norm(e), and a state x is read as final_norm(x) @ W_U (+ b_U); W_U is W_E^T when
+    the embeddings are tied, and an encoder, with no LM head, is read against raw W_E as the paper reads
+    GPT-2 (`ModelView.readout_rows`). The norm is gamma * r(x) * (x - m(x)) + beta with a per-row scale r
+    and mean m (m = 0 for RMSNorm), so x's logits are r * (x @ G^T - m * G 1) + beta @ R^T with
+    G = gamma * R, and x @ G^T = c @ G^T + u_h @ G^T with c = e + b_O. A head's u_h @ G^T is either
+    computed directly, d multiply-adds per query and token, or factored through d_head as
+    (q W_V^h + b_V^h) (W_O^h G^T), d_head per query and token once W_O^h G^T `(d_head, V)` is computed,
+    which costs d x d_head per token: the scorer factors when it is told it will see more than
+    d d_head / (d - d_head) queries in all (`n_queries`; None: factor).
     """
     heads, norm = view.heads(layer), view.final_norm
     R, b_U = view.readout_rows()
     Gm = R * norm.gamma.float()  # (V, d)
     H, dh, d = view.n_heads, view.d_head, view.d_model
     factored = n_queries is None or n_queries * (d - dh) > d * dh
-    M = (
-        torch.einsum("hed,vd->hev", heads.W_O.float(), Gm) if factored else None
-    )  # (H, dh, V)
+    # (H, dh, V)
+    M = torch.einsum("hed,vd->hev", heads.W_O.float(), Gm) if factored else None
     bias = (
         b_U
         if norm.beta is None
@@ -152,9 +137,8 @@ def vo_scorer(
     block_norm, W_O, V = view.block_norm(layer), heads.W_O.float(), Gm.shape[0]
     buffers = _Buffer(view.device), _Buffer(view.device)
 
-    def finish(
-        lin: Tensor, x: Tensor
-    ) -> Tensor:  # logits (H+1, n, V) of states x (H+1, n, d), in place
+    # logits (H+1, n, V) of states x (H+1, n, d), in place
+    def finish(lin: Tensor, x: Tensor) -> Tensor:
         if norm.centers:
             m = x.mean(-1, keepdim=True)
             x = x - m
@@ -328,13 +312,11 @@ def key_specificity(
         )
     queries = torch.nn.functional.normalize(norm(view.embed(ids)), dim=-1)  # (n, d)
     keys = torch.nn.functional.normalize(norm(view.embed(top)), dim=-1)  # (H, n, k, d)
-    s = (
-        torch.einsum("id,hjkd->hij", queries, keys).cpu().double() / top.shape[-1]
-    )  # (H, n, n)
+    # (H, n, n)
+    s = torch.einsum("id,hjkd->hij", queries, keys).cpu().double() / top.shape[-1]
     own = s.diagonal(dim1=1, dim2=2)[..., None]  # (H, n, 1)
-    wins = (own > s).double().sum(-1) + 0.5 * (
-        (own == s).double().sum(-1) - 1
-    )  # i against itself left out
+    # i against itself left out
+    wins = (own > s).double().sum(-1) + 0.5 * ((own == s).double().sum(-1) - 1)
     return (wins / (n - 1)).numpy()
 
 
@@ -381,373 +363,3 @@ def peak_depth(
         return float(depth[mean == mean.max()].mean()) if mean.max() > 0 else math.nan
 
     return bootstrap(statistic, curve.shape[1], unit=unit, n_boot=n_boot, seed=seed)
-
-
-# ----------------------------------------------------------------------------------------------
-# the chapters' analyses: A4/A5 on a few blocks, probe rates over every block
-
-
-def _by_block(values: dict[int, float], layers: list[int]) -> dict[str, float]:
-    """The first and the last probed block's value, as `{"first": ..., "last": ...}`."""
-    return {"first": values[layers[0]], "last": values[layers[-1]]}
-
-
-@dataclass(frozen=True)
-class NounProbes:
-    """A4/A5 over a query set at the probed `layers`: the top-k ids of the three probes for every query
-    (`tops`, as `probe_tops`), the nouns' `table` (`noun_table`), the variant `rates` `(B, H(+1), n + m)`
-    per probe, the key `specificity` `(B, H, m)` per group of queries, and the mean `||e||` of the nouns."""
-
-    queries: NounQueries
-    layers: list[int]
-    k: int
-    n_heads: int
-    tops: dict[str, Tensor]
-    table: pd.DataFrame
-    rates: dict[str, np.ndarray]
-    specificity: dict[str, np.ndarray]
-    embedding_norm: float
-
-    def measures(self) -> dict[str, dict[str, np.ndarray]]:
-        """Per group of queries, the three per-head measures `(B, H, m)`."""
-        H = self.n_heads
-        return {
-            group: {
-                "QK variant rate": self.rates["qk"][:, :, part],
-                "QK key specificity": self.specificity[group],
-                "VO update variant rate": self.rates["vo_update"][:, :H, part],
-            }
-            for group, part in self.queries.groups.items()
-        }
-
-    def per_head(self) -> pd.DataFrame:
-        """The measures in long form: block, head, query, value, queries (group), measure."""
-        frames = []
-        for group, by_measure in self.measures().items():
-            for measure, x in by_measure.items():
-                b, h, q = np.meshgrid(
-                    self.layers,
-                    np.arange(x.shape[1]),
-                    np.arange(x.shape[-1]),
-                    indexing="ij",
-                )
-                frames.append(
-                    pd.DataFrame(
-                        {
-                            "block": b.ravel(),
-                            "head": h.ravel(),
-                            "query": q.ravel(),
-                            "value": x.ravel(),
-                            "queries": group,
-                            "measure": measure,
-                        }
-                    )
-                )
-        return pd.concat(frames, ignore_index=True)
-
-    def measure_means(self) -> pd.DataFrame:
-        """Each measure's mean over heads and queries: (measure, queries) x block."""
-        frame = self.per_head()
-        return (
-            frame.groupby(["measure", "queries", "block"])["value"]
-            .mean()
-            .unstack("block")
-        )
-
-    def readable(self, block: int, shown: list[str]) -> pd.DataFrame:
-        """The `shown` nouns (those that are queries) x every head and the sum of one block: the top-k
-        tokens of each probe and `||u_h||`."""
-        shown = [w for w in shown if w in self.queries.nouns.words]
-        part = self.table[(self.table.block == block) & self.table.noun.isin(shown)]
-        wide = part.pivot_table(
-            index=["noun", "head"], columns="probe", values="tokens", aggfunc="first"
-        )
-        norms = part[part.probe == "VO"].set_index(["noun", "head"])["norm"]
-        order = pd.MultiIndex.from_product(
-            [shown, [str(h) for h in range(self.n_heads)] + ["sum"]],
-            names=["noun", "head"],
-        )
-        return (
-            wide.join(norms.rename("||u_h||"))
-            .reindex(order)
-            .fillna({"QK": ""})[["QK", "VO", "VO update", "||u_h||"]]
-        )
-
-    def wide(self, probe: str) -> pd.DataFrame:
-        """The full table of one probe ("QK", "VO", "VO update"): (block, noun) x head."""
-        part = self.table[self.table.probe == probe]
-        wide = part.pivot_table(
-            index=["block", "noun"],
-            columns="head",
-            values="tokens",
-            aggfunc="first",
-            sort=False,
-        )
-        extra = ["sum"] if probe != "QK" else []
-        return wide[[str(h) for h in range(self.n_heads)] + extra]
-
-    def head_summary(self) -> pd.DataFrame:
-        """Per block, probe and head: the most common top-1 token over the nouns, the share of nouns
-        with it, the number of distinct top-1 tokens, the self rate (variants among the top-k) and the
-        mean `||u_h||`."""
-        grouped = self.table.groupby(["block", "probe", "head"], sort=False)
-        return pd.DataFrame(
-            {
-                "most common top-1": grouped["top1"].agg(lambda s: s.mode().iloc[0]),
-                "share with it": grouped["top1"].agg(
-                    lambda s: s.value_counts(normalize=True).iloc[0]
-                ),
-                "distinct top-1": grouped["top1"].nunique(),
-                "self rate": grouped["matches"].mean() / self.k,
-                "mean ||u_h||": grouped["norm"].mean(),
-            }
-        ).reset_index()
-
-    def common_key_share(self) -> pd.Series:
-        """Per block, the share of nouns whose top key is the head's most common one, mean over heads."""
-        summary = self.head_summary()
-        qk = summary[(summary["head"] != "sum") & (summary.probe == "QK")]
-        return qk.groupby("block")["share with it"].mean()
-
-    def sum_self_rate(self) -> pd.Series:
-        """Per block, the self rate of the sum over heads read with the residual (VO, head "sum")."""
-        summary = self.head_summary()
-        rows = summary[(summary["head"] == "sum") & (summary.probe == "VO")]
-        return rows.set_index("block")["self rate"]
-
-    def best_vo_update_head(self) -> tuple[int, int]:
-        """(block, head) of the head with the largest VO update variant rate over the nouns."""
-        noun_rates = self.rates["vo_update"][:, : self.n_heads, : self.queries.n]
-        b, h = np.unravel_index(noun_rates.mean(-1).argmax(), noun_rates.shape[:2])
-        return self.layers[int(b)], int(h)
-
-    def estimates(self, n_boot: int = 1000, seed: int = 0) -> dict[str, object]:
-        """The chapter's measured values: each claim's value on the nouns and on the random words
-        (`query_estimate`, bootstrap over queries), and the first and last block's common-key share
-        and self rate of the sum over heads."""
-        H, groups = self.n_heads, self.queries.groups
-        noun_q, random_q = groups["nouns"], groups["random words"]
-        estimate = partial(query_estimate, n_boot=n_boot, seed=seed)
-        qk, update, spec = self.rates["qk"], self.rates["vo_update"], self.specificity
-        share = _by_block(self.common_key_share(), self.layers)
-        sum_rate = _by_block(self.sum_self_rate(), self.layers)
-        return {
-            "qk_rate_best_head_first": estimate(qk[0, :, noun_q], best_head=True),
-            "qk_rate_best_head_first_random": estimate(
-                qk[0, :, random_q], best_head=True, unit="random words"
-            ),
-            "qk_rate_first": estimate(qk[0, :, noun_q]),
-            "qk_rate_last": estimate(qk[-1, :, noun_q]),
-            "qk_specificity_first": estimate(spec["nouns"][0]),
-            "qk_specificity_first_random": estimate(
-                spec["random words"][0], unit="random words"
-            ),
-            "qk_specificity_last": estimate(spec["nouns"][-1]),
-            "qk_specificity_last_random": estimate(
-                spec["random words"][-1], unit="random words"
-            ),
-            "vo_update_best_head_rate": estimate(update[:, :H, noun_q], best_head=True),
-            "vo_update_best_head_rate_random": estimate(
-                update[:, :H, random_q], best_head=True, unit="random words"
-            ),
-            "qk_common_key_share_first": share["first"],
-            "qk_common_key_share_last": share["last"],
-            "vo_sum_self_rate_first": sum_rate["first"],
-            "vo_sum_self_rate_last": sum_rate["last"],
-        }
-
-
-@torch.no_grad()
-def noun_probes(
-    view: ModelView, queries: NounQueries, layers: list[int], k: int = 5
-) -> NounProbes:
-    """A4/A5: the three probes of every query (nouns and random words) at `layers`, the nouns' table,
-    the variant rates and the key specificity of each group (`NounProbes`)."""
-    ids, n = queries.ids, queries.n
-    tops = probe_tops(view, layers, ids, k)
-    nouns_only = {name: top[:, :, :n] for name, top in tops.items()}
-    specificity = {
-        group: np.stack(
-            [
-                key_specificity(view, layer, ids[part], tops["qk"][b][:, part])
-                for b, layer in enumerate(layers)
-            ]
-        )
-        for group, part in queries.groups.items()
-    }
-    return NounProbes(
-        queries=queries,
-        layers=list(layers),
-        k=k,
-        n_heads=view.n_heads,
-        tops=tops,
-        table=noun_table(view, queries.vocab, queries.nouns, layers, k, nouns_only),
-        rates={name: variant_rates(queries.mask, top) for name, top in tops.items()},
-        specificity=specificity,
-        embedding_norm=view.embed(queries.nouns.ids).norm(dim=-1).mean().item(),
-    )
-
-
-PROBES = {
-    "qk": "query-key",
-    "vo_update": "update alone",
-    "vo": "with residual",
-}  # the three probes, as the rate tables name them
-
-
-@dataclass(frozen=True)
-class ProbeRates:
-    """Probe rates over the blocks `layers`: the variant `rates` `(B, H(+1), n + m)` per probe ("qk",
-    "vo_update", "vo"; row H: the sum over heads), a head's mean write against the nouns' embedding,
-    mean `||u_h||` / mean `||e||` per block `(B,)`, and the seconds the probes took."""
-
-    queries: NounQueries
-    layers: list[int]
-    n_heads: int
-    rates: dict[str, np.ndarray]
-    write: np.ndarray
-    seconds: float
-
-    @property
-    def thirds(self) -> tuple[slice, slice]:
-        """The first and the last third of the probed blocks (at least one block each)."""
-        third = max(1, len(self.layers) // 3)
-        return slice(0, third), slice(len(self.layers) - third, None)
-
-    def per_query(self, probe: str, group: str = "nouns") -> np.ndarray:
-        """`(B, H, m)`: one group's rates of every head (the sum over heads left out)."""
-        return self.rates[probe][:, : self.n_heads, self.queries.groups[group]]
-
-    def curve(self, probe: str, group: str = "nouns") -> np.ndarray:
-        """`(B,)`: the rate per block, mean over heads and queries."""
-        return self.per_query(probe, group).mean((1, 2))
-
-    def head_rates(self, probe: str) -> pd.DataFrame:
-        """The nouns' rate of every head: head x block."""
-        return pd.DataFrame(
-            self.per_query(probe).mean(2).T,
-            index=pd.RangeIndex(self.n_heads, name="head"),
-            columns=pd.Index(self.layers, name="block"),
-        )
-
-    def curves(self) -> pd.DataFrame:
-        """Long form for the figure: probe, queries (group), block, query, rate (mean over heads)."""
-        frames = []
-        for probe in PROBES:
-            for group in self.queries.groups:
-                x = self.per_query(probe, group).mean(1)  # (B, m)
-                b, q = np.meshgrid(self.layers, np.arange(x.shape[1]), indexing="ij")
-                frames.append(
-                    pd.DataFrame(
-                        {
-                            "block": b.ravel(),
-                            "query": q.ravel(),
-                            "rate": x.ravel(),
-                            "queries": group,
-                            "probe": probe,
-                        }
-                    )
-                )
-        return pd.concat(frames, ignore_index=True)
-
-    def curve_table(self) -> pd.DataFrame:
-        """Per probe, and for the sum over heads read with the residual: the nouns' rate at the first
-        block, its peak and where, its means over the first and the last third of the blocks, and the
-        random words' rate at the first block and over all blocks."""
-        early, late = self.thirds
-        total = {
-            group: self.rates["vo"][:, self.n_heads, part].mean(1)
-            for group, part in self.queries.groups.items()
-        }  # (B,) per group: the sum over heads, with the residual
-        curves = {
-            label: (self.curve(probe), self.curve(probe, "random words"))
-            for probe, label in PROBES.items()
-        }
-        curves["sum over heads, with residual"] = tuple(total.values())
-        rows = {
-            label: {
-                "nouns, first block": a[0],
-                "nouns, peak": a.max(),
-                "peak block": self.layers[int(np.argmax(a))],
-                "nouns, first third": a[early].mean(),
-                "nouns, last third": a[late].mean(),
-                "random words, first block": b[0],
-                "random words, mean": b.mean(),
-            }
-            for label, (a, b) in curves.items()
-        }
-        return pd.DataFrame(rows).T.astype({"peak block": int})
-
-    def heads_above(self, bound: float = 0.2) -> pd.DataFrame:
-        """How many heads of each block have a noun rate of at least `bound`: probe x block."""
-        return pd.DataFrame(
-            {
-                PROBES[p]: (self.head_rates(p) >= bound).sum(axis=0)
-                for p in ("qk", "vo_update")
-            }
-        ).T
-
-    def estimates(
-        self, n_layers: int, n_boot: int = 1000, seed: int = 0
-    ) -> dict[str, object]:
-        """The chapter's measured values (bootstrap intervals over the queries, `query_estimate`):
-        query-key rates at the first block, over the first and last third and their difference, the
-        peak (block, rate and depth over `n_layers`, `peak_depth`), the best head; the update-alone
-        and with-residual rates; a head's write over the embedding."""
-        estimate = partial(query_estimate, n_boot=n_boot, seed=seed)
-        early, late = self.thirds
-        qk, qk_random = self.per_query("qk"), self.per_query("qk", "random words")
-        update = self.per_query("vo_update")
-        peak = peak_depth(qk.mean(1), self.layers, n_layers, n_boot=n_boot, seed=seed)
-        curve_qk, curve_update = self.curve("qk"), self.curve("vo_update")
-
-        def contrast(x: np.ndarray, unit: str) -> Estimate:
-            return estimate(x[early].mean((0, 1)) - x[late].mean((0, 1)), unit=unit)
-
-        return {
-            "qk_rate_first_block": estimate(qk[0]),
-            "qk_baseline_first_block": estimate(qk_random[0], unit="random words"),
-            "qk_rate_early": estimate(qk[early]),
-            "qk_baseline_early": estimate(qk_random[early], unit="random words"),
-            "qk_rate_late": estimate(qk[late]),
-            "qk_early_minus_late": contrast(qk, "nouns"),
-            "qk_early_minus_late_baseline": contrast(qk_random, "random words"),
-            "qk_peak_block": self.layers[int(np.argmax(curve_qk))],
-            "qk_peak_rate": curve_qk.max(),
-            "qk_peak_depth": peak
-            if np.isfinite(peak.value)
-            else "no peak: the rate is zero at every probed block",
-            "qk_best_head_rate": estimate(qk, best_head=True),
-            "vo_update_rate_first_block": estimate(update[0]),
-            "vo_update_peak_block": self.layers[int(np.argmax(curve_update))],
-            "vo_update_peak_rate": curve_update.max(),
-            "vo_update_best_head_rate": estimate(update, best_head=True),
-            "vo_update_best_head_rate_baseline": estimate(
-                self.per_query("vo_update", "random words"),
-                best_head=True,
-                unit="random words",
-            ),
-            "vo_residual_rate_mean": estimate(self.per_query("vo")),
-            "vo_residual_baseline_mean": estimate(
-                self.per_query("vo", "random words"), unit="random words"
-            ),
-            "write_over_embedding_first": self.write[0],
-            "write_over_embedding_median": np.median(self.write),
-        }
-
-
-@torch.no_grad()
-def probe_rates_by_block(
-    view: ModelView, queries: NounQueries, layers: list[int], k: int = 5
-) -> ProbeRates:
-    """The probe rates of every query at every block of `layers` (`probe_rates`), timed, and a head's
-    mean write `||u_h||` over the nouns' mean `||e||` per block (`ProbeRates`)."""
-    start = time.perf_counter()
-    rates = probe_rates(view, layers, queries.ids, queries.mask, k)
-    seconds = time.perf_counter() - start
-    e_norm = view.embed(queries.nouns.ids).norm(dim=-1).mean().item()
-    H, nouns = view.n_heads, queries.nouns.ids
-    write = np.array(
-        [update_norms(view, layer, nouns)[:H].mean().item() for layer in layers]
-    )
-    return ProbeRates(queries, list(layers), H, rates, write / e_norm, seconds)

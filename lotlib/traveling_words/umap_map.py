@@ -1,7 +1,4 @@
-"""A seeded UMAP of embedding rows, cached on disk (new points are placed with `transform`), and
-`neighbour_agreement`: why a far-away normalized state lands near its top logit tokens on the map, and
-`approach_ratios`: whether a path on the map heads for one token more than for the others.
-"""
+"""Seeded UMAPs of embedding rows, cached on disk, with a token's path placed on them."""
 
 from __future__ import annotations
 
@@ -16,10 +13,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..models.loading import Model
-from ..stats import Estimate, exact, over_seeds
+from ..stats import Estimate, over_seeds
 from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.paths import cache_dir
-from .lens import Arrival, TokenPath, arrival, final_normed, follow_token
+from .lens import TokenPath, final_normed
 
 
 def umap_key(
@@ -125,11 +122,11 @@ def neighbour_agreement(
     states: np.ndarray, rows: np.ndarray, k: int = 15
 ) -> np.ndarray:
     """Per state `(m, d)`: the share of its `k` nearest `rows` `(n, d)` in Euclidean distance (what UMAP's
-    `transform` looks up) that are also among its `k` rows of largest dot product (what tied logits rank)."""
+    `transform` looks up) that are also among its `k` rows of largest dot product (what tied logits rank):
+    why a far-away normalized state lands near its top logit tokens on the map."""
     dots = states @ rows.T  # (m, n)
-    nearest = np.argsort((rows**2).sum(1) - 2 * dots, axis=1)[
-        :, :k
-    ]  # ||state||^2 is the same for all rows
+    # ||state||^2 is the same for all rows
+    nearest = np.argsort((rows**2).sum(1) - 2 * dots, axis=1)[:, :k]
     largest = np.argsort(-dots, axis=1)[:, :k]
     return (nearest[:, :, None] == largest[:, None, :]).any(-1).mean(-1)
 
@@ -289,109 +286,4 @@ def embedding_maps(
         row_norms=np.linalg.norm(fitted, axis=1),
         agreement=neighbour_agreement(path.normed, fitted, k=n_neighbors),
         maps=maps,
-    )
-
-
-@dataclass(frozen=True)
-class TravelingWord:
-    """Traveling Words, Fig. 4: one token's `path`, its logit lens (`lens`) and the path on seeded UMAPs of
-    the embeddings (`maps`)."""
-
-    path: TokenPath
-    lens: Arrival
-    maps: EmbeddingMaps
-
-    def summary(self) -> dict:
-        """The measured values by name: the next token's logit-lens rank and probability along the path,
-        its distance and distance ratio on the maps, its `approach_rank` (mean over seeds) and the
-        nearest-row / top-logit agreement."""
-        path, lens, maps = self.path, self.lens, self.maps
-        L = len(lens.ranks) - 1
-        return {
-            "token": path.current_name,
-            "next_token": path.target_name,
-            "position": path.position,
-            "n_layers": L,
-            "umap_on": maps.what,
-            "umap_rows": maps.rows,
-            "umap_seeds": maps.seeds,
-            "next_rank_first_layer": lens.ranks[0],
-            "next_rank_middle_layer": lens.ranks[L // 2],
-            "next_rank_last_layer": exact(lens.ranks[L], unit="sentence"),
-            "next_prob_last_layer": lens.probs[L],
-            "first_layer_next_top1": lens.first_top1,
-            "first_layer_next_top5": lens.first_top5,
-            "umap_distance_start": maps.maps[0].distance[0],
-            "umap_distance_end": maps.maps[0].distance[L],
-            "umap_distance_ratio": maps.target_ratio,
-            "share_of_tokens_approached": maps.approached,
-            "target_approach_rank": maps.target_rank,
-            "neighbour_logit_agreement_mean": exact(
-                maps.agreement.mean(), n=L + 1, unit="states of one path"
-            ),
-            "neighbour_logit_agreement_min": maps.agreement.min(),
-        }
-
-    def facts(self, bar: float = 0.05) -> dict:
-        """What the prose quotes beyond `summary`: the tokens, quoted; which rows the maps are fitted on,
-        and the fitted rows beyond them; norms of fitted rows and normalized states, and the shortest state over the median row
-        (`length_ratio`); words for where the next token ends (its
-        last rank, the first layers of its top 5 and top 1, its map distance, its `approach_rank` interval
-        against `bar`) and the per-seed ranks' range."""
-        path, maps, first = self.path, self.maps, self.maps.maps[0]
-        extra = len(maps.fit_ids) - maps.rows
-        states = np.linalg.norm(path.normed, axis=1)
-        rank, by_seed = maps.target_rank, maps.ranks_by_seed
-        return {
-            "tokens": str(path.tokens),
-            "token_quoted": repr(path.current_name),
-            "next_quoted": repr(path.target_name),
-            "extra_rows": f" and {extra} more (the current and next token)"
-            if extra
-            else "",
-            "rows_drawn": "a seeded random draw of the vocabulary's rows, its own for each seed"
-            if maps.drawn
-            else "the vocabulary's first rows, as in the paper's code",
-            "row_norm_median": float(np.median(maps.row_norms)),
-            "state_norm_min": float(states.min()),
-            "state_norm_max": float(states.max()),
-            "length_ratio": float(states.min() / np.median(maps.row_norms)),
-            "arrives_word": "is" if self.lens.ranks[-1] == 0 else "is not",
-            "top5_text": _at_layer(self.lens.first_top5),
-            "top1_text": _at_layer(self.lens.first_top1),
-            "map_distance_word": "closer to"
-            if first.distance[-1] < first.distance[0]
-            else "farther from",
-            "rank_side": "lies below"
-            if rank.hi < bar
-            else "lies above"
-            if rank.lo > bar
-            else "straddles",
-            "rank_seed_min": float(by_seed.min()),
-            "rank_seed_max": float(by_seed.max()),
-        }
-
-
-def _at_layer(layer: int | None) -> str:
-    return "at no layer" if layer is None else f"at layer {layer}"
-
-
-def traveling_word(
-    model: Model,
-    sentence: str,
-    token_index: int,
-    *,
-    seeds: list[int],
-    top_k: int = 5,
-    **map_options,
-) -> TravelingWord:
-    """Follow token `token_index` of `sentence` (`follow_token`), read it with the logit lens (`arrival`,
-    `top_k` tokens per layer) and place it on one UMAP per seed (`embedding_maps`, with `map_options`)."""
-    if not seeds:
-        raise ValueError("at least one UMAP seed is needed")
-    path = follow_token(model, sentence, token_index)
-    return TravelingWord(
-        path=path,
-        lens=arrival(model, path, k=top_k),
-        maps=embedding_maps(model, path, seeds=seeds, **map_options),
     )

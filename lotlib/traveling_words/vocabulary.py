@@ -33,8 +33,8 @@ WORD = re.compile(r"[a-z]{3,}")
 
 
 class Vocabulary(list):
-    """Each token id's text, a list, with `ids_by_text` built once (a vocabulary of 262k tokens is indexed in
-    seconds, and every variant count and mask needs the index)."""
+    """Each token id's text, a list, with `ids_by_text` built once (every variant count and mask needs the
+    index)."""
 
     @cached_property
     def ids_by_text(self) -> dict[str, list[int]]:

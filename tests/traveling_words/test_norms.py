@@ -302,60 +302,6 @@ def test_drawn_sentences_are_distinct_rows_in_corpus_order():
     assert len(geometry.drawn_sentences(corpus, 99)) == 20
 
 
-def test_norm_geometry_draws_real_states_and_its_identities_hold(tiny_llama_dir):
-    model = _randomized(tiny_llama_dir)
-    ids = np.random.default_rng(0).integers(0, 200, size=(2, 6))
-    geo = geometry.norm_geometry(model, ids, block=1, min_gamma_ratio=1.5, first=1)
-    X = capture(model, ids, all_positions=True, progress=False)[:, 1:, 1, :].reshape(-1, model.view.d_model)
-    np.testing.assert_allclose(geo.states, X[:, geo.coords])
-    forms = geometry.qk_forms(model.view, 1)
-    assert geo.head == int(geo.heads["share of the form"].to_numpy().argmax()) and len(geo.heads) == len(forms)
-    assert geo.share_2d == pytest.approx(geometry.block_share(forms[geo.head], geo.coords[:2]))
-    torch.testing.assert_close(geo.W_QK, model.view.heads(1).W_QK(geo.head)[geo.coords[:2]][:, geo.coords[:2]].double())
-    assert geo.checks["circle_eps_gap"] < 1e-5 and geo.checks["ellipse_residual"] < 1e-5
-    assert geo.checks["ln_max_abs_cos_ones"] < 1e-6 and geo.checks["ln_gamma_plane_residual"] < 1e-4
-    assert 0 < geo.checks["radius_3d_max"] <= 3**0.5 + 1e-6
-    assert geo.determinant == pytest.approx(float(np.linalg.det(geo.W_QK.numpy())))
-    np.testing.assert_allclose(geo.singular_values, np.linalg.svd(geo.W_QK.numpy(), compute_uv=False))
-    values = geo.summary()
-    assert values["n_states"] == len(X) and values["coords"] == geo.coords
-    assert values["circle_eps_gap"].value == geo.checks["circle_eps_gap"] and values["circle_eps_gap"].n == len(X)
-    forced = geometry.norm_geometry(model, ids, block=1, head=0, coords=[2, 0, 5], first=1)
-    assert forced.head == 0 and forced.coords == [2, 0, 5]
-
-
-def test_sphere_panels_name_the_model_norm_and_transform_the_points():
-    P = _states(3).float()
-    norm = Norm("rms", torch.tensor([2.0, -0.5, 1.0, 3.0]), None, 1e-6)
-    panels, plane = geometry.sphere_panels(P, norm, [0, 1, 2])
-    (ln_name, ln), (rms_name, rms) = panels.items()
-    assert "illustration" in ln_name and "model's norm" in rms_name and plane == {ln_name: True, rms_name: False}
-    small = norm.restrict([0, 1, 2])
-    np.testing.assert_allclose(rms["then × γ"], small(P).numpy(), rtol=1e-6)
-    np.testing.assert_allclose(ln["centered and scaled"], small.with_kind("layer").normalize(P).numpy(), rtol=1e-6)
-
-
-def test_sqrt_d_checks_residual_growth_and_hyperplane_on_synthetic_statistics():
-    d, rng = 16, np.random.default_rng(0)
-    residual = np.ones((4, 5, 3)) * np.array([1.0, 2.0, 8.0])  # every sentence grows 8-fold
-    residual[:, 0] *= 10  # the first position stands apart
-    growth = geometry.residual_growth(residual, n_boot=50)
-    assert growth["factor"].value == pytest.approx(8.0) and growth["factor"].lo == pytest.approx(8.0)
-    assert growth["increases"] == 2 and growth["first_median"].tolist() == [10.0, 20.0, 80.0]
-    normalized = np.full((4, 5, 3), d**0.5)
-    normalized[1, 2, 0] -= 0.25
-    stats = {"d": d, "normalized": normalized, "predicted": normalized + 1e-7,
-             "cos_ones": rng.uniform(-0.3, 0.3, (4, 5, 3)), "cos_ones_normalized": np.zeros((4, 5, 3))}
-    checks = geometry.sqrt_d_checks(stats)
-    assert checks["largest_gap"] == pytest.approx(0.25) and checks["t_gap"] == 0
-    assert checks["worst"] == pytest.approx(1e-7) and checks["min"] == pytest.approx(d**0.5 - 0.25)
-    plane = geometry.hyperplane_distance(stats, n_boot=50)
-    assert plane["hat_max"] == 0.0
-    np.testing.assert_allclose(plane["mean_abs_cos"], np.abs(stats["cos_ones"]).mean((0, 1)))
-    expected = np.abs(stats["cos_ones"]).mean() / geometry.random_cos_to_ones(d)
-    assert plane["over_random"].value == pytest.approx(expected) and plane["over_random"].lo <= expected
-
-
 def test_embedding_tables_are_the_table_for_both_references():
     E = _states(8)
     E[3] = 0.0  # sent to zero by both references
@@ -371,37 +317,3 @@ def test_embedding_tables_are_the_table_for_both_references():
     worst = max(max(c["cos_original_vs_scaled"], c["cos_centered_vs_centered_scaled"]) for c in checks)
     worst = max(worst, max(c["norm_vs_eps_formula"] for c in checks) / 8**0.5)
     assert tables["violation"] == worst < 1e-5
-
-
-@pytest.mark.parametrize("folder", ["tiny_gpt2_dir", "tiny_llama_dir"])
-def test_normalization_study_summary_holds_the_chapter_values(folder, request):
-    model = _randomized(request.getfixturevalue(folder))
-    ids = np.random.default_rng(0).integers(0, 200, size=(3, 6))
-    study = geometry.normalization_study(model, ids, first=0, n_boot=20)
-    values = study.summary()
-    L = model.view.n_layers
-    assert values["n_states_per_layer"] == 18 and len(values["mean_abs_cos_ones_by_layer"]) == L + 1
-    assert values["centers"] == (model.view.final_norm.kind == "layer")
-    assert values["table_identity_violation"].value < 1e-5
-    assert values["max_rel_measured_minus_eps_formula"].value < 1e-5
-    assert study.table_of_embeddings().shape == (8, 4) and study.identities().shape == (4, 2)
-
-
-def test_the_part_one_figures_draw_from_synthetic_results():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from lotlib.traveling_words import figures
-
-    rng = np.random.default_rng(0)
-    d, shape = 16, (3, 4, 5)
-    residual = rng.uniform(1, 10, shape)
-    stats = {"d": d, "residual": residual, "normalized": np.full(shape, d**0.5), "predicted": np.full(shape, d**0.5),
-             "cos_ones": rng.uniform(-0.3, 0.3, shape), "cos_ones_normalized": np.zeros(shape)}
-    for fig in (
-        figures.sqrt_d_gaps(geometry.norm_table(stats), d, "toy"),
-        figures.residual_norms(residual, d, "toy"),
-        figures.hyperplane_figure(stats, [0, 4], n_boot=10),
-    ):
-        assert len(fig.axes) >= 1
-        matplotlib.pyplot.close(fig)

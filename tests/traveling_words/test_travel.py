@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from lotlib import load_model
-from lotlib.models.corpus import Corpus
 from lotlib.traveling_words import umap_map
 from lotlib.traveling_words.lens import (
     arrival,
@@ -22,7 +21,6 @@ from lotlib.traveling_words.travel import (
     positive_block_share,
     shuffled_next,
     travel_cosines,
-    travel_in_full_space,
     trip_difference,
     win_share,
 )
@@ -32,7 +30,6 @@ from lotlib.traveling_words.umap_map import (
     embedding_maps,
     fitted_umap,
     neighbour_agreement,
-    traveling_word,
     umap_key,
     umap_path,
 )
@@ -293,43 +290,6 @@ def test_each_drawn_map_fits_its_own_rows(tiny_gpt2_dir, monkeypatch):
     m = maps.maps[1]
     np.testing.assert_allclose(m.landmarks[" stone"], W_E[path.target, :3])  # found in its own rows
     assert umap_map.map_rows(50, 100, [3], 0).tolist() == list(range(50))  # rows >= vocabulary: all of them
-
-
-def test_traveling_word_summary_reads_its_parts(tiny_gpt2_dir, monkeypatch):
-    model = load_model(str(tiny_gpt2_dir))
-    monkeypatch.setattr(umap_map, "fitted_umap", lambda data, **kw: _Projection(data))
-    word = traveling_word(model, SENTENCE, -2, seeds=[3], rows=50)
-    summary, L = word.summary(), model.view.n_layers
-    assert summary["n_layers"] == L and summary["umap_seeds"] == [3] and summary["umap_rows"] == 50
-    assert summary["next_rank_last_layer"].value == word.lens.ranks[L]
-    assert summary["neighbour_logit_agreement_min"] == word.maps.agreement.min()
-    assert word.facts()["arrives_word"] == ("is" if word.lens.ranks[L] == 0 else "is not")
-    shortest = np.linalg.norm(word.path.normed, axis=1).min()
-    assert word.facts()["length_ratio"] == pytest.approx(shortest / np.median(word.maps.row_norms))
-    top1 = word.lens.first_top1
-    assert word.facts()["top1_text"] == ("at no layer" if top1 is None else f"at layer {top1}")
-    with pytest.raises(ValueError, match="seed"):
-        traveling_word(model, SENTENCE, -2, seeds=[])
-
-
-def test_travel_in_full_space_matches_its_parts(tiny_gpt2_dir):
-    model = load_model(str(tiny_gpt2_dir))
-    ids = np.random.default_rng(4).integers(0, 50257, size=(12, 7))
-    ids[:, 0] = model.tokenizer.bos_token_id
-    ids[0, 3] = ids[0, 2]  # one repeated token
-    corpus = Corpus("random", ids, prefix=1)
-    study = travel_in_full_space(model, corpus, n_sentences=8, seed=2, n_boot=100, batch_size=4)
-    chosen = ids[np.sort(np.random.default_rng(2).choice(12, size=8, replace=False))]
-    np.testing.assert_array_equal(study.ids, chosen)
-    shuffled = shuffled_next(chosen[:, 2:], 2)
-    travel = travel_cosines(model, chosen, {"shuffled": shuffled}, first=1, progress=False)["W_E"]
-    expected = trip_difference(travel.trip["true"], travel.trip["shuffled"], n_boot=100, seed=2)
-    assert study.trip == expected
-    summary = study.summary()
-    assert summary["n_positions"] == 8 * 5 and summary["n_layers"] == model.view.n_layers
-    assert summary["trip_difference"] == expected and summary["inv_sqrt_d"] == 64**-0.5
-    assert study.repeat_share() == pytest.approx(np.mean(chosen[:, 2:] == chosen[:, 1:-1]))
-    assert len(study.blocks) == model.view.n_layers and study.blocks.index[0] == 1
 
 
 def test_architecture_facts_read_the_view(tiny_gpt2_dir, tiny_gemma3_dir):
