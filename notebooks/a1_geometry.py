@@ -27,6 +27,7 @@
 # Everything else in Part I (which tokens the final norm can reach, what the heads look for) rests on
 # this picture, so this chapter draws it from the model's own numbers rather than by hand.
 #
+# :::{dropdown} How it is computed
 # **What may differ on our model.** Many recent models (Llama, SmolLM2, Gemma, Qwen) normalize with
 # **RMSNorm**, x ↦ γ ⊙ x / rms(x): **no centering** (states are not projected on the hyperplane) and
 # **no β**. This run's model uses {glue:text}`norm_name` ({glue:text}`norm_difference`): where there
@@ -46,14 +47,20 @@
 # leave only two points (the plane x · 1 = 0 is a line), so the 2-D panels show the scaling step; the
 # centering is shown in 3-D.
 #
-# **What is measured, and how sure we are.** The steps themselves are exact operations: that the
+# **Code:** `lotlib.chapters.a1_geometry` (`norm_geometry`, `sphere_figure`); `lotlib.traveling_words.norms`.
+# :::
+#
+# :::{dropdown} What is measured, and how sure we are
+# The steps themselves are exact operations: that the
 # normalized points lie on the circle (sphere), that LayerNorm's centering puts them on the plane, and
 # that the model's own norm module computes this construction (center, sphere, γ, β) hold for any
 # weights, so those checks are *identities* (they check our code and our reading of the model's norm,
-# and are recorded as exact values over every drawn state). What the trained
-# model adds is *how much* γ stretches: an untrained norm has γ = 1 and draws a circle. That is the
+# and are recorded as exact values over every drawn state).
+#
+# What the trained model adds is *how much* γ stretches: an untrained norm has γ = 1 and draws a circle. That is the
 # chapter's one finding, measured on all d coordinates of the block's γ (nothing is sampled, so the
 # value is exact); the untrained model of the same architecture is its null.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

@@ -26,6 +26,7 @@
 # LayerNorm is not a global affine change of the embeddings: centering and scaling the whole matrix
 # E by one vector c and one number s does not reproduce LN(E).
 #
+# :::{dropdown} How it is computed
 # **What may differ on our model.** Many recent models use **RMSNorm**
 # x ↦ γ ⊙ x / sqrt(mean(x²) + eps): no centering and no β. Its normalized states are on the sphere
 # of radius √d (up to eps) but not on the hyperplane; we then measure how far off. This run's model
@@ -38,13 +39,18 @@
 # as the model computes them; the eps formula sqrt(d · m / (m + eps)), with m the mean square
 # (RMSNorm) or the variance (LayerNorm) of x, in float64. The table's eps is the final norm's.
 #
-# **What is measured, and how sure we are.** The paper's statements here are exact properties of the
+# **Code:** `lotlib.chapters.a2_normalization.normalization_study`; `lotlib.traveling_words.norms` (`norm_statistics`, `embedding_tables`).
+# :::
+#
+# :::{dropdown} What is measured, and how sure we are
+# The paper's statements here are exact properties of the
 # operations (the norm of x̂, the plane of LayerNorm's outputs, the table's cosine identities): they hold
 # for any weights, so the chapter checks them as *identities* on every state and every row (exact values:
 # nothing is sampled, the largest violation is reported). Descriptive numbers that do depend on the
 # sample, such as how much the residual stream grows or how far RMSNorm's inputs sit from the plane, come
 # with a 95% bootstrap interval over pseudo-sentences (the positions of one pseudo-sentence share their
 # context, so they are resampled together).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

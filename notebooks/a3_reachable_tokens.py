@@ -25,6 +25,7 @@
 # the bias β · e_v decide which tokens can get large logits. The paper ranks tokens by ||e||,
 # ||γ ⊙ e||, ||e|| + β · e and ||γ ⊙ e|| + β · e and lists the top and bottom five.
 #
+# :::{dropdown} How it is computed
 # **What may differ on our model.** An **RMSNorm** final norm has **no β**: the two β scores then
 # coincide with their β-free versions (checked below). This run's final norm is
 # {glue:text}`norm_name`. With tied embeddings e is both the input embedding and the unembedding
@@ -38,13 +39,18 @@
 # `max logit`. On an RMSNorm model it ranks tokens exactly as ||γ ⊙ e||. Special tokens are not
 # excluded; token strings are shown with `repr`, so leading spaces are visible.
 #
-# **What is measured, and how sure we are.** The scores and the lists are exact (every token, nothing
+# **Code:** `lotlib.chapters.a3_reachable_tokens.reachability_study`; `lotlib.traveling_words.reachability`.
+# :::
+#
+# :::{dropdown} What is measured, and how sure we are
+# The scores and the lists are exact (every token, nothing
 # sampled). That the largest logit is reached at the predicted state is an *identity* (it checks our
 # formula against the model's own readout, for any weights). The paper's reading, that a low score
 # makes a token hard to predict, is a *finding* we test: for `n_tokens` tokens drawn at random
 # (seeded) from the least and from the most reachable tenth of the vocabulary we ask whether each can
 # be the model's top prediction at its own best state, and compare the two shares, with a 95% bootstrap
 # interval over the drawn tokens. An untrained model of the same architecture is its null.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id

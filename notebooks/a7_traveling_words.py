@@ -63,6 +63,8 @@
 # region of plausible continuations approaches thousands of them), so we rank ' stone' among every token of the
 # map by the same ratio: the path heads for ' stone' *in particular* only if few tokens are approached
 # more.
+#
+# **Code:** `lotlib.chapters.a7_traveling_words.traveling_word`; `lotlib.traveling_words.umap_map` and `lotlib.traveling_words.lens`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]

@@ -58,6 +58,8 @@
 # *Uncertainty.* Positions of one sentence share context, so the unit of resampling is the sentence:
 # every value is averaged per sentence first, and its 95% interval comes from a bootstrap that
 # resamples whole sentences (`n_boot` resamples, seeded).
+#
+# **Code:** `lotlib.chapters.c2_travel_full_space.travel_in_full_space`; `lotlib.traveling_words.travel`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]
