@@ -46,7 +46,7 @@ from ..stats import (
     resampling_weights,
     zero_band,
 )
-from . import langevin
+from . import langevin, langevin_held_out
 from .authors_protocol import authors_residual_statistics, gaussian_floor
 from .extrapolation import svm_accuracy_interval, svm_split_accuracy
 from .residuals import (
@@ -319,7 +319,7 @@ B5_KEYS = (
 
 
 def b5_scores(
-    sde: langevin.HeldOutLangevin,
+    sde: langevin_held_out.HeldOutLangevin,
     *,
     n_samples: int = 4,
     n_distance: int = 300,
@@ -330,20 +330,20 @@ def b5_scores(
     the variance ratios, the Fokker-Planck moments and the energy margins, each with its interval over the
     held-out pilots (the fit held fixed: it never saw them), under `B5_KEYS`."""
     name = f"Langevin (noise {sde.noise})"
-    ratios = langevin.variance_ratios(sde, langevin.predictions(sde, n_samples, seed))[
-        name
-    ]
-    margins = langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed)
+    ratios = langevin_held_out.variance_ratios(
+        sde, langevin_held_out.predictions(sde, n_samples, seed)
+    )[name]
+    margins = langevin_held_out.energy_margins(sde, n_samples, n_distance, n_boot, seed)
     found = {
         "variance_ratio_top4_langevin_last": ratios["u1..u4"],
         "variance_ratio_all_langevin_last": ratios["all D"],
         "energy_margin_over_constant": margins.estimate(
-            langevin.ENERGY_COLUMNS["constant"]
+            langevin_held_out.ENERGY_COLUMNS["constant"]
         ),
         "energy_margin_over_linear": margins.estimate(
-            langevin.ENERGY_COLUMNS["linear"]
+            langevin_held_out.ENERGY_COLUMNS["linear"]
         ),
-        **langevin.fokker_planck(sde, n_boot, seed).summary(name),
+        **langevin_held_out.fokker_planck(sde, n_boot, seed).summary(name),
     }
     return {key: found[key] for key in B5_KEYS}
 
@@ -358,9 +358,9 @@ def b5_statistics(
     seed: int = 0,
 ) -> dict[str, Estimate]:
     """B5's intervals as the chapter computes them for trajectories X `(N, L+1, D)`: the model fitted on a
-    seeded share of the pilots (`langevin.held_out_langevin` from t = L // 2, noise "eq2", split by `seed`) and
+    seeded share of the pilots (`langevin_held_out.held_out_langevin` from t = L // 2, noise "eq2", split by `seed`) and
     scored on the others (`b5_scores`)."""
-    sde = langevin.held_out_langevin(X, None, n_layers, seed=seed)
+    sde = langevin_held_out.held_out_langevin(X, None, n_layers, seed=seed)
     return b5_scores(
         sde, n_samples=n_samples, n_distance=n_distance, n_boot=n_boot, seed=seed
     )
@@ -382,7 +382,7 @@ def b5_fitted_truth(
     not the score of the model fitted on the population (`Case.truths`)."""
     from dataclasses import replace
 
-    sde = langevin.held_out_langevin(X, None, n_layers, seed=seed)
+    sde = langevin_held_out.held_out_langevin(X, None, n_layers, seed=seed)
     fresh = generator(scale * len(sde.held), TRUTH_SEED + 1 + seed)
     population = replace(
         sde,

@@ -454,7 +454,7 @@ class ResidualNulls:
     (`resampled`, `bootstrap_and_jackknife_weights`): row 0 the sample, rows 1..n_boot bootstrap resamples, then the
     delete-a-group jackknife.
 
-    Intervals as in B5 (`langevin.fokker_planck`): a statistic that reads 0 when the law holds (the offset
+    Intervals as in B5 (`langevin_held_out.fokker_planck`): a statistic that reads 0 when the law holds (the offset
     of the mean, the correlation between coordinates: norms) by its percentile bootstrap (`bootstrap`),
     every other one by its jackknife (`estimate`). On a few dozen heavy-tailed pilots the percentile
     bootstrap of lambda L, alpha_rel and the kurtosis covered the truth in 78-89% of the replications of
