@@ -188,7 +188,7 @@ def walden_demand(
     """The fewest pseudo-sentences of Walden a run needs at width `d_model`: (parameter, its value, count)
     over `WALDEN_PILOTS` declared with a pilot type. Each needs only the least its type allows (D for a full
     basis, 2 D for a held-out one): the others cap what is read, and a `PaperPilots` count larger than Walden
-    takes all of it, as the paper's widest models did (`authors_protocol.paper_pilots`). None when the chapter
+    takes all of it, as the paper's widest models did (`ensemble.authors_pilots`). None when the chapter
     declares none."""
     needed = []
     for name in WALDEN_PILOTS:

@@ -40,7 +40,7 @@ ENSEMBLES = {
     "after the final norm": "_hf",
     "structureless cloud": "_cloud",
 }
-"""The ensembles of `paper_ensembles` and the suffix of their summary keys."""
+"""The ensembles of `authors_ensembles` and the suffix of their summary keys."""
 SUMMARIES = (
     "mean_abs_z",
     "mean_abs_m_over_v",
@@ -228,7 +228,7 @@ def _by_layer_number(a: np.ndarray) -> np.ndarray:
     return np.pad(a, ((0, 0), (1, 0), (1, 0)), constant_values=np.nan)
 
 
-def paper_ensembles(
+def authors_ensembles(
     X: np.ndarray, view, n_boot: int, seed: int = 0, progress: bool = True
 ) -> dict[str, AuthorsPairs]:
     """The authors' protocol (`authors_pairs`) on the trajectories X `(N, L+1, D)` of the chosen pilots, with
@@ -378,9 +378,9 @@ def law_table(results: dict[str, dict[str, Estimate]], d_model: int) -> pd.DataF
 
 
 @dataclass
-class PaperProtocol:
+class AuthorsProtocol:
     """Eq. 2 and Fig. B4 by the authors' protocol on one ensemble (chapter `b4_authors_protocol`): the paper's
-    pilots (`paper_pilots`), `paper_ensembles` with their `authors_summary` (by `ENSEMBLES` suffix), the
+    pilots (`authors_pilots`), `authors_ensembles` with their `authors_summary` (by `ENSEMBLES` suffix), the
     Gaussian floor of the "~0" statistics at that size, and the sample's law at other pilot counts (label ->
     `authors_residual_statistics`)."""
 
@@ -394,7 +394,7 @@ class PaperProtocol:
     @classmethod
     def run(
         cls, ens, pairs, n_s_paper: int | str, n_boot: int, seed: int, cap
-    ) -> PaperProtocol:
+    ) -> AuthorsProtocol:
         """The protocol on `ens` (`ensemble.Ensemble`) over the layers of `pairs` (`residuals.PairLayers`):
         `n_s_paper` pilots drawn under the chapter's count `cap`, `n_boot` resamples each refitting every
         basis; the sample's law also at D pilots and at every pilot read."""
@@ -403,11 +403,11 @@ class PaperProtocol:
             "fit_last": pairs.fit_last,
             "late_from": pairs.early_layers,
         }
-        picked = ens.paper_pilots(n_s_paper, seed, cap=cap)
-        runs = paper_ensembles(ens.X[picked], ens.lm.view, n_boot, seed)
+        picked = ens.authors_pilots(n_s_paper, seed, cap=cap)
+        runs = authors_ensembles(ens.X[picked], ens.lm.view, n_boot, seed)
         summaries = {ENSEMBLES[k]: authors_summary(p, **fit) for k, p in runs.items()}
         layers = authors_trajectories(ens.X)
-        at_width = layers[ens.paper_pilots("D", seed, cap=cap)]
+        at_width = layers[ens.authors_pilots("D", seed, cap=cap)]
         by_count = {
             "N_s = D": authors_residual_statistics(at_width, n_boot=0, **fit),
             "paper's ratio": summaries[""],

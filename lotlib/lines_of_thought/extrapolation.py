@@ -7,7 +7,7 @@ U `(T, D, k)` and S `(T, k)` are per-layer ensemble bases **aligned** across lay
 
 The reviewers' SVM is measured two ways. The paper's protocol (`same_pilot_svm`, as `dx_calculate.m`): the
 bases are fit on the very pilots that are extrapolated and classified, N_s = round(2.8 D) of them
-(`authors_protocol.paper_pilots`; the paper's 2,900 for D = 1024). The book's stronger test (`HeldOutBases`, `repeated_svm`):
+(`ensemble.authors_pilots`; the paper's 2,900 for D = 1024). The book's stronger test (`HeldOutBases`, `repeated_svm`):
 bases fit on half the pilots, the SVM scored on the other half. Every repetition of an interval resamples
 the data and refits every step: the paper's protocol draws the pilots with replacement and refits the bases
 on the draw (`refit_bootstrap`, `weighted_svd`); the held-out test draws a new fit half (new bases) and a
