@@ -1,31 +1,4 @@
-"""Do the book's 95% intervals cover the truth? Replications on synthetic ensembles whose truth is known.
-
-Generators, each seeded (the design by the generator's `seed`, a data set by the seed of `sample`):
-
-- `LangevinGenerator`: the book's own Langevin model (`langevin.simulate`, Euler-Maruyama with dt = 0.1) with a
-  chosen drift (bases turning by a chosen angle per layer, singular values growing at chosen rates, a mean),
-  a Gaussian start and the noise rate alpha lambda e^(lambda t) of a chosen alpha, lambda: trajectories
-  `(N, L+1, D)`. Everything is linear and Gaussian, so Eq. 1's residual is Gaussian: excess kurtosis 0.
-- `GaussianCloud`: independent layers of independent coordinates, x_i(t) = sqrt(c_i e^(lambda t)) xi (raw
-  coordinates i = 1..D), xi of unit variance and excess kurtosis kappa (0: Gaussian; kappa > 0: a
-  Gaussian scaled by sqrt(W), W ~ Gamma(3 / kappa, kappa / 3)). Its population residual is known in closed form
-  (`GaussianCloud.truth`).
-- `PairedClasses`: two paired classes for the SVM, a = sqrt(r) z + sqrt(1 - r) e, b = the same with its own e and
-  a shift `separation` along one direction (0: identical classes, accuracy 1/2).
-
-Truth. Where the population value is known in closed form it is used (the cloud's law and kurtosis, identical
-classes). Otherwise it is the statistic's value on the generator's population, approximated by one large sample
-(`Case.truths`: 50 times the replication's pilots, seeded apart from every replication): the estimand is the
-statistic of the population, not the injected noise (Eq. 1's residual is not the Langevin noise). For the SVM on
-separated classes the estimand is the accuracy of a classifier trained on the replication's training size (the
-learning curve is not at its end), estimated by `svm_accuracy_at_size`; the large-sample accuracy is reported
-beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed (scored on data the
-fit never saw), so their estimand is the replication's own fit scored on the population
-(`b4_fitted_truth`, `b5_fitted_truth`); the share of their intervals that hold the model fitted on the population is reported too.
-
-`replicate` runs a `Case` (a generator, an estimator returning named `Estimate`s, a truth) over seeded
-replications and returns a `Coverage` per statistic: the share of replications whose interval holds the truth.
-"""
+"""Coverage of the book's 95% intervals: seeded replications on synthetic ensembles whose truth is known."""
 
 from __future__ import annotations
 
@@ -77,7 +50,8 @@ class LangevinGenerator:
     """Eq. 3 with a chosen drift and noise: bases U(t) `(L+1, D, D)` turning by `turn` degrees per layer (the
     largest angle of a random rotation), singular values s_i(t) = decay^i e^(g_i t) with growth rates g_i evenly
     spread over `growth`, the start x(0) ~ N(m, U(0) diag(s(0)^2) U(0)^T) with `|m|` = `mean_norm`, and the noise
-    rate alpha lambda e^(lambda t) (`langevin.exponential_noise`)."""
+    rate alpha lambda e^(lambda t) (`langevin.exponential_noise`), simulated by `langevin.simulate` (Euler-Maruyama
+    with step `dt`). Everything is linear and Gaussian, so Eq. 1's residual is Gaussian: excess kurtosis 0."""
 
     D: int = 16
     L: int = 10
@@ -118,7 +92,9 @@ class LangevinGenerator:
 @dataclass(frozen=True)
 class GaussianCloud:
     """Independent layers t = 0..L of independent raw coordinates of variance c_i e^(lambda t), c_i = decay^i, and
-    excess kurtosis `kurtosis`, zero mean."""
+    excess kurtosis `kurtosis`, zero mean: x_i(t) = sqrt(c_i e^(lambda t)) xi, xi Gaussian for kurtosis 0, else a
+    Gaussian scaled by sqrt(W), W ~ Gamma(3 / kurtosis, kurtosis / 3). Its population residual is known in
+    closed form (`truth`)."""
 
     D: int = 16
     L: int = 10
@@ -166,7 +142,7 @@ class GaussianCloud:
 class PairedClasses:
     """Pairs of points `(n, D)`, a = sqrt(r) z + sqrt(1 - r) e and b = sqrt(r) z + sqrt(1 - r) e' + separation v (z, e,
     e' standard normal, v a fixed unit vector): both classes have covariance I; the best linear classifier scores
-    Phi(separation / 2)."""
+    Phi(separation / 2) (separation 0: identical classes, accuracy 1/2)."""
 
     D: int = 16
     r: float = 0.5
@@ -448,7 +424,16 @@ class Case:
     `bands()` names the statistics the book judges against a band rather than by an interval that holds a
     value (the paper's "~0": from 0 to the statistic's Gaussian sampling floor at the replication's size,
     `intervals.zero_band`), each with its band: `replicate` adds a verdict row per such statistic. `ungated` names
-    the statistics whose coverage is shown but not gated, each with the reason (`Coverage.ungated`)."""
+    the statistics whose coverage is shown but not gated, each with the reason (`Coverage.ungated`).
+
+    The truth: where the population value is known in closed form it is used (the cloud's law and kurtosis,
+    identical classes); otherwise it is the statistic's value on the generator's population, approximated by one
+    large sample (`truths`): the estimand is the statistic of the population, not the injected noise (Eq. 1's
+    residual is not the Langevin noise). For the SVM on separated classes the estimand is the accuracy of a
+    classifier trained on the replication's training size (`svm_accuracy_at_size`), the large-sample accuracy
+    reported beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed, so
+    their estimand is the replication's own fit scored on the population (`b4_fitted_truth`, `b5_fitted_truth`),
+    and the share of their intervals that hold the model fitted on the population is reported too."""
 
     name: str
     n: int
