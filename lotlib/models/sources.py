@@ -1,14 +1,5 @@
-"""Where a model's files come from: a name is an embedded model (a GGUF file shipped in pip packages,
-de-quantized once into a plain transformers folder under `<cache>/models/`, so later loads take seconds and
-give identical logits), a packaged model (a transformers folder in pip packages: the LayerNorm
-encoders, `PACKAGED`), a local folder saved with `save_pretrained`, or a Hugging Face hub id. A name may
-start with `untrained:` for the same architecture with fresh weights; for a published architecture
-(`PUBLISHED`: GPT-2 and its larger sizes) the untrained model is built offline from the paper's
-hyper-parameters and GPT-2's own tokenizer, without the hub.
-
-Light to import (torch and transformers load only when a model is de-quantized or a config is read), so
-that parameters can be checked against a model's shape before any slow work.
-"""
+"""Where a model's files come from (an embedded GGUF, a packaged folder, a local folder or a hub id), light to
+import: torch and transformers load only when a model is de-quantized or a config is read."""
 
 from __future__ import annotations
 
@@ -215,7 +206,13 @@ class Source:
 def model_source(name: str) -> Source:
     """Where model `name` is read from and its resolved revision (an untrained: prefix is ignored): an embedded
     model's de-quantized folder, a local folder, or a hub id (`ID@REVISION` pins one), resolved through
-    huggingface_hub, offline from its cache when HF_HUB_OFFLINE is set."""
+    huggingface_hub, offline from its cache when HF_HUB_OFFLINE is set.
+
+    An embedded model is a GGUF file shipped in pip packages, de-quantized once into a plain transformers folder
+    under `<cache>/models/` that later loads read (identical logits); a packaged model is a transformers folder
+    in pip packages (the LayerNorm encoders, `PACKAGED`); a local folder is one saved with `save_pretrained`.
+    An untrained published architecture (`PUBLISHED`: GPT-2 and its larger sizes) reads no source: it is built
+    offline from the paper's hyper-parameters and GPT-2's own tokenizer (`published_config`, `gpt2_tokenizer`)."""
     name = split_name(name)[0]
     if name in EMBEDDED:
         folder, sha = embedded_folder(name)
@@ -502,9 +499,8 @@ _gguf_patch = threading.Lock()
 @contextlib.contextmanager
 def _gguf_parsed_once():
     """Within this block, each GGUF file is parsed once. transformers builds a `gguf.GGUFReader` for a model's
-    config, its weights and its tokenizer, and each reader parses the whole key-value header in Python:
-    Gemma 3's vocabulary of 262,144 tokens took 12-14 s per reader on 2 cores, three times. The readers only
-    read, so one serves all three."""
+    config, its weights and its tokenizer, and each reader parses the whole key-value header in Python, which
+    is slow for a large vocabulary. The readers only read, so one serves all three."""
     import gguf
 
     with _gguf_patch:

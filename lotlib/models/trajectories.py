@@ -1,21 +1,4 @@
-"""Cached trajectory extraction: sharded, content-addressed, checksummed, resumable, readable without write access.
-
-The cache of a model lives in `<cache>/trajectories/<model>-<key>/`, where `key` hashes everything besides the
-token ids that changes a shard's content (model identity and dtype, capture options, shard size,
-CAPTURE_VERSION); not the device, where results agree. A corpus is cut into shards of `shard_size`
-pseudo-sentences, and a shard is found by the sha256 of its own token ids, so corpora that share rows share
-shards: the first 576 pseudo-sentences of Walden are captured once for every chapter that reads a prefix of
-Walden, whatever its N_s (only a last, partial shard is particular to its corpus).
-
-How a shard is verified: it is written to a temporary file and renamed to `shard-<ids>-<sha256>.npy`, so its
-name carries the sha256 of its bytes and it verifies on its own. On load every shard's bytes are hashed and
-compared with its name; a missing or corrupt shard is recomputed, never silently used.
-
-Reading shards that exist takes no lock and writes nothing, so a cache on a read-only file system serves
-every corpus it holds. A missing shard is filled under its own lock (`shard-<ids>.lock`): runs that need the
-same shards share the work (each takes the shards nobody is computing, then waits for the rest); a cache
-that cannot be written fails with one line naming the shard and LOTLIB_CACHE_DIR.
-"""
+"""Cached trajectory extraction: sharded, content-addressed, checksummed, resumable, readable without write access."""
 
 from __future__ import annotations
 
@@ -86,7 +69,24 @@ def trajectories(
     batch_size: int = 32,
     progress: bool = True,
 ) -> np.ndarray:
-    """Trajectories of `corpus` through `model`, `(N_s, L+1, d)`, from the disk cache when possible."""
+    """Trajectories of `corpus` through `model`, `(N_s, L+1, d)`, from the disk cache when possible.
+
+    The cache of a model lives in `<cache>/trajectories/<model>-<key>/`, where `key` hashes everything besides
+    the token ids that changes a shard's content (`cache_key`); not the device, where results agree. A corpus
+    is cut into shards of `shard_size` pseudo-sentences, and a shard is found by the sha256 of its own token
+    ids (`ids_digest`), so corpora that share rows share shards: the first shards of Walden are captured once
+    for every chapter that reads a prefix of Walden, whatever its N_s (only a last, partial shard is
+    particular to its corpus).
+
+    A shard is written to a temporary file and renamed to `shard-<ids>-<sha256>.npy`, so its name carries the
+    sha256 of its bytes and it verifies on its own. On load every shard's bytes are hashed and compared with
+    its name; a missing or corrupt shard is recomputed, never silently used.
+
+    Reading shards that exist takes no lock and writes nothing, so a cache on a read-only file system serves
+    every corpus it holds. A missing shard is filled under its own lock (`shard-<ids>.lock`): runs that need
+    the same shards share the work (each takes the shards nobody is computing, then waits for the rest); a
+    cache that cannot be written fails with one line naming the shard and LOTLIB_CACHE_DIR.
+    """
     if corpus.n_s == 0:
         raise ValueError(
             f"{corpus!r} is empty: there are no pseudo-sentences to extract (give a longer text "
