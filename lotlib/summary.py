@@ -71,9 +71,8 @@ def record(values: dict) -> None:
     read out of it."""
     from IPython.display import display
 
-    display(
-        {SUMMARY_MIME: _plain(values)}, raw=True
-    )  # no text/plain: the page shows nothing
+    # no text/plain: the page shows nothing
+    display({SUMMARY_MIME: _plain(values)}, raw=True)
     for name, value in values.items():
         glue(name, value)
 

@@ -80,9 +80,8 @@ X, L, D = ens.X, ens.L, ens.D  # X: (N_s, L+1, D)
 authors_set = ens.authors_pilots(n_s_paper, seed, cap=n_s)
 glue("n_s_paper_rule", authors_pilots_label(len(authors_set), D, n_s_paper))
 U, S = ensemble.ensemble_svd(X)  # per layer, sorted by decreasing singular value
-U_al, S_al = ensemble.align_bases(
-    U, S, reference=L // 2
-)  # named by the middle layer
+# named by the middle layer
+U_al, S_al = ensemble.align_bases(U, S, reference=L // 2)
 glue("k_svd", S.shape[1])
 ens
 

@@ -82,9 +82,8 @@ def declared_parameters(
             raise ParameterError(
                 f"{where}: the type of {name}, {text!r}, is not understood ({err})"
             ) from None
-        if (
-            annotation is None and default is not None
-        ):  # the default's type, when nothing is declared
+        # the default's type, when nothing is declared
+        if annotation is None and default is not None:
             annotation, text = type(default), type(default).__name__
         span = lines[node.lineno - 1 : node.end_lineno]  # a formatter may wrap the line
         comment = " ".join(c for line in span if (c := line.partition("#")[2].strip()))

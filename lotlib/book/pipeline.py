@@ -161,9 +161,8 @@ def run_notebook(
     spec = source if isinstance(source, NotebookSpec) else read_spec(source)
     output = Path(output).resolve()
     parameters = dict(parameters or {})
-    check_parameters(
-        spec.parameters, parameters, spec.source.name
-    )  # before heavy imports
+    # before heavy imports
+    check_parameters(spec.parameters, parameters, spec.source.name)
     revision = model_revision_of(spec, parameters)  # once: a hub id asks the hub
     lacks = page_reasons(spec, parameters)  # once: it may cut Walden with the tokenizer
     key = execution_key(spec, parameters, revision, depends_on, lacks)

@@ -186,8 +186,7 @@ def lotlib_dependencies(code: str) -> list[Path]:
             continue
         seen[name] = path
         parts = name.split(".")
-        todo |= {
-            ".".join(parts[:i]) for i in range(1, len(parts))
-        }  # a module's packages run
+        # a module's packages run
+        todo |= {".".join(parts[:i]) for i in range(1, len(parts))}
         todo |= _imported_modules(path.read_text(), name, path.name == "__init__.py")
     return sorted(seen.values())

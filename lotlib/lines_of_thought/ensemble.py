@@ -24,9 +24,8 @@ def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.nd
     k = k or min(N, D)
     U = np.empty((T, D, k), dtype=np.float64)
     S = np.empty((T, k), dtype=np.float64)
-    with threadpool_limits(
-        limits=1
-    ):  # threaded LAPACK SVDs of this size run several times slower on busy cores
+    # threaded LAPACK SVDs of this size run several times slower on busy cores
+    with threadpool_limits(limits=1):
         for t in range(T):
             _, s, vh = np.linalg.svd(X[:, t, :].astype(np.float64), full_matrices=False)
             U[t], S[t] = vh[:k].T, s[:k]

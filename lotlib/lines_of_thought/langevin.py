@@ -56,9 +56,8 @@ def rotation_log(M: np.ndarray) -> Rotation:
     """The planes and angles of a rotation M `(D, D)` from its real Schur form (for an orthogonal matrix
     it is block diagonal: 2 x 2 blocks [[cos, -sin], [sin, cos]], and 1 x 1 blocks +1 or -1; pairs of -1
     are turns by pi). Raises if det M = -1 (no real logarithm)."""
-    with threadpool_limits(
-        limits=1
-    ):  # a threaded Schur of a few hundred rows is many times slower on busy cores
+    # a threaded Schur of a few hundred rows is many times slower on busy cores
+    with threadpool_limits(limits=1):
         T, Z = schur(M, output="real")
     first = np.flatnonzero(np.diagonal(T, -1))  # each 2 x 2 block starts at (i, i)
     theta = np.arctan2(T[first + 1, first], T[first, first])

@@ -314,15 +314,13 @@ def hub_commit(repo: str, revision: str | None = None) -> str:
 
     try:
         config = hf_hub_download(repo, "config.json", revision=revision)
-    except (
-        Exception
-    ) as err:  # offline, not cached, no such repo or revision: all one answer
+    # offline, not cached, no such repo or revision: all one answer
+    except Exception as err:
         raise not_found(
             f"{repo}{REVISION}{revision}" if revision else repo, err
         ) from None
-    return Path(
-        config
-    ).parent.name  # <cache>/models--org--name/snapshots/<commit>/config.json
+    # <cache>/models--org--name/snapshots/<commit>/config.json
+    return Path(config).parent.name
 
 
 def load_config(name: str) -> dict:
@@ -377,11 +375,8 @@ def weights_hash(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:20]
 
 
-WEIGHT_FILES = (
-    "config.json",
-    "*.safetensors",
-    "*.bin",
-)  # what a folder's revision sums
+# what a folder's revision sums
+WEIGHT_FILES = ("config.json", "*.safetensors", "*.bin")
 
 
 def folder_sha256(folder: Path) -> str:
@@ -454,12 +449,10 @@ def embedded_folder(name: str) -> tuple[Path, str]:
     folder and LOTLIB_CACHE_DIR."""
     parts, sha = _gguf_parts(name), embedded_sha256(name)
     folder = cache_dir() / "models" / f"{name}-{sha[:16]}"
-    if not (
-        folder / "lotlib.json"
-    ).exists():  # a finished folder is read without a lock: a read-only cache serves it
-        with file_lock(
-            folder.with_name(folder.name + ".lock")
-        ):  # one process de-quantizes, the others wait
+    # a finished folder is read without a lock: a read-only cache serves it
+    if not (folder / "lotlib.json").exists():
+        # one process de-quantizes, the others wait
+        with file_lock(folder.with_name(folder.name + ".lock")):
             if not (folder / "lotlib.json").exists():
                 _dequantize(parts, folder, name, sha)
     return folder, sha

@@ -110,9 +110,8 @@ def trajectories(
     shards = {i: _find(folder, name)[0] for i, name in enumerate(names)}
     missing = [i for i, shard in shards.items() if shard is None]
     if missing:
-        if not (
-            folder / "key.json"
-        ).exists():  # what the folder holds, for people browsing it
+        # what the folder holds, for people browsing it
+        if not (folder / "key.json").exists():
             write_text_atomic(
                 folder / "key.json", json.dumps(key, indent=1, sort_keys=True)
             )

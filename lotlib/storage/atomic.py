@@ -18,9 +18,8 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(
-            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        )  # mode 0o666 minus the umask
+        # mode 0o666 minus the umask
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     except OSError as err:
         raise not_writable(path, err) from None
     try:

@@ -16,9 +16,8 @@ from .atomic import write_atomic
 
 CHECKPOINT_VARIABLE = "LOTLIB_CHECKPOINTS"
 T = TypeVar("T")
-_loops = (
-    itertools.count()
-)  # the rank of each resumable loop in this process, in the order they start
+# the rank of each resumable loop in this process, in the order they start
+_loops = itertools.count()
 
 
 class Steps:
