@@ -1,4 +1,4 @@
-"""Coverage of the book's 95% intervals on synthetic ensembles with known truth (issue 19).
+"""Coverage of the book's 95% intervals on synthetic ensembles with known truth.
 
     python benchmarks/coverage.py [--replications 100] [--quick] [--seed 0] [--only TEXT] [--min-coverage 0.9]
 
@@ -15,7 +15,7 @@ and kurtosis are judged against the band of the paper's "~0" (0 to their Gaussia
 "~0 verdict" rows (`estimand` "~0 band") count the replications whose verdict is the truth's, and those rows are
 gated; their coverage rows are shown, not gated (the reasons print at the end).
 
-Exits 1 when a coverage is below `--min-coverage` (default 0.90, issue 19's criterion; with --quick, the
+Exits 1 when a coverage is below `--min-coverage` (default 0.90; with --quick, the
 binomial floor: the fewest covering intervals out of the replications that a method of true 95% coverage
 falls below with probability at most 0.001, 15 of 20). With 100 replications a statistic of exact 95% coverage
 falls below 90 with probability 0.011: over the ~40 statistics, expect a false alarm about a third of the time.

@@ -1,4 +1,4 @@
-"""Forward passes against analysis, per chapter, for a built book (issue 21's profile).
+"""Forward passes against analysis, per chapter, for a built book.
 
     python benchmarks/profile_book.py [--model smollm2-135m] [--quick] [--build build] [--no-null]
     python benchmarks/profile_book.py --cold [--model ...] [--quick]     # build it cold first, then profile

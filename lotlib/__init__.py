@@ -1,10 +1,6 @@
-"""lotlib: the executable companion to "Traveling Words" and "Lines of Thought in LLMs".
-
-The library has the shape of the book: `lotlib.models` (loading, the model view, capture, trajectories,
-corpora), `lotlib.traveling_words` (paper A), `lotlib.lines_of_thought` (paper B), and `lotlib.book`
-(execution, sweeps, the report). The public names below load on first use, so `import lotlib.summary`
-(a sweep run, the report) does not pay for importing torch and transformers.
-"""
+"""lotlib, the executable companion to "Traveling Words" and "Lines of Thought in LLMs", shaped as the book:
+`lotlib.models` (loading, the model view, capture, trajectories, corpora), `lotlib.traveling_words` (paper A),
+`lotlib.lines_of_thought` (paper B) and `lotlib.book` (execution, sweeps, the report)."""
 
 from importlib import import_module
 
@@ -37,6 +33,8 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
+    """The public names of `_EXPORTS`, loaded on first use, so that `import lotlib.summary` (a sweep run, the
+    report) does not pay for importing torch and transformers."""
     if name not in _EXPORTS:
         raise AttributeError(f"module 'lotlib' has no attribute {name!r}")
     value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)

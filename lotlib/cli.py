@@ -368,6 +368,7 @@ def _extract(args) -> int:
 
     name, prefixed = split_name(args.model)
     check_reinit(name, args.untrained or prefixed, args.reinit_from, "--reinit-from")
+    # the context is checked before the load
     check_context(
         args.n_k,
         model_shape(args.model).max_positions,
@@ -384,7 +385,7 @@ def _extract(args) -> int:
         seed=args.seed,
         device=args.device,
         dtype=args.dtype,
-    )  # the context is checked before the load
+    )
     if args.corpus == "walden":
         text = corpus.walden(model.tokenizer, n_k=args.n_k, n_s=args.n_s, bos=args.bos)
     else:
@@ -470,7 +471,7 @@ def _sweep(args) -> int:
 
 
 def _book(args) -> int:
-
+    # ends with the line naming the page to open
     build_book(
         project_root(),
         quick=args.quick,
@@ -480,7 +481,7 @@ def _book(args) -> int:
         dtype=args.dtype or "float32",
         null=args.null,
         scheduler=args.scheduler,
-    )  # ends with the line naming the page to open
+    )
     return 0
 
 

@@ -1,9 +1,6 @@
 """Figures: one theme for the whole book (seaborn over matplotlib for statistical figures), rotatable 3-D
 figures in plotly, the sweep summary (a seaborn line with a confidence band across repetitions), and
-tables shown as HTML.
-
-Chapters call `apply_theme()` once, before their first figure.
-"""
+tables shown as HTML."""
 
 from __future__ import annotations
 
@@ -29,7 +26,8 @@ THEME = {
 
 
 def apply_theme() -> None:
-    """The book's one look for matplotlib and seaborn figures (plotly keeps its own for the 3-D ones)."""
+    """The book's one look for matplotlib and seaborn figures (plotly keeps its own for the 3-D ones); chapters
+    call it once, before their first figure."""
     import seaborn as sns
 
     sns.set_theme(**THEME)

@@ -1,14 +1,4 @@
-"""Machine-readable summaries of what a chapter measured: the input of the report and of sweeps.
-
-A notebook calls `record({...})` with its measured values: numbers, text, booleans, and for every
-verdict-bearing value an `lotlib.stats.Estimate` (stored as `{"value", "lo", "hi", "n", "unit",
-"method", "level"}`), or `not_applicable(reason)` when a claim does not apply to the model (a LayerNorm
-property of an RMSNorm model). `record` writes the values as an output of the cell that calls it, a display
-of lotlib's own MIME type (the way scrapbook and myst-nb's `glue` keep values in a notebook), and glues each
-one under its name for the chapter's prose (`{glue:text}` in a markdown cell). The pipeline reads them back
-from the executed notebook (`summary_of`) and writes the summary file beside it: a summary belongs to its
-notebook because it was read out of it.
-"""
+"""Machine-readable summaries of what a chapter measured: the input of the report and of sweeps."""
 
 from __future__ import annotations
 
@@ -70,12 +60,19 @@ def glue(name: str, value) -> None:
 
 def record(values: dict) -> None:
     """Record the chapter's measured `values` (name -> number, text or Estimate) as an output of this cell
-    (read back by the pipeline), and glue each under its name for the prose."""
+    (read back by the pipeline), and glue each under its name for the prose.
+
+    The values are numbers, text, booleans, and for every verdict-bearing value an `lotlib.stats.Estimate`
+    (stored as `{"value", "lo", "hi", "n", "unit", "method", "level"}`), or `not_applicable(reason)` when a
+    claim does not apply to the model (a LayerNorm property of an RMSNorm model). The output is a display of
+    lotlib's own MIME type (the way scrapbook and myst-nb's `glue` keep values in a notebook), and each value is
+    glued for `{glue:text}` in a markdown cell. The pipeline reads them back from the executed notebook
+    (`summary_of`) and writes the summary file beside it: a summary belongs to its notebook because it was
+    read out of it."""
     from IPython.display import display
 
-    display(
-        {SUMMARY_MIME: _plain(values)}, raw=True
-    )  # no text/plain: the page shows nothing
+    # no text/plain: the page shows nothing
+    display({SUMMARY_MIME: _plain(values)}, raw=True)
     for name, value in values.items():
         glue(name, value)
 

@@ -69,7 +69,7 @@ import numpy as np
 from lotlib import plots
 from lotlib.chapters import b2_ensemble_svd as b2
 from lotlib.lines_of_thought import ensemble, truncation
-from lotlib.lines_of_thought.ensemble import open_ensemble, paper_pilots_label
+from lotlib.lines_of_thought.ensemble import authors_pilots_label, open_ensemble
 from lotlib.stats import side_word
 from lotlib.summary import glue
 from lotlib.verdicts import conclude
@@ -77,12 +77,11 @@ from lotlib.verdicts import conclude
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
 X, L, D = ens.X, ens.L, ens.D  # X: (N_s, L+1, D)
-paper_set = ens.paper_pilots(n_s_paper, seed, cap=n_s)
-glue("n_s_paper_rule", paper_pilots_label(len(paper_set), D, n_s_paper))
+authors_set = ens.authors_pilots(n_s_paper, seed, cap=n_s)
+glue("n_s_paper_rule", authors_pilots_label(len(authors_set), D, n_s_paper))
 U, S = ensemble.ensemble_svd(X)  # per layer, sorted by decreasing singular value
-U_al, S_al = ensemble.align_bases(
-    U, S, reference=L // 2
-)  # named by the middle layer
+# named by the middle layer
+U_al, S_al = ensemble.align_bases(U, S, reference=L // 2)
 glue("k_svd", S.shape[1])
 ens
 
@@ -175,7 +174,7 @@ runs = b2.truncation_at_sizes(
     ks,
     {
         f"N_s = {ens.n_s}": np.arange(ens.n_s),
-        f"paper's N_s = {len(paper_set)}": paper_set,
+        f"paper's N_s = {len(authors_set)}": authors_set,
     },
     n_truncated,
     n_propagated,

@@ -69,7 +69,7 @@
 #   scores as a whole).
 #
 # The split, the predictions and the SVM scores are `lotlib.lines_of_thought.extrapolation`
-# (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `same_pilot_svm`; the paper's pilots by `ensemble.paper_pilots`);
+# (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `same_pilot_svm`; the paper's pilots by `ensemble.authors_pilots`);
 # the study and figures are `lotlib.chapters.b3_extrapolation`.
 # :::
 
@@ -106,7 +106,7 @@ from lotlib.chapters.b3_extrapolation import (
     svm_true_vs_true,
     versus_paper,
 )
-from lotlib.lines_of_thought.ensemble import open_ensemble, paper_pilots_label
+from lotlib.lines_of_thought.ensemble import authors_pilots_label, open_ensemble
 from lotlib.lines_of_thought.extrapolation import (
     BASES_FROM,
     HeldOutBases,
@@ -119,8 +119,8 @@ from lotlib.verdicts import conclude
 
 plots.apply_theme()
 ens = open_ensemble(model, n_k=n_k, n_s=n_s, bos=bos, device=device, dtype=dtype)
-paper_set = ens.paper_pilots(n_s_paper, seed, cap=n_s)
-glue("n_s_paper_rule", paper_pilots_label(len(paper_set), ens.D, n_s_paper))
+authors_set = ens.authors_pilots(n_s_paper, seed, cap=n_s)
+glue("n_s_paper_rule", authors_pilots_label(len(authors_set), ens.D, n_s_paper))
 study = HeldOutBases.split(ens.X, first=ens.L // 2, seed=seed, rank=rank)
 first, L, tau_max = study.first, ens.L, min(tau_max, ens.L - study.first)
 pilots = subsamples(study, seed, n_plot=n_plot, n_svm=n_svm)
@@ -276,7 +276,7 @@ glue("growth_word", side_word(growth, ("falls", "shows no clear trend", "grows")
 paper = {}
 for bases in BASES_FROM:
     paper |= same_pilot_svm(
-        ens.X[paper_set], first, svm_starts, tau_max, bases_from=bases, **verdict
+        ens.X[authors_set], first, svm_starts, tau_max, bases_from=bases, **verdict
     )
 title = f"Extrapolated vs true ensembles, three protocols, {model}"
 b3.svm_protocols_figure(paper, verdicts, tau_max, title)
@@ -336,7 +336,7 @@ values = {
     "svm_starts": svm_starts,
     "n_rep": n_rep,
     "train_fraction": train_fraction,
-    "n_s_paper": len(paper_set),
+    "n_s_paper": len(authors_set),
     "tau_max": tau_max,
     **verdicts,
     **paper,

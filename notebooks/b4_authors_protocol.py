@@ -81,7 +81,7 @@ seed: int = 0  # the pilots drawn, the resamples, the cloud and the Gaussian flo
 # %% tags=["hide-input"]
 from lotlib import plots
 from lotlib.chapters import b4_authors_protocol as b4
-from lotlib.lines_of_thought.authors_protocol import PaperProtocol
+from lotlib.lines_of_thought.authors_protocol import AuthorsProtocol
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import PairLayers
 from lotlib.summary import glue
@@ -102,7 +102,7 @@ ens
 # model with x(L) before the final norm, the same with x(L) after it, and the structureless cloud.
 
 # %%
-authors = PaperProtocol.run(ens, pairs, n_s_paper, n_boot, seed, cap=n_s)
+authors = AuthorsProtocol.run(ens, pairs, n_s_paper, n_boot, seed, cap=n_s)
 title = f"The authors' protocol, N_s = {authors.n_s}, {model}"
 b4.authors_heatmaps(authors.runs, pairs, title)
 

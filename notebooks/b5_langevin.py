@@ -87,7 +87,7 @@ import numpy as np
 import pandas as pd
 from lotlib import plots
 from lotlib.chapters import b5_langevin as b5
-from lotlib.lines_of_thought import langevin
+from lotlib.lines_of_thought import langevin_held_out
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.stats import side_word
 from lotlib.summary import glue
@@ -128,10 +128,10 @@ ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
 # layer adds none). `noise = "paper"` runs the authors' rate. The pilots are split, and the bases, the noise
 # law, the flow and the three rates fitted on one half.
 #
-# **Code:** `lotlib.lines_of_thought.langevin.matched_noise`, `held_out_langevin`.
+# **Code:** `lotlib.lines_of_thought.langevin.matched_noise`, `lotlib.lines_of_thought.langevin_held_out.held_out_langevin`.
 
 # %%
-sde = langevin.held_out_langevin(
+sde = langevin_held_out.held_out_langevin(
     ens.X,
     t_start,
     n_layers,
@@ -151,7 +151,7 @@ glue(
     "Eq. 2" if sde.law["r2"] > sde.accumulated["r2"] else "the paper's rate",
 )
 glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
-rates = sde.rate_table()
+rates = b5.rate_table(sde)
 glue("eq2_first_rate", rates["eq2"].iloc[0])
 glue("eq2_later_rate", rates["eq2"].iloc[1:].max())
 rates
@@ -189,7 +189,7 @@ rates
 glue("smallest_sigma_t0", float(sde.S[t0].min()))
 glue("median_sigma_t0", float(np.median(sde.S[t0])))
 glue("spline_used", "ln σ" if log_spline else "σ")
-sde.turn_table()
+b5.turn_table(sde)
 
 # %% [markdown]
 # Bases made proper: {glue:text}`flipped_layers` of the layers used had det U = −1 and one column flipped. The
@@ -207,10 +207,11 @@ sde.turn_table()
 # Three predictions of the held-out ensemble at t₀ + τ from its own states at t₀: the **Langevin** simulation,
 # the **noiseless linear map** (Eq. 1 from t₀ with the fitted bases) and the Langevin drift with
 # **constant-variance noise**; the Langevin model with the other noise rate comes along. Code:
-# `lotlib.lines_of_thought.extrapolation.extrapolate`, `langevin.predictions`.
+# `lotlib.lines_of_thought.extrapolation.extrapolate`, `lotlib.lines_of_thought.langevin_held_out.predictions`.
 
 # %%
-predicted = langevin.predictions(sde, n_samples, seed)  # each (n_h, m, n + 1, D)
+# each (n_h, m, n + 1, D)
+predicted = langevin_held_out.predictions(sde, n_samples, seed)
 lang_name = f"Langevin (noise {noise})"
 drift_error = b5.scheme_error(sde)
 b5.langevin_scatter(
@@ -222,7 +223,7 @@ b5.langevin_scatter(
     f"{model}, from t = {t0}",
 )
 plt.show()
-glue("top4_share", sde.top_share(4))
+glue("top4_share", b5.top_share(sde, 4))
 
 # %% [markdown]
 # **What to notice.** The axes are the four largest singular directions of the arrival layer. Compare the
@@ -237,7 +238,7 @@ glue("top4_share", sde.top_share(4))
 # pilots.
 
 # %%
-ratios = langevin.variance_ratios(sde, predicted)
+ratios = langevin_held_out.variance_ratios(sde, predicted)
 words = ("narrows", "does not measurably widen", "widens")
 glue("widen_word", side_word(ratios[lang_name]["all D"], words, 1.0))
 pd.DataFrame(
@@ -274,12 +275,12 @@ shares.round(2)
 # (E_other − E_Langevin − |floor|) / E|x − x′|, in units of the ensemble's own scale, at the last layer. Its 95%
 # interval is a bootstrap of the held-out pilots (one simulation, the distances between pilots summed once,
 # each resample reweighting them; every prediction keeps the points of the pilots drawn; code:
-# `langevin.energy_margins`). The model was fitted on the other pilots, so each resample is scored out of sample; the figure's bands
+# `lotlib.lines_of_thought.langevin_held_out.energy_margins`). The model was fitted on the other pilots, so each resample is scored out of sample; the figure's bands
 # are the method's spread over seeds (noise, subsample, halves), not an interval of the data.
 
 # %%
-energy = langevin.energy_distances(sde, n_samples, n_distance, n_seeds, seed)
-margins = langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed)
+energy = b5.energy_distances(sde, n_samples, n_distance, n_seeds, seed)
+margins = langevin_held_out.energy_margins(sde, n_samples, n_distance, n_boot, seed)
 margin = margins.estimate("noiseless linear map (Eq. 1)")
 words = ("not closer to", "not measurably closer to", "closer to")
 glue("langevin_vs_map", side_word(margin, words))
@@ -318,15 +319,16 @@ energy.groupby("layer t").mean().drop(columns="seed").round(3)
 # covariance distance between the fitted and the held-out pilots' true states (two samples of one layer) should
 # be near 0.
 #
-# **Code:** `lotlib.lines_of_thought.langevin.moments`, `langevin.covariance_distance`.
+# **Code:** `lotlib.lines_of_thought.langevin.moments`, `langevin.covariance_distance`,
+# `lotlib.lines_of_thought.langevin_held_out.fokker_planck`.
 
 # %%
-fp = langevin.fokker_planck(sde, n_boot, seed)
+fp = langevin_held_out.fokker_planck(sde, n_boot, seed)
 b5.fokker_planck_figure(
     fp.by_layer, f"Fokker-Planck view: predicted vs true held-out moments, {model}"
 )
 plt.show()
-fp.table()
+b5.fokker_planck_table(fp)
 
 # %% [markdown]
 # **What to notice.** The check, the covariance distance between the fitted pilots' sample covariance and the
@@ -382,7 +384,7 @@ values = {
     "n_samples": n_samples,
     "n_seeds": n_seeds,
     "noise_convention": noise_convention,
-    **sde.summary(),
+    **b5.fit_summary(sde),
     "noiseless_scheme_vs_eq1": drift_error,
     "residual_share_fitted": shares["fitted"].tolist(),
     "residual_share_held_out": shares["held out"].tolist(),

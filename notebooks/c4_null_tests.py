@@ -201,10 +201,11 @@ glue("examples_word", "fewer" if n_train < D else "more")
 
 # %%
 walden = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s"))
+# (N, L+1, D) each
 compared = {
     "trained": lotlib.trajectories(lm, walden),
     "untrained": lotlib.trajectories(untrained, walden),
-}  # (N, L+1, D) each
+}
 del lm, untrained  # free both models before the next ones load
 N, layers = walden.n_s, np.arange(1, L + 1)
 same_weights = np.array_equal(*compared.values())  # a model with random weights

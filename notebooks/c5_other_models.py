@@ -113,9 +113,8 @@ from lotlib.summary import glue
 from lotlib.verdicts import conclude
 
 plots.apply_theme()
-untrained_book = model.startswith(
-    "untrained:"
-)  # a null: its own claims alone are read
+# a null: its own claims alone are read
+untrained_book = model.startswith("untrained:")
 default_others = (
     [] if untrained_book else [m for m in default_models() if m != model]
 )

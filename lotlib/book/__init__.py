@@ -1,3 +1,2 @@
-"""The book: notebook execution, the book build, sweeps, summaries and the reproduction report. Uses
-everything; nothing in lotlib uses it (only the command line).
-"""
+"""The book: notebook execution, the book build, sweeps, summaries and the reproduction report, which uses
+everything and which nothing in lotlib uses (only the command line)."""

@@ -1,13 +1,5 @@
 """Build the book of a model: execute every chapter notebook (cached), then Jupyter Book 1 with warnings
-as errors, into `build/book/<model>/`.
-
-`book/_toc.yml` decides which notebooks are chapters; `book/parameters.yml` gives each one's book and
-quick parameters and which notebooks run last (the report and the atlas read the others' summaries). The
-book's model, device and dtype reach every chapter that declares them. The chapters with findings also run
-on the model's untrained variant (the null book, `build/book/untrained-<model>/`): the report judges each
-finding against it. Traveling Words' judged findings also run on the paper's own architecture with random
-weights (`verdicts.PAPER_NULL_MODEL`, untrained GPT-2 small, `build/book/untrained-gpt2/`).
-"""
+as errors, into `build/book/<model>/`."""
 
 from __future__ import annotations
 
@@ -490,7 +482,15 @@ def build_book(
     `build/`). Chapters run on `jobs` local workers, or on the Dask cluster at `scheduler`. `overrides`:
     parameters per chapter on top of the book's (the test suite passes `parameter_section(root, "tests")`).
     Returns the HTML folder. Parameters that do not fit the model and data files that cannot be found fail before any chapter
-    runs."""
+    runs.
+
+    `book/_toc.yml` decides which notebooks are chapters; `book/parameters.yml` gives each one's book and
+    quick parameters and which notebooks run last (the report and the atlas read the others' summaries). The
+    book's model, device and dtype reach every chapter that declares them. The chapters with findings also run
+    on the model's untrained variant (the null book, `build/book/untrained-<model>/`): the report judges each
+    finding against it. Traveling Words' judged findings also run on the paper's own architecture with random
+    weights (`verdicts.PAPER_NULL_MODEL`, untrained GPT-2 small, `build/book/untrained-gpt2/`).
+    """
     model = model or DEFAULT_MODEL
     first, later = plan_book(
         root,

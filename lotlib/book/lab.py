@@ -1,10 +1,7 @@
 """JupyterLab on the chapters, the book's third way in: every `notebooks/*.py` chapter opens as a notebook
 (Jupytext's notebook viewer is made the default for Python files), runs on the project's kernel, and sees
 the data and cache folders as the book does (the Makefile sets `LOTLIB_DATA_DIR`; `LOTLIB_CACHE_DIR` keeps
-its value or default, so the trajectories the book extracted are reused).
-
-`make lab` runs `python -m lotlib.book.lab`; extra arguments go to `jupyter lab` (`--no-browser`, `--port`).
-"""
+its value or default, so the trajectories the book extracted are reused)."""
 
 from __future__ import annotations
 
@@ -56,7 +53,8 @@ def lab_command(root: Path, extra: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-
+    """Open JupyterLab on the project's chapters (`make lab` runs `python -m lotlib.book.lab`); `argv` (default:
+    the command line's) goes to `jupyter lab` (`--no-browser`, `--port`)."""
     root = project_root()
     settings = open_python_as_notebooks()
     print(

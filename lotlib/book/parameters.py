@@ -1,18 +1,4 @@
-"""A chapter's parameters, their declared types, and the check every value passes before a run.
-
-The `parameters` cell of a chapter declares each parameter with a type annotation and a comment::
-
-    model: str = "smollm2-135m"  # embedded name, local folder or hub id
-    n_s: "int | None" = None  # cap on pseudo-sentences (None: all of Walden)
-    blocks: "list[Block] | None" = None  # blocks probed (None: first, middle, last)
-
-An annotation may be a string (then the cell needs no import). Types: int, float (an int is accepted), str,
-bool, None, list[T], tuple, dict, unions (``int | None``), Literal[...], Any, Dtype (the weights' dtype), and
-the model-relative types of `lotlib.models.bounds` (Layer, Block, Pilots, FullBasis, HeldOutBasis, PaperPilots, Tokens).
-`check_parameters` refuses a value of the wrong type, naming the parameter, the expected type and the value given, and, when the chapter has a
-`model` parameter, checks the model-relative ones against the model's configuration: all before a kernel
-starts or a weight is read.
-"""
+"""A chapter's parameters, their declared types, and the check every value passes before a run."""
 
 from __future__ import annotations
 
@@ -51,7 +37,21 @@ def declared_parameters(
 ) -> dict[str, Parameter]:
     """Every assignment of `code` (a parameters cell), with its annotation and the comment on its line. An
     undeclared parameter takes its default's type; one whose default is None has no type (None). Defaults
-    must be literals."""
+    must be literals.
+
+    The `parameters` cell of a chapter declares each parameter with a type annotation and a comment::
+
+        model: str = "smollm2-135m"  # embedded name, local folder or hub id
+        n_s: "int | None" = None  # cap on pseudo-sentences (None: all of Walden)
+        blocks: "list[Block] | None" = None  # blocks probed (None: first, middle, last)
+
+    An annotation may be a string (then the cell needs no import). Types: int, float (an int is accepted), str,
+    bool, None, list[T], tuple, dict, unions (``int | None``), Literal[...], Any, Dtype (the weights' dtype), and
+    the model-relative types of `lotlib.models.bounds` (Layer, Block, Pilots, FullBasis, HeldOutBasis, PaperPilots, Tokens).
+    `check_parameters` refuses a value of the wrong type, naming the parameter, the expected type and the value given, and, when the chapter has a
+    `model` parameter, checks the model-relative ones against the model's configuration: all before a kernel
+    starts or a weight is read.
+    """
     lines = code.splitlines()
     out = {}
     for node in ast.parse(code).body:
@@ -82,9 +82,8 @@ def declared_parameters(
             raise ParameterError(
                 f"{where}: the type of {name}, {text!r}, is not understood ({err})"
             ) from None
-        if (
-            annotation is None and default is not None
-        ):  # the default's type, when nothing is declared
+        # the default's type, when nothing is declared
+        if annotation is None and default is not None:
             annotation, text = type(default), type(default).__name__
         span = lines[node.lineno - 1 : node.end_lineno]  # a formatter may wrap the line
         comment = " ".join(c for line in span if (c := line.partition("#")[2].strip()))
@@ -188,7 +187,7 @@ def walden_demand(
     """The fewest pseudo-sentences of Walden a run needs at width `d_model`: (parameter, its value, count)
     over `WALDEN_PILOTS` declared with a pilot type. Each needs only the least its type allows (D for a full
     basis, 2 D for a held-out one): the others cap what is read, and a `PaperPilots` count larger than Walden
-    takes all of it, as the paper's widest models did (`authors_protocol.paper_pilots`). None when the chapter
+    takes all of it, as the paper's widest models did (`ensemble.authors_pilots`). None when the chapter
     declares none."""
     needed = []
     for name in WALDEN_PILOTS:

@@ -1,16 +1,4 @@
-"""Run one Jupytext notebook with papermill: parameters checked, executions cached, failures loud.
-
-An executed notebook is reused while its source, its parameters, the lotlib source and any declared input
-files are unchanged (the key is stored in the notebook's metadata and in its summary).
-
-A run's values come out of the notebook itself: `record` displays them as an output of lotlib's MIME type, and
-the pipeline reads them from the executed notebook into the summary file beside it
-(`lotlib.summary.summary_of`). What a kernel needs from its run (thread limits, the data and cache
-folders, whether it runs in the book, the project it belongs to) goes in through that kernel's environment,
-never through this process's `os.environ`: runs may share a process (threads of a Dask worker).
-
-Parameters are checked before anything heavy is imported: a value of the wrong type fails in about a second.
-"""
+"""Run one Jupytext notebook with papermill: parameters checked, executions cached, failures loud."""
 
 from __future__ import annotations
 
@@ -38,9 +26,8 @@ from .spec import PACKAGE, NotebookSpec, read_spec
 from .zygote import FORKED_FOR, ZYGOTE_VARIABLE
 
 KERNEL = "python3"
-KERNEL_START_TIMEOUT = (
-    300  # seconds: kernels importing torch at once on two cores take minutes
-)
+# seconds: several kernels importing torch at once on a few cores are slow to start
+KERNEL_START_TIMEOUT = 300
 # set in a run's kernel
 BOOK_VARIABLE = "LOTLIB_BOOK"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -161,13 +148,21 @@ def run_notebook(
     (part of the book), `threads` (BLAS threads) and `environment` (`kernel_environment`). The recorded
     values are written to the summary beside `output` with the notebook's name, parameters and key; the
     executed notebook opens with a note of the parameters it ran with.
+
+    An executed notebook is reused while its source, its parameters, the lotlib source and any declared input
+    files are unchanged (the key is stored in the notebook's metadata and in its summary). A run's values come
+    out of the notebook itself: `record` displays them as an output of lotlib's MIME type, and the pipeline
+    reads them from the executed notebook into the summary file (`lotlib.summary.summary_of`). What a kernel
+    needs from its run (thread limits, the data and cache folders, whether it runs in the book, the project it
+    belongs to) goes in through that kernel's environment, never through this process's `os.environ`: runs
+    may share a process (threads of a Dask worker). Parameters are checked before anything heavy is imported,
+    so a value of the wrong type fails at once.
     """
     spec = source if isinstance(source, NotebookSpec) else read_spec(source)
     output = Path(output).resolve()
     parameters = dict(parameters or {})
-    check_parameters(
-        spec.parameters, parameters, spec.source.name
-    )  # before heavy imports
+    # before heavy imports
+    check_parameters(spec.parameters, parameters, spec.source.name)
     revision = model_revision_of(spec, parameters)  # once: a hub id asks the hub
     lacks = page_reasons(spec, parameters)  # once: it may cut Walden with the tokenizer
     key = execution_key(spec, parameters, revision, depends_on, lacks)

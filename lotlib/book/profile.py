@@ -1,9 +1,4 @@
-"""Where a book's time goes: each executed chapter's seconds in all and in forward passes.
-
-The pipeline times every execution and, through `ModelView.run`, the forward passes inside its kernel
-(`lotlib.models.forward_clock`), and keeps both in the executed notebook's metadata (`seconds`). Everything
-that is not a forward pass is analysis (bootstrap resamples, SVDs, fits, figures) or the kernel's start.
-"""
+"""Where a book's time goes: each executed chapter's seconds in all and in forward passes."""
 
 from __future__ import annotations
 
@@ -42,7 +37,12 @@ def _row(book: str, chapter: str, profile: dict) -> list:
 def book_profile(books: dict[str, Path]) -> pd.DataFrame:
     """One row per executed chapter of each book (name -> its build folder, holding `notebooks/`): seconds in
     all, in forward passes and in the rest, the forward share, and the peak resident memory of its kernel in GB
-    (NaN for a run that recorded none); chapters without a profile are left out."""
+    (NaN for a run that recorded none); chapters without a profile are left out.
+
+    The pipeline times every execution and, through `ModelView.run`, the forward passes inside its kernel
+    (`lotlib.models.forward_clock`), and keeps both in the executed notebook's metadata (`seconds`). Everything
+    that is not a forward pass is analysis (bootstrap resamples, SVDs, fits, figures) or the kernel's start.
+    """
     rows = []
     for name, folder in books.items():
         for executed in sorted(Path(folder, "notebooks").glob("*.ipynb")):

@@ -1,12 +1,5 @@
 """What a chapter notebook is, read once: its declared parameters, whether it records a summary, and the lotlib
-source files its code depends on (which join its execution key).
-
-A Jupytext percent file is read as text, without jupytext or nbformat (whose imports take seconds: a bad
-parameter fails at once): its `parameters` cell is the lines after the marker tagged `parameters`, the
-whole file is its code (markdown cells are comments to Python), and its header may say what the chapter
-`needs` of a model (`#   needs: [readout, causal]`, names of `lotlib.models.view.LACKS`). Any other notebook format goes through
-jupytext. `lotlib.book.parameters.declared_parameters` is the one parser of a parameters cell.
-"""
+source files its code depends on (which join its execution key)."""
 
 from __future__ import annotations
 
@@ -78,7 +71,14 @@ class NotebookSpec:
 
 
 def read_spec(source: str | Path) -> NotebookSpec:
-    """Read notebook `source` once into its spec (parameters parsed, code kept)."""
+    """Read notebook `source` once into its spec (parameters parsed, code kept).
+
+    A Jupytext percent file is read as text, without jupytext or nbformat (whose imports take seconds: a bad
+    parameter fails at once): its `parameters` cell is the lines after the marker tagged `parameters`, the
+    whole file is its code (markdown cells are comments to Python), and its header may say what the chapter
+    `needs` of a model (`#   needs: [readout, causal]`, names of `lotlib.models.view.LACKS`). Any other notebook format goes through
+    jupytext. `lotlib.book.parameters.declared_parameters` is the one parser of a parameters cell.
+    """
     source = Path(source).resolve()
     text = source.read_text()
     lines = text.splitlines()
@@ -186,8 +186,7 @@ def lotlib_dependencies(code: str) -> list[Path]:
             continue
         seen[name] = path
         parts = name.split(".")
-        todo |= {
-            ".".join(parts[:i]) for i in range(1, len(parts))
-        }  # a module's packages run
+        # a module's packages run
+        todo |= {".".join(parts[:i]) for i in range(1, len(parts))}
         todo |= _imported_modules(path.read_text(), name, path.name == "__init__.py")
     return sorted(seen.values())

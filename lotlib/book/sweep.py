@@ -1,14 +1,4 @@
-"""Parameter sweeps: one notebook over the cartesian product of a grid, in parallel, resumable.
-
-Each run executes in its own folder `OUT/runs/<run id>/` (executed notebook, summary JSON, status.json).
-A run whose status is `ok` (and whose notebook, parameters and lotlib code are unchanged, and whose summary
-was written from its notebook) is skipped when the sweep starts again; every other run (failed, missing,
-interrupted) is run again. Runs go to the worker pool (`lotlib.book.workers`, shared with the book): `workers`
-local worker processes, or a Dask cluster (`scheduler`); a run that fails for any reason, its worker killed
-included, is recorded as failed with its reason, its temporary files are removed, and the others go on. The
-sweep always ends with `OUT/results.csv` (also when interrupted): every run's parameters, status and the
-values read from its executed notebook.
-"""
+"""Parameter sweeps: one notebook over the cartesian product of a grid, in parallel, resumable."""
 
 from __future__ import annotations
 
@@ -153,7 +143,17 @@ def run_sweep(
     progress: bool = True,
 ) -> pd.DataFrame:
     """Run notebook `source` over `grid` (on top of `base` parameters) into `out`; return the results table
-    (also written to `out/results.csv`, whatever happens)."""
+    (also written to `out/results.csv`, whatever happens).
+
+    Each run executes in its own folder `OUT/runs/<run id>/` (executed notebook, summary JSON, status.json).
+    A run whose status is `ok` (and whose notebook, parameters and lotlib code are unchanged, and whose summary
+    was written from its notebook) is skipped when the sweep starts again; every other run (failed, missing,
+    interrupted) is run again. Runs go to the worker pool (`lotlib.book.workers`, shared with the book): `workers`
+    local worker processes, or a Dask cluster (`scheduler`); a run that fails for any reason, its worker killed
+    included, is recorded as failed with its reason, its temporary files are removed, and the others go on. The
+    sweep always ends with `OUT/results.csv` (also when interrupted): every run's parameters, status and the
+    values read from its executed notebook.
+    """
     spec, out = read_spec(source), Path(out).resolve()
     validate_grid(spec, grid, base)
     runs = [{**(base or {}), **combo} for combo in expand(grid)]

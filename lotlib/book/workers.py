@@ -1,15 +1,4 @@
-"""One crash-tolerant pool that runs notebooks for both the book (its chapters) and sweeps (their runs).
-
-A `Run` is one notebook execution (`lotlib.book.pipeline.run_notebook`). `run_pool` hands runs to `workers`
-local worker processes, one run at a time each, or to the Dask cluster at `scheduler`, and yields what happens
-as it happens: a run started, a run done (its status: ok, or failed with the error), or nothing finished for
-`heartbeat` seconds. A worker process that dies (killed, out of memory) fails only the run it was executing; a
-fresh worker takes the next. Stopping the pool (the caller's loop ends, raises, or is interrupted) terminates
-its worker processes: none is left behind. A run's kernel gets its thread limits and folders through its own
-environment (`Run.threads`, `Run.environment`), so runs may share a process (a Dask worker's threads). A run
-sent to a Dask cluster carries its notebook's resolved spec (`Run.spec`): its parameters, dependencies and
-what its execution key hashes are read in the planning process, and a worker's threads parse no Python.
-"""
+"""One crash-tolerant pool that runs notebooks for both the book (its chapters) and sweeps (their runs)."""
 
 from __future__ import annotations
 
@@ -129,7 +118,18 @@ def run_pool(
 ) -> Iterator[tuple[str, Run | None, dict | None]]:
     """Execute `runs` on `workers` local processes (or the Dask cluster at `scheduler`); yield
     `(STARTED, run, None)`, `(DONE, run, status)` and, when nothing finished for `heartbeat` seconds,
-    `(WAITING, None, None)`."""
+    `(WAITING, None, None)`.
+
+    A `Run` is one notebook execution (`lotlib.book.pipeline.run_notebook`). `run_pool` hands runs to `workers`
+    local worker processes, one run at a time each, or to the Dask cluster at `scheduler`, and yields what happens
+    as it happens: a run started, a run done (its status: ok, or failed with the error), or nothing finished for
+    `heartbeat` seconds. A worker process that dies (killed, out of memory) fails only the run it was executing; a
+    fresh worker takes the next. Stopping the pool (the caller's loop ends, raises, or is interrupted) terminates
+    its worker processes: none is left behind. A run's kernel gets its thread limits and folders through its own
+    environment (`Run.threads`, `Run.environment`), so runs may share a process (a Dask worker's threads). A run
+    sent to a Dask cluster carries its notebook's resolved spec (`Run.spec`): its parameters, dependencies and
+    what its execution key hashes are read in the planning process, and a worker's threads parse no Python.
+    """
     if not runs:
         return
     if scheduler:

@@ -1,21 +1,4 @@
-"""A kernel zygote: one process that imports the chapters' heavy libraries once and forks a kernel per run.
-
-Every chapter used to start a fresh kernel that imported torch, transformers, scipy, pandas, matplotlib,
-seaborn and umap again (about 8 s of a chapter's 10-30 s start on two cores). A zygote imports them once; each kernel
-is a fork of it, so the chapter's first cell finds them loaded. Nothing else is shared: the zygote runs no
-code of the project (lotlib is imported by the kernel, from the files as they are when the run starts) and
-no computation, so a forked kernel starts in the state a fresh one has after the same imports.
-
-The zygote reads one request per line on stdin (JSON: the kernel's arguments, working folder and complete
-environment) and answers with the forked kernel's pid. Each kernel gets its own session, as Jupyter starts
-kernels, so that an interrupt reaches it alone, and that session keeps the zygote's niceness. The zygote reaps
-its kernels as they end, ignores SIGINT (the process that asked for a kernel stops it), and ends when its
-stdin closes: when the process that started it ends, however it ends. A kernel whose zygote is gone ends
-within a second (ipykernel's parent poller). Libraries read some variables when imported (Hugging Face's
-offline flags and folders, the BLAS and OpenMP thread counts), so a zygote serves only kernels whose
-environment equals its own but for the per-run variables `RUN_VARIABLE_PREFIXES`; `lotlib.book.kernel` keeps
-one zygote per environment.
-"""
+"""A kernel zygote: one process that imports the chapters' heavy libraries once and forks a kernel per run."""
 
 from __future__ import annotations
 
@@ -39,7 +22,7 @@ PRELOADED = (  # what a chapter's first cell imports, heaviest first; a module t
     "pandas",
     "seaborn",
     "plotly.graph_objects",
-    "umap",  # A7 (numba and pynndescent: 4 s)
+    "umap",  # A7 (numba and pynndescent)
     "IPython",  # not ipykernel.kernelapp: its class attributes read the kernel's own variables (JPY_PARENT_PID)
     "zmq",
 )
@@ -47,7 +30,7 @@ PRELOADED = (  # what a chapter's first cell imports, heaviest first; a module t
 RUN_VARIABLE_PREFIXES = ("LOTLIB_", "JPY_")
 ZYGOTE_VARIABLE = "LOTLIB_KERNEL_ZYGOTE"  # "0": every kernel is a fresh process, as Jupyter starts them
 # A notebook that imports neither (itself or through the lotlib modules it imports) gets a fresh kernel: a
-# zygote's imports would cost it more than a kernel of its own (ipykernel alone starts in about a second).
+# zygote's imports would cost it more than a kernel of its own (ipykernel alone starts quickly).
 FORKED_FOR = frozenset({"torch", "transformers"})
 
 
@@ -126,7 +109,23 @@ def _become_kernel(request: dict, replies) -> None:
 
 def serve() -> None:
     """The zygote's loop (`python lotlib/book/zygote.py`: run as a script, so that no module of lotlib is
-    loaded): preload, then fork one kernel per request."""
+    loaded): preload, then fork one kernel per request.
+
+    The zygote imports torch, transformers, scipy, pandas, matplotlib, seaborn and umap once (`PRELOADED`);
+    each kernel is a fork of it, so the chapter's first cell finds them loaded. Nothing else is shared: the
+    zygote runs no code of the project (lotlib is imported by the kernel, from the files as they are when the
+    run starts) and no computation, so a forked kernel starts in the state a fresh one has after the same
+    imports.
+
+    It reads one request per line on stdin (JSON: the kernel's arguments, working folder and complete
+    environment) and answers with the forked kernel's pid. Each kernel gets its own session, as Jupyter starts
+    kernels, so that an interrupt reaches it alone, and that session keeps the zygote's niceness. The zygote
+    reaps its kernels as they end, ignores SIGINT (the process that asked for a kernel stops it), and ends when
+    its stdin closes: when the process that started it ends, however it ends. A kernel whose zygote is gone
+    ends within a second (ipykernel's parent poller). Libraries read some variables when imported (Hugging
+    Face's offline flags and folders, the BLAS and OpenMP thread counts), so a zygote serves only kernels whose
+    environment equals its own but for the per-run variables `RUN_VARIABLE_PREFIXES`; `lotlib.book.kernel`
+    keeps one zygote per environment."""
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything printed goes to stderr; stdout carries the answers only
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,8 +1,9 @@
-"""Chapter B5's figures: the Langevin model's simulated ensembles against the held-out truth."""
+"""Chapter B5's study and figures: the Langevin model's simulated ensembles against the held-out truth."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,28 +11,148 @@ import pandas as pd
 import seaborn as sns
 
 from ..lines_of_thought.extrapolation import extrapolate
-
-if TYPE_CHECKING:
-    pass
 from ..lines_of_thought.langevin import (
-    ENERGY_COLUMNS,
     SCHEMES,
-    EnergyMargins,
-    HeldOutLangevin,
-    fp_stats,
+    energy_distance,
     matched_noise,
     moments,
-    noiseless_map,
     propagators,
     sigma_spline,
     simulate,
     steps,
 )
+from ..lines_of_thought.langevin_held_out import (
+    ENERGY_COLUMNS,
+    EnergyMargins,
+    FokkerPlanck,
+    HeldOutLangevin,
+    fp_stats,
+    noiseless_map,
+)
 
 
-def langevin_scatter(model, simulated: np.ndarray, n_plot: int, seed: int, title: str):
+def top_share(model: HeldOutLangevin, k: int = 4) -> float:
+    """Share of the held-out truth's total variance at t0 + n_layers that lies along u1..uk of that layer
+    (`HeldOutLangevin.top_directions`, fitted pilots)."""
+    true = model.truth[:, -1]
+    centered = true - true.mean(0)
+    along = centered @ model.top_directions(model.t0 + model.n_layers, k)
+    return float(np.sum(along**2) / np.sum(centered**2))
+
+
+def sigma_zero_crossings(model: HeldOutLangevin) -> int:
+    """How many singular values a spline of sigma (the authors') takes through zero on [t0, t0 + n_layers]."""
+    spline = sigma_spline(model.S, model.layers, log=False)
+    return spline.zero_crossings(model.t0, model.t0 + model.n_layers)
+
+
+def fit_summary(model: HeldOutLangevin) -> dict:
+    """The split, the noise law, the rates and the flow's corrections, under the chapter's summary keys."""
+    lam, L, rates = model.law["lambda"], model.X.shape[1] - 1, rate_table(model)
+    return {
+        "n_fitted": len(model.fitted),
+        "n_held_out": len(model.held),
+        "n_layers": L,
+        "d_model": model.D,
+        "t_start": model.t0,
+        "layers_simulated": model.n_layers,
+        "noise": model.noise,
+        "alpha": model.law["alpha"],
+        "lambda": lam,
+        "lambda_L": lam * L,
+        "r2_eq2": model.law["r2"],
+        "r2_accumulated": model.accumulated["r2"],
+        "paper_rate_share_first_layer": float(1 - np.exp(-lam)),
+        "rate_eq2_by_layer": rates["eq2"].tolist(),
+        "rate_paper_by_layer": rates["paper"].tolist(),
+        "flipped_layers": sum(c is not None for c in model.flow.flipped.values()),
+        "sigma_spline_zero_crossings": sigma_zero_crossings(model),
+    }
+
+
+def rate_table(model: HeldOutLangevin) -> pd.DataFrame:
+    """The rate B^2 of every noise over each simulated layer [t, t+1]."""
+    return pd.DataFrame(
+        {
+            name: [float(r(t)) for t in model.arrivals[:-1]]
+            for name, r in model.rates.items()
+        },
+        index=pd.Index([f"[{t}, {t + 1}]" for t in model.arrivals[:-1]], name="layer"),
+    )
+
+
+def turn_table(model: HeldOutLangevin) -> pd.DataFrame:
+    """Median and largest turn angle (degrees) of the rotation between consecutive bases, per interval."""
+    return pd.DataFrame(
+        {
+            "median turn (deg)": [
+                np.degrees(np.median(np.abs(r.theta)))
+                for r in model.flow.rotations.values()
+            ],
+            "largest turn (deg)": [
+                np.degrees(np.max(np.abs(r.theta)))
+                for r in model.flow.rotations.values()
+            ],
+        },
+        index=pd.Index(
+            [f"[{t}, {t + 1}]" for t in model.flow.rotations], name="interval"
+        ),
+    ).round(1)
+
+
+def fokker_planck_table(fp: FokkerPlanck) -> pd.DataFrame:
+    """`fp.last` as a table of texts, one row per model."""
+    return pd.DataFrame(
+        {
+            name: {k: format(v, ".3g") for k, v in s.items()}
+            for name, s in fp.last.items()
+        }
+    ).T
+
+
+def energy_distances(
+    model: HeldOutLangevin, n_samples: int, n_distance: int, n_seeds: int, seed: int = 0
+) -> pd.DataFrame:
+    """Energy distance in the full space between the true held-out ensemble at each layer t0 + tau and: the
+    Langevin simulation, the constant-variance noise, the noiseless linear map, and a second half of the truth
+    (the floor); with the ensemble's scale, the mean `|x - x'|` (300 points). One row per seed and layer; each seed
+    draws new noise, subsamples and halves."""
+    X0 = model.X[model.held, model.t0]
+    noiseless = noiseless_map(model)
+    truth, rows = model.truth, []
+    for run in range(n_seeds):
+        rng = np.random.default_rng(seed + run)
+        distance = partial(energy_distance, n=n_distance, seed=seed + run)
+        sims = {
+            f"Langevin (noise {model.noise})": simulate(
+                X0, model.plan, model.rates[model.noise], n_samples, seed=seed + run
+            ),
+            ENERGY_COLUMNS["constant"]: simulate(
+                X0, model.plan, model.rates["constant"], n_samples, seed=seed + run
+            ),
+        }
+        for tau in range(1, model.n_layers + 1):
+            true = truth[:, tau]
+            halves = np.array_split(rng.permutation(len(true)), 2)
+            row = {
+                name: distance(Z[:, :, tau].reshape(-1, model.D), true)
+                for name, Z in sims.items()
+            }
+            row[ENERGY_COLUMNS["linear"]] = distance(noiseless[:, tau], true)
+            row[ENERGY_COLUMNS["floor"]] = distance(true[halves[0]], true[halves[1]])
+            few = true[rng.choice(len(true), size=min(300, len(true)), replace=False)]
+            row["scale"] = float(
+                np.mean(np.linalg.norm(few[:, None] - few[None], axis=-1))
+            )
+            rows.append({"seed": run, "layer t": int(model.t0 + tau), **row})
+    return pd.DataFrame(rows)
+
+
+def langevin_scatter(
+    model: HeldOutLangevin, simulated: np.ndarray, n_plot: int, seed: int, title: str
+):
     """The Langevin samples `(n_h, samples, n_layers + 1, D)` (at most `n_plot` per layer) and the true held-out
-    states of a `lotlib.lines_of_thought.langevin.HeldOutLangevin` on u1..u4 of each arrival layer, one row per
+    states of a `lotlib.lines_of_thought.langevin_held_out.HeldOutLangevin` on u1..u4 of each arrival layer, one row per
     layer, pairs (u1, u2) and (u3, u4)."""
     n = model.n_layers
     fig, axes = plt.subplots(n, 2, figsize=(10, 4 * n), squeeze=False)
@@ -72,7 +193,7 @@ def langevin_scatter(model, simulated: np.ndarray, n_plot: int, seed: int, title
 
 
 def energy_figure(energy: pd.DataFrame, title: str):
-    """The energy distances of `lotlib.lines_of_thought.langevin.energy_distances` against the layer, mean and
+    """The energy distances of `energy_distances` against the layer, mean and
     95% CI over seeds, symlog scale."""
     long = energy.drop(columns="scale").melt(
         id_vars=["seed", "layer t"], var_name="prediction", value_name="energy distance"
@@ -93,7 +214,7 @@ def energy_figure(energy: pd.DataFrame, title: str):
 
 
 def fokker_planck_figure(by_layer: pd.DataFrame, title: str):
-    """The three Fokker-Planck statistics of `lotlib.lines_of_thought.langevin.fokker_planck` per layer and model."""
+    """The three Fokker-Planck statistics of `lotlib.lines_of_thought.langevin_held_out.fokker_planck` per layer and model."""
     columns = [
         "mean error / spread",
         "covariance distance",
@@ -169,8 +290,6 @@ def scheme_variants(model: HeldOutLangevin) -> pd.DataFrame:
     """The Fokker-Planck moments at t0 + n_layers for the four combinations of scheme ("euler", "exact") and
     spline (of sigma or of ln sigma), each with its own matched noise when the noise is "eq2" (the same rotations).
     One row per combination, columns `FP_STATS`."""
-    from dataclasses import replace
-
     D, truth, chosen = model.D, model.truth, model.rates[model.noise]
     rows = []
     for scheme in SCHEMES:

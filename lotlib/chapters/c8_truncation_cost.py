@@ -15,7 +15,7 @@ from ..models.bounds import pilot_count
 
 
 def truncation_cost_figure(cost, d: int, model: str) -> None:
-    """C7: against K, for held-out pilots truncated after every block (`truncation.TruncationCost`): the mean
+    """C8: against K, for held-out pilots truncated after every block (`truncation.TruncationCost`): the mean
     KL(p_K || p), the rise of the next-token loss over p's and p_K's top-1 accuracy (p's as a dashed line),
     each with its 95% bootstrap band over the pilots; K = D/4 marked."""
     table = cost.table()

@@ -1,25 +1,5 @@
 """The residual statistics of Fig. B4 and Eq. 2 as the authors compute them (`dx_calculate.m`,
-`figA_llama2_7B.m`), so that the paper's numbers are judged by their own statistic and protocol.
-
-The protocol: trajectories are the block outputs t = 1..T (no embedding row; the authors' extraction keeps
-Hugging Face's hidden states, whose last entry is read after the final norm: `authors_trajectories`); per
-layer an uncentered thin SVD of the `(D, N)` matrix of the pilots, singular vectors aligned across layers;
-for every pair t < s = t + tau the Eq. 1 residual at full rank min(D, N)
-
-    dx = x(s) - U(s) Sigma(s) Sigma(t)^-1 U(t)^T x(t),
-
-and its moments **per raw coordinate** across pilots: mean m, variance v (ddof 1) and kurtosis k (MATLAB
-`kurtosis(x, 0, 2)`: bias-corrected, not excess). The figure's panels average over coordinates: abs(m) / sqrt(v)
-(the title's abs(mu / sigma); the code divides by v, kept as well), log10 of the mean of v, mean abs(k) - 3.
-Eq. 2 is fitted both ways: ln(mean v) and mean(ln v) against the arrival layer s; each ln v corrected for
-its small-sample bias (`log_variance_bias`, below 0.001 at the paper's pilot count, so the same number).
-
-With U(t) square (N >= D), x(t) = U(t) Sigma(t) v(t) where v(t) = Sigma(t)^-1 U(t)^T x(t) are the pilots'
-right singular coordinates, so the extrapolation is v(t) Sigma(s) U(s)^T: one `(N, k) x (k, D)` product per
-pair, batched over departures. A bootstrap resample draws pilots with replacement and refits the bases and
-their alignment on the resampled matrix (a weighted Gram matrix of its distinct pilots: the same SVD as the
-matrix with its repeated columns); its moments are weighted by how often each pilot was drawn.
-"""
+`figA_llama2_7B.m`), so that the paper's numbers are judged by their own statistic and protocol."""
 
 from __future__ import annotations
 
@@ -40,7 +20,9 @@ ENSEMBLES = {
     "after the final norm": "_hf",
     "structureless cloud": "_cloud",
 }
-"""The ensembles of `paper_ensembles` and the suffix of their summary keys."""
+"""The ensembles of `authors_ensembles` and the suffix of their summary keys."""
+# the figure's panels, averages over coordinates: abs(m) / sqrt(v) (the title's abs(mu / sigma)), abs(m) / v
+# (what the authors' code divides by), v, ln v and abs(k), MATLAB's `kurtosis(x, 0, 2)` (bias-corrected, not excess)
 SUMMARIES = (
     "mean_abs_z",
     "mean_abs_m_over_v",
@@ -99,9 +81,9 @@ def coordinate_summaries(
     float64.
 
     ln v is corrected for its small-sample bias, `log_variance_bias`: v is unbiased but ln v is not (Jensen),
-    and mean(ln v) averages D coordinates that all err the same way, so at N = 3 D the bias is 0.6 of the
-    standard error whatever D (coverage of alpha, mean(ln v), on a Gaussian cloud: 0.80 without, 0.91 with;
-    `benchmarks/coverage.py`). At the paper's 2,900 pilots the correction is below 0.001."""
+    and mean(ln v) averages D coordinates that all err the same way, so at a fixed N / D the bias stays a fixed
+    share of the standard error whatever D (`benchmarks/coverage.py` measures the coverage of alpha with and
+    without it). The correction is about 1 / N for a Gaussian: negligible at the paper's pilot count."""
     mean, m2, m4 = mean.double(), m2.double(), m4.double()
     var = m2 * n / (n - 1)
     g2 = m4 / m2**2 - 3.0
@@ -134,7 +116,12 @@ def pair_moments(
 ) -> dict[str, np.ndarray]:
     """The coordinate averages `SUMMARIES` of the Eq. 1 residual's raw moments for every pair t < s of the
     layers of X `(T, N, D)` (layer first) with aligned bases U `(T, D, k)`, S `(T, k)`, pilot j counted
-    `counts[j]` times among `n`: each `(T, T)` indexed [t, s], NaN elsewhere and for s < first_arrival."""
+    `counts[j]` times among `n`: each `(T, T)` indexed [t, s], NaN elsewhere and for s < first_arrival.
+
+    The residual is Eq. 1's at full rank k = min(D, N), dx = x(s) - U(s) Sigma(s) Sigma(t)^-1 U(t)^T x(t), with
+    its moments **per raw coordinate** across pilots. With U(t) square (N >= D), x(t) = U(t) Sigma(t) v(t)
+    where v(t) = Sigma(t)^-1 U(t)^T x(t) are the pilots' right singular coordinates, so the extrapolation is
+    v(t) Sigma(s) U(s)^T: one `(N, k) x (k, D)` product per pair, batched over departures."""
     T, N, D = X.shape
     U32, S32 = torch.from_numpy(U).float(), torch.from_numpy(S).float()
     V = (X @ U32) / S32[:, None, :]  # (T, N, k) right singular coordinates
@@ -179,8 +166,11 @@ def authors_pairs(
     last_readings: tuple[np.ndarray, ...] = (),
 ) -> list[AuthorsPairs]:
     """`AuthorsPairs` of layer outputs X `(N, T, D)` (t = 1..T) for each row of `weights` `(B, N)` (how many
-    times each pilot is drawn; row 0 all ones: the sample). Every row refits the bases (`weighted_bases`)
-    and their alignment (`align_bases`, from the first layer on) before its residuals (`pair_moments`).
+    times each pilot is drawn; row 0 all ones: the sample). Every row refits the bases (`weighted_bases`:
+    per layer an uncentered thin SVD of the `(D, N)` matrix of the pilots, from a weighted Gram matrix of the
+    distinct pilots drawn, the same SVD as the matrix with its repeated columns) and their alignment
+    (`align_bases`, from the first layer on) before its residuals (`pair_moments`, moments weighted by how
+    often each pilot was drawn).
     Then one `AuthorsPairs` per other reading of the last layer in `last_readings` (each `(N, D)`, e.g. after
     the final norm), on the same resamples: only its basis and the pairs arriving at T are recomputed (the
     earlier layers and their alignment do not depend on it)."""
@@ -228,7 +218,7 @@ def _by_layer_number(a: np.ndarray) -> np.ndarray:
     return np.pad(a, ((0, 0), (1, 0), (1, 0)), constant_values=np.nan)
 
 
-def paper_ensembles(
+def authors_ensembles(
     X: np.ndarray, view, n_boot: int, seed: int = 0, progress: bool = True
 ) -> dict[str, AuthorsPairs]:
     """The authors' protocol (`authors_pairs`) on the trajectories X `(N, L+1, D)` of the chosen pilots, with
@@ -287,7 +277,7 @@ def authors_summary(
 
     Why moved: a repeated pilot adds sampling noise and tails, so these three sit higher in every resample
     than in the sample; the paper's "~0" is judged against the same statistic on Gaussian samples of
-    the sample's size (`gaussian_floor`), which the moved interval meets and the raw one missed.
+    the sample's size (`gaussian_floor`), and a raw interval, lifted by that noise, would sit above it.
 
     Why both for Eq. 2: the bases are refitted on resamples that hold about 63% distinct pilots, and the
     resamples of alpha move away from the sample's value in a direction that depends on the residual's law: the
@@ -378,9 +368,9 @@ def law_table(results: dict[str, dict[str, Estimate]], d_model: int) -> pd.DataF
 
 
 @dataclass
-class PaperProtocol:
+class AuthorsProtocol:
     """Eq. 2 and Fig. B4 by the authors' protocol on one ensemble (chapter `b4_authors_protocol`): the paper's
-    pilots (`paper_pilots`), `paper_ensembles` with their `authors_summary` (by `ENSEMBLES` suffix), the
+    pilots (`authors_pilots`), `authors_ensembles` with their `authors_summary` (by `ENSEMBLES` suffix), the
     Gaussian floor of the "~0" statistics at that size, and the sample's law at other pilot counts (label ->
     `authors_residual_statistics`)."""
 
@@ -394,7 +384,7 @@ class PaperProtocol:
     @classmethod
     def run(
         cls, ens, pairs, n_s_paper: int | str, n_boot: int, seed: int, cap
-    ) -> PaperProtocol:
+    ) -> AuthorsProtocol:
         """The protocol on `ens` (`ensemble.Ensemble`) over the layers of `pairs` (`residuals.PairLayers`):
         `n_s_paper` pilots drawn under the chapter's count `cap`, `n_boot` resamples each refitting every
         basis; the sample's law also at D pilots and at every pilot read."""
@@ -403,11 +393,11 @@ class PaperProtocol:
             "fit_last": pairs.fit_last,
             "late_from": pairs.early_layers,
         }
-        picked = ens.paper_pilots(n_s_paper, seed, cap=cap)
-        runs = paper_ensembles(ens.X[picked], ens.lm.view, n_boot, seed)
+        picked = ens.authors_pilots(n_s_paper, seed, cap=cap)
+        runs = authors_ensembles(ens.X[picked], ens.lm.view, n_boot, seed)
         summaries = {ENSEMBLES[k]: authors_summary(p, **fit) for k, p in runs.items()}
         layers = authors_trajectories(ens.X)
-        at_width = layers[ens.paper_pilots("D", seed, cap=cap)]
+        at_width = layers[ens.authors_pilots("D", seed, cap=cap)]
         by_count = {
             "N_s = D": authors_residual_statistics(at_width, n_boot=0, **fit),
             "paper's ratio": summaries[""],

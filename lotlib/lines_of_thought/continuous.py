@@ -1,14 +1,4 @@
-"""Continuous lines of thought: the deterministic part of the Langevin flow evaluated between layers.
-
-From the true state x(t1), the flow of Eq. 3 without noise is solved exactly for a in [0, 1]:
-
-    x(t1 + a) = U1 M^a diag(sigma(t1 + a) / sigma(t1)) U1^T x(t1),    M = U1^T U2
-
-(in the frame R(t) = U1 M^a the coordinates only scale; U are the proper bases of `Flow`). At a = 1 it is
-Eq. 1 with tau = 1 (up to the columns flipped to make the bases proper), so it lands on x~(t1, 1), not on
-x(t1 + 1): the gap is the residual w. The *bridged* path adds the residual
-linearly, x(t1 + a) + a w, and so passes through every true position.
-"""
+"""Continuous lines of thought: the deterministic part of the Langevin flow evaluated between layers."""
 
 from __future__ import annotations
 
@@ -18,7 +8,17 @@ from .langevin import Flow
 
 
 def flow_segment(x: np.ndarray, flow: Flow, t1: int, a) -> np.ndarray:
-    """States `(n, D)` at layer t1 carried to t1 + a for every a `(m,)` in [0, 1]: `(n, m, D)`."""
+    """States `(n, D)` at layer t1 carried to t1 + a for every a `(m,)` in [0, 1]: `(n, m, D)`.
+
+    The flow of Eq. 3 without noise, solved exactly from x(t1):
+
+        x(t1 + a) = U1 M^a diag(sigma(t1 + a) / sigma(t1)) U1^T x(t1),    M = U1^T U2
+
+    (in the frame R(t) = U1 M^a the coordinates only scale; U are the proper bases of `Flow`). At a = 1 it is
+    Eq. 1 with tau = 1 (up to the columns flipped to make the bases proper), so it lands on x~(t1, 1), not on
+    x(t1 + 1): the gap is the residual w. A *bridged* path adds the residual linearly, x(t1 + a) + a w, and so
+    passes through every true position.
+    """
     a = np.asarray(a, dtype=np.float64)
     U1 = flow.U[t1]
     # (m, n, D)

@@ -1,31 +1,4 @@
-"""Do the book's 95% intervals cover the truth? Replications on synthetic ensembles whose truth is known.
-
-Generators, each seeded (the design by the generator's `seed`, a data set by the seed of `sample`):
-
-- `LangevinGenerator`: the book's own Langevin model (`langevin.simulate`, Euler-Maruyama with dt = 0.1) with a
-  chosen drift (bases turning by a chosen angle per layer, singular values growing at chosen rates, a mean),
-  a Gaussian start and the noise rate alpha lambda e^(lambda t) of a chosen alpha, lambda: trajectories
-  `(N, L+1, D)`. Everything is linear and Gaussian, so Eq. 1's residual is Gaussian: excess kurtosis 0.
-- `GaussianCloud`: independent layers of independent coordinates, x_i(t) = sqrt(c_i e^(lambda t)) xi (raw
-  coordinates i = 1..D), xi of unit variance and excess kurtosis kappa (0: Gaussian; kappa > 0: a
-  Gaussian scaled by sqrt(W), W ~ Gamma(3 / kappa, kappa / 3)). Its population residual is known in closed form
-  (`GaussianCloud.truth`).
-- `PairedClasses`: two paired classes for the SVM, a = sqrt(r) z + sqrt(1 - r) e, b = the same with its own e and
-  a shift `separation` along one direction (0: identical classes, accuracy 1/2).
-
-Truth. Where the population value is known in closed form it is used (the cloud's law and kurtosis, identical
-classes). Otherwise it is the statistic's value on the generator's population, approximated by one large sample
-(`Case.truths`: 50 times the replication's pilots, seeded apart from every replication): the estimand is the
-statistic of the population, not the injected noise (Eq. 1's residual is not the Langevin noise). For the SVM on
-separated classes the estimand is the accuracy of a classifier trained on the replication's training size (the
-learning curve is not at its end), estimated by `svm_accuracy_at_size`; the large-sample accuracy is reported
-beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed (scored on data the
-fit never saw), so their estimand is the replication's own fit scored on the population
-(`b4_fitted_truth`, `b5_fitted_truth`); the share of their intervals that hold the model fitted on the population is reported too.
-
-`replicate` runs a `Case` (a generator, an estimator returning named `Estimate`s, a truth) over seeded
-replications and returns a `Coverage` per statistic: the share of replications whose interval holds the truth.
-"""
+"""Coverage of the book's 95% intervals: seeded replications on synthetic ensembles whose truth is known."""
 
 from __future__ import annotations
 
@@ -46,7 +19,7 @@ from ..stats import (
     resampling_weights,
     zero_band,
 )
-from . import langevin
+from . import langevin, langevin_held_out
 from .authors_protocol import authors_residual_statistics, gaussian_floor
 from .extrapolation import svm_accuracy_interval, svm_split_accuracy
 from .residuals import (
@@ -77,7 +50,8 @@ class LangevinGenerator:
     """Eq. 3 with a chosen drift and noise: bases U(t) `(L+1, D, D)` turning by `turn` degrees per layer (the
     largest angle of a random rotation), singular values s_i(t) = decay^i e^(g_i t) with growth rates g_i evenly
     spread over `growth`, the start x(0) ~ N(m, U(0) diag(s(0)^2) U(0)^T) with `|m|` = `mean_norm`, and the noise
-    rate alpha lambda e^(lambda t) (`langevin.exponential_noise`)."""
+    rate alpha lambda e^(lambda t) (`langevin.exponential_noise`), simulated by `langevin.simulate` (Euler-Maruyama
+    with step `dt`). Everything is linear and Gaussian, so Eq. 1's residual is Gaussian: excess kurtosis 0."""
 
     D: int = 16
     L: int = 10
@@ -118,7 +92,9 @@ class LangevinGenerator:
 @dataclass(frozen=True)
 class GaussianCloud:
     """Independent layers t = 0..L of independent raw coordinates of variance c_i e^(lambda t), c_i = decay^i, and
-    excess kurtosis `kurtosis`, zero mean."""
+    excess kurtosis `kurtosis`, zero mean: x_i(t) = sqrt(c_i e^(lambda t)) xi, xi Gaussian for kurtosis 0, else a
+    Gaussian scaled by sqrt(W), W ~ Gamma(3 / kurtosis, kurtosis / 3). Its population residual is known in
+    closed form (`truth`)."""
 
     D: int = 16
     L: int = 10
@@ -166,7 +142,7 @@ class GaussianCloud:
 class PairedClasses:
     """Pairs of points `(n, D)`, a = sqrt(r) z + sqrt(1 - r) e and b = sqrt(r) z + sqrt(1 - r) e' + separation v (z, e,
     e' standard normal, v a fixed unit vector): both classes have covariance I; the best linear classifier scores
-    Phi(separation / 2)."""
+    Phi(separation / 2) (separation 0: identical classes, accuracy 1/2)."""
 
     D: int = 16
     r: float = 0.5
@@ -319,7 +295,7 @@ B5_KEYS = (
 
 
 def b5_scores(
-    sde: langevin.HeldOutLangevin,
+    sde: langevin_held_out.HeldOutLangevin,
     *,
     n_samples: int = 4,
     n_distance: int = 300,
@@ -330,20 +306,20 @@ def b5_scores(
     the variance ratios, the Fokker-Planck moments and the energy margins, each with its interval over the
     held-out pilots (the fit held fixed: it never saw them), under `B5_KEYS`."""
     name = f"Langevin (noise {sde.noise})"
-    ratios = langevin.variance_ratios(sde, langevin.predictions(sde, n_samples, seed))[
-        name
-    ]
-    margins = langevin.energy_margins(sde, n_samples, n_distance, n_boot, seed)
+    ratios = langevin_held_out.variance_ratios(
+        sde, langevin_held_out.predictions(sde, n_samples, seed)
+    )[name]
+    margins = langevin_held_out.energy_margins(sde, n_samples, n_distance, n_boot, seed)
     found = {
         "variance_ratio_top4_langevin_last": ratios["u1..u4"],
         "variance_ratio_all_langevin_last": ratios["all D"],
         "energy_margin_over_constant": margins.estimate(
-            langevin.ENERGY_COLUMNS["constant"]
+            langevin_held_out.ENERGY_COLUMNS["constant"]
         ),
         "energy_margin_over_linear": margins.estimate(
-            langevin.ENERGY_COLUMNS["linear"]
+            langevin_held_out.ENERGY_COLUMNS["linear"]
         ),
-        **langevin.fokker_planck(sde, n_boot, seed).summary(name),
+        **langevin_held_out.fokker_planck(sde, n_boot, seed).summary(name),
     }
     return {key: found[key] for key in B5_KEYS}
 
@@ -358,9 +334,9 @@ def b5_statistics(
     seed: int = 0,
 ) -> dict[str, Estimate]:
     """B5's intervals as the chapter computes them for trajectories X `(N, L+1, D)`: the model fitted on a
-    seeded share of the pilots (`langevin.held_out_langevin` from t = L // 2, noise "eq2", split by `seed`) and
+    seeded share of the pilots (`langevin_held_out.held_out_langevin` from t = L // 2, noise "eq2", split by `seed`) and
     scored on the others (`b5_scores`)."""
-    sde = langevin.held_out_langevin(X, None, n_layers, seed=seed)
+    sde = langevin_held_out.held_out_langevin(X, None, n_layers, seed=seed)
     return b5_scores(
         sde, n_samples=n_samples, n_distance=n_distance, n_boot=n_boot, seed=seed
     )
@@ -382,7 +358,7 @@ def b5_fitted_truth(
     not the score of the model fitted on the population (`Case.truths`)."""
     from dataclasses import replace
 
-    sde = langevin.held_out_langevin(X, None, n_layers, seed=seed)
+    sde = langevin_held_out.held_out_langevin(X, None, n_layers, seed=seed)
     fresh = generator(scale * len(sde.held), TRUTH_SEED + 1 + seed)
     population = replace(
         sde,
@@ -448,7 +424,16 @@ class Case:
     `bands()` names the statistics the book judges against a band rather than by an interval that holds a
     value (the paper's "~0": from 0 to the statistic's Gaussian sampling floor at the replication's size,
     `intervals.zero_band`), each with its band: `replicate` adds a verdict row per such statistic. `ungated` names
-    the statistics whose coverage is shown but not gated, each with the reason (`Coverage.ungated`)."""
+    the statistics whose coverage is shown but not gated, each with the reason (`Coverage.ungated`).
+
+    The truth: where the population value is known in closed form it is used (the cloud's law and kurtosis,
+    identical classes); otherwise it is the statistic's value on the generator's population, approximated by one
+    large sample (`truths`): the estimand is the statistic of the population, not the injected noise (Eq. 1's
+    residual is not the Langevin noise). For the SVM on separated classes the estimand is the accuracy of a
+    classifier trained on the replication's training size (`svm_accuracy_at_size`), the large-sample accuracy
+    reported beside it. B4's held-out statistics and B5's scores are out of sample with the fit held fixed, so
+    their estimand is the replication's own fit scored on the population (`b4_fitted_truth`, `b5_fitted_truth`),
+    and the share of their intervals that hold the model fitted on the population is reported too."""
 
     name: str
     n: int

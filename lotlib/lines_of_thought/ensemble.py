@@ -24,9 +24,8 @@ def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.nd
     k = k or min(N, D)
     U = np.empty((T, D, k), dtype=np.float64)
     S = np.empty((T, k), dtype=np.float64)
-    with threadpool_limits(
-        limits=1
-    ):  # threaded LAPACK SVDs of this size run several times slower on busy cores
+    # threaded LAPACK SVDs of this size run several times slower on busy cores
+    with threadpool_limits(limits=1):
         for t in range(T):
             _, s, vh = np.linalg.svd(X[:, t, :].astype(np.float64), full_matrices=False)
             U[t], S[t] = vh[:k].T, s[:k]
@@ -92,13 +91,13 @@ class Ensemble:
         """`align_bases(*ensemble_svd(X))` over every pilot: U `(L+1, D, k)`, S `(L+1, k)`."""
         return align_bases(*ensemble_svd(self.X))
 
-    def paper_pilots(
+    def authors_pilots(
         self, n_s: int | str, seed: int, cap: int | str | None
     ) -> np.ndarray:
-        """`authors_protocol.paper_pilots` of these pilots, read under the chapter's count `cap`: sorted
+        """`authors_pilots` of these pilots, read under the chapter's count `cap`: sorted
         indices of `n_s` of them ("2.8D": the paper's ratio), or all of them where the corpus ran out first."""
 
-        return paper_pilots(self.n_s, self.D, n_s, seed, model=self.lm.name, cap=cap)
+        return authors_pilots(self.n_s, self.D, n_s, seed, model=self.lm.name, cap=cap)
 
     def __repr__(self) -> str:
         return f"{self.lm!r}\n{self.corpus!r}: trajectories {self.X.shape}"
@@ -180,7 +179,7 @@ def basis_angles(U: np.ndarray, i: int) -> np.ndarray:
     return np.degrees(np.arccos(np.clip(np.abs(u @ u.T), 0.0, 1.0)))
 
 
-def paper_pilots(
+def authors_pilots(
     n_pilots: int,
     d_model: int,
     n_s: int | str = "2.8D",
@@ -197,7 +196,7 @@ def paper_pilots(
     `cap` is the chapter's own count, the one the `n_pilots` were read under (None: all of the corpus). When
     the corpus ran out before it (fewer pilots than `cap`, or `cap` None) and `n_s` asks for more than there
     are, all of them are taken: the paper's practice for its widest models, whose tokenizers cut Walden into
-    fewer than 2.8 D pseudo-sentences (`paper_pilots_label` says so). Raises `ParameterError` naming `param`
+    fewer than 2.8 D pseudo-sentences (`authors_pilots_label` says so). Raises `ParameterError` naming `param`
     when the pilots were capped below `n_s`, or number fewer than `d_model` (a full basis)."""
 
     want = pilot_count(n_s, d_model, param, model=model)
@@ -213,8 +212,8 @@ def paper_pilots(
     return draw_pilots(n_pilots, want, np.random.default_rng(seed))
 
 
-def paper_pilots_label(count: int, d_model: int, n_s: int | str = "2.8D") -> str:
-    """How many pilots `paper_pilots` took, in words: "2.8 D = 1,613 pilots", or, when the corpus was shorter
+def authors_pilots_label(count: int, d_model: int, n_s: int | str = "2.8D") -> str:
+    """How many pilots `authors_pilots` took, in words: "2.8 D = 1,613 pilots", or, when the corpus was shorter
     than `n_s` asks at width `d_model`, "2,851 pilots, all of Walden (...)"."""
 
     want = pilot_count(n_s, d_model)

@@ -1,20 +1,4 @@
-"""Linear extrapolation of an ensemble between layers (Lines of Thought, Eq. 1) and how to tell it apart.
-
-    x~(t, tau) = U(t+tau) Lambda U(t)^T x(t),    Lambda = Sigma(t+tau) Sigma(t)^-1,    w = x(t+tau) - x~
-
-U `(T, D, k)` and S `(T, k)` are per-layer ensemble bases **aligned** across layers
-(`lotlib.lines_of_thought.ensemble.ensemble_svd` then `align_bases`), so column i is the same direction at every t.
-
-The reviewers' SVM is measured two ways. The paper's protocol (`same_pilot_svm`, as `dx_calculate.m`): the
-bases are fit on the very pilots that are extrapolated and classified, N_s = round(2.8 D) of them
-(`authors_protocol.paper_pilots`; the paper's 2,900 for D = 1024). The book's stronger test (`HeldOutBases`, `repeated_svm`):
-bases fit on half the pilots, the SVM scored on the other half. Every repetition of an interval resamples
-the data and refits every step: the paper's protocol draws the pilots with replacement and refits the bases
-on the draw (`refit_bootstrap`, `weighted_svd`); the held-out test draws a new fit half (new bases) and a
-bootstrap draw of held-out pilots to score; both re-split the classifier's pilots and refit the SVM
-(`svm_split_accuracy`). Percentile intervals over the repetitions, re-centered on the sample's value
-(`centered_percentile`).
-"""
+"""Linear extrapolation of an ensemble between layers (Lines of Thought, Eq. 1) and the SVMs that tell it from the truth."""
 
 from __future__ import annotations
 
@@ -47,9 +31,12 @@ def extrapolate(
     tau: int,
     rank: int | None = None,
 ) -> np.ndarray:
-    """Eq. 1: the states at layer t carried to layer t + tau, `(N, D)` (float64).
+    """Eq. 1: the states at layer t carried to layer t + tau, `(N, D)` (float64),
 
-    X: trajectories `(N, T, D)`; U `(T, D, k)`, S `(T, k)` aligned. `rank=None` uses all k columns
+        x~(t, tau) = U(t+tau) Lambda U(t)^T x(t),    Lambda = Sigma(t+tau) Sigma(t)^-1.
+
+    X: trajectories `(N, T, D)`; U `(T, D, k)`, S `(T, k)` aligned across layers (`ensemble.ensemble_svd`
+    then `align_bases`, so column i is the same direction at every t). `rank=None` uses all k columns
     (k = min(N, D) from `ensemble_svd`); `rank=r` uses the r columns with the largest sigma at layer t.
     Directions whose sigma(t) is numerically zero are dropped (a pseudo-inverse of Sigma(t)).
     """
@@ -191,7 +178,8 @@ def same_pilot_svm(
     rank: int | None = None,
     bases_from: str = "all",
 ) -> dict[str, Estimate]:
-    """The reviewers' SVM by the paper's protocol (`dx_calculate.m`): on the pilots of X `(N, L+1, D)`, the
+    """The reviewers' SVM by the paper's protocol (`dx_calculate.m`): on the pilots of X `(N, L+1, D)` (the
+    paper's N_s = round(2.8 D), `ensemble.authors_pilots`), the
     bases of layers `first`..max(`starts`) + `tau_max` are fit on the pilots (aligned from layer `first`), Eq. 1
     extrapolates those same pilots, and the SVM tells x(t + tau) from x~(t, tau), trained on a random
     `train_fraction` of them and scored on the rest. `paper_svm_tau1` and `paper_svm_tau10` (tau = `tau_max`:

@@ -1,25 +1,5 @@
-"""Residuals of the linear extrapolation (Lines of Thought, Eq. 2, Fig. B4): are they i.i.d. Gaussian
-coordinates with variance alpha exp(lambda (t + tau)), a function of the arrival layer only?
-
-In the aligned singular basis U(t+tau) the residual of Eq. 1 has the coordinates
-
-    U(t+tau)^T w = y(t+tau) - Lambda y(t),    y(t) = U(t)^T x(t),    Lambda = Sigma(t+tau) Sigma(t)^-1,
-
-so with the coordinates y of every layer computed once, each (t, t+tau) pair costs O(N k) instead of
-two (N, D) x (D, D) products (`lotlib.lines_of_thought.extrapolation.eq1_residuals` is the direct form; the tests
-check that both agree). Raw coordinates are w = U(t+tau) (y(t+tau) - Lambda y(t)).
-
-Intervals without recomputing the residuals: `resampled_pairs` evaluates the law's ingredients on the whole
-sample and on every bootstrap resample of the pilots at once (weighted moments; the bases are held fixed).
-So that holding them fixed leaves nothing fitted out of the interval, the chapter's tests score out of sample
-(`held_out_pairs`, `residual_nulls`): the bases are fitted on a seeded share of the pilots and the residuals are
-those of the other pilots, which the bases never saw; each interval is then about these bases.
-Its summaries are chosen so that a resample estimates the same thing as the sample (an offset estimated
-from pairs of distinct pilots, a signed kurtosis): mean abs(mu / sigma) and mean abs(kurtosis) grow under
-resampling (duplicated pilots add sampling noise) and are kept for the figures only.
-The norm growth of the ensemble alone makes any residual variance grow with the arrival layer (a cloud of
-independent points whose spread grows gives a perfect "law"): `log_relative_var` divides it out.
-"""
+"""Residuals of the linear extrapolation (Lines of Thought, Eq. 2, Fig. B4) and the tests of their law: i.i.d.
+Gaussian coordinates with variance alpha exp(lambda (t + tau)), a function of the arrival layer only."""
 
 from __future__ import annotations
 
@@ -51,7 +31,13 @@ def singular_coordinates(X: np.ndarray, U: np.ndarray) -> np.ndarray:
 
 def residual_coordinates(Y: np.ndarray, S: np.ndarray, t, tau: int) -> np.ndarray:
     """Coordinates of w(t, tau) in the aligned basis U(t+tau): `(N, k)` for one t, `(N, len(t), k)` for
-    an array of t. Y `(N, T, k)` from `singular_coordinates`, S `(T, k)` aligned singular values."""
+    an array of t. Y `(N, T, k)` from `singular_coordinates`, S `(T, k)` aligned singular values.
+
+        U(t+tau)^T w = y(t+tau) - Lambda y(t),    y(t) = U(t)^T x(t),    Lambda = Sigma(t+tau) Sigma(t)^-1,
+
+    so with the coordinates y of every layer computed once, each (t, t+tau) pair costs O(N k) instead of
+    two (N, D) x (D, D) products (`lotlib.lines_of_thought.extrapolation.eq1_residuals` is the direct form).
+    Raw coordinates are w = U(t+tau) (y(t+tau) - Lambda y(t))."""
     t = np.asarray(t)
     return Y[:, t + tau] - Y[:, t] * (S[t + tau] / S[t]).astype(Y.dtype)
 
@@ -260,6 +246,10 @@ class ResampledPairs:
     `kurtosis`: the coordinates' excess kurtosis (bias-corrected: `unbiased_excess_kurtosis`) weighted by their
     variance, sum_i var_i kappa_i / tr Cov w (0 for a Gaussian residual, isotropic or not; large when the
     coordinates that carry the variance have heavy tails). `spread` `(B, T)`: tr Cov x(t), the total variance of the ensemble at each layer.
+
+    These summaries are chosen so that a resample estimates the same thing as the sample (an offset from
+    pairs of distinct pilots, a signed kurtosis): mean abs(mu / sigma) and mean abs(kurtosis) grow under
+    resampling (duplicated pilots add sampling noise), and `PairStatistics` keeps them for the figures only.
     """
 
     trace: np.ndarray
@@ -275,7 +265,9 @@ class ResampledPairs:
 
     def log_relative_var(self) -> np.ndarray:
         """ln(tr Cov w(t, s) / tr Cov x(s)): the residual variance relative to the spread of the ensemble it
-        should predict (ln 2 for a map that knows nothing, adding its own spread to the target's): `(B, T, T)`."""
+        should predict (ln 2 for a map that knows nothing, adding its own spread to the target's): `(B, T, T)`.
+        The norm growth of the ensemble alone makes any residual variance grow with the arrival layer (a cloud
+        of independent points whose spread grows gives a perfect "law"); this ratio divides it out."""
         return np.log(self.trace / self.spread[:, None, :])
 
 
@@ -454,11 +446,11 @@ class ResidualNulls:
     (`resampled`, `bootstrap_and_jackknife_weights`): row 0 the sample, rows 1..n_boot bootstrap resamples, then the
     delete-a-group jackknife.
 
-    Intervals as in B5 (`langevin.fokker_planck`): a statistic that reads 0 when the law holds (the offset
+    Intervals as in B5 (`langevin_held_out.fokker_planck`): a statistic that reads 0 when the law holds (the offset
     of the mean, the correlation between coordinates: norms) by its percentile bootstrap (`bootstrap`),
-    every other one by its jackknife (`estimate`). On a few dozen heavy-tailed pilots the percentile
-    bootstrap of lambda L, alpha_rel and the kurtosis covered the truth in 78-89% of the replications of
-    `benchmarks/coverage.py`, their jackknife in 91-96%: its variance errs wide."""
+    every other one by its jackknife (`estimate`): on a few dozen heavy-tailed pilots the percentile bootstrap
+    of lambda L, alpha_rel and the kurtosis covers the truth less often than its level, while the jackknife's
+    variance errs wide (`benchmarks/coverage.py` measures both)."""
 
     ensembles: dict[str, np.ndarray]
     bases: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -674,7 +666,9 @@ def residual_nulls(
     """`ResidualNulls` of trajectories X `(N, T, D)` and its nulls (`structureless_cloud`, `shuffled_pilots`,
     seeded), each scored out of sample (`held_out_pairs`): bases fitted on a seeded share 1 - `held_out` of
     its pilots (the same split for all three), residuals of the others, over the same rows of weights of
-    the held-out pilots (`bootstrap_and_jackknife_weights`). `ResidualNulls.ensembles` keeps the held-out pilots."""
+    the held-out pilots (`bootstrap_and_jackknife_weights`). `ResidualNulls.ensembles` keeps the held-out pilots.
+    The intervals hold the bases fixed (`resampled_pairs`), and scoring out of sample leaves nothing fitted out
+    of them: the residuals are those of pilots the bases never saw, so each interval is about these bases."""
 
     held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
     weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)

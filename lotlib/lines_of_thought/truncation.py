@@ -1,22 +1,4 @@
-"""How many singular directions the next-token distribution needs: KL(p_K || p) after truncating states.
-
-Two protocols (the paper leaves the choice open):
-
-- `truncation_scores`: project the last layer's state x(L), before the final norm, onto the
-  top-K singular directions of the ensemble at L, then final norm + unembedding.
-- `propagated_truncation`: project the pilot's state onto the top-K directions of
-  U(t) after **every** block t = 1..L and let the remaining blocks run on the truncated state (earlier
-  positions untouched).
-
-Both score each pilot twice: KL(p_K || p) in nats, and how many of the `top` most likely next tokens of p_K
-are among those of p (the authors' downstream reading, top-5 at K = D/4 against K = D). Everything runs on
-the model's device; the scores come back as numpy arrays on the CPU.
-
-B2 reads the authors' criteria off both (`criteria`) by the paper's protocol, the basis fit on the very
-pilots it truncates, at any N_s (`truncation_at_sizes`: the book's and the paper's 2.8 D). Their intervals
-refit the basis: each repetition draws the pilots with replacement, fits the basis on the draw and rescores
-its pilots (`resampled_truncation`).
-"""
+"""How many singular directions the next-token distribution needs: KL(p_K || p) after truncating states."""
 
 from __future__ import annotations
 
@@ -38,7 +20,8 @@ from ..stats import Estimate, bootstrap_mean
 @dataclass(frozen=True)
 class Truncation:
     """Per-pilot scores of truncated distributions: `kl` KL(p_K || p) in nats and `overlap`, the number of
-    shared tokens among the `top` most likely of p_K and of p, both `(len(ks), n)` for the grid `ks`."""
+    shared tokens among the `top` most likely of p_K and of p (the authors' downstream reading, top-5 at
+    K = D/4 against K = D), both `(len(ks), n)` for the grid `ks`, numpy on the CPU."""
 
     ks: list[int]
     kl: np.ndarray
@@ -257,16 +240,15 @@ def _pilot_last_state(
 
 # --- B2: the authors' criterion read off the truncation curves ---------------------------------------------
 
-PROTOCOLS = ("last layer", "every layer")  # the two readings of the truncation
+# the two readings of the truncation (the paper leaves the choice open): `truncation_scores` and
+# `propagated_truncation`
+PROTOCOLS = ("last layer", "every layer")
 
 
 def truncation_grid(d: int) -> list[int]:
     """The K of B2: the powers of two below `d`, the multiples of d/16 from d/8 to d/2, and `d`, sorted."""
     powers = {2**j for j in range(int(np.log2(d)) + 1) if 2**j < d}
     return sorted(powers | {j * d // 16 for j in range(2, 9)} | {d})
-
-
-# suffix of the summary keys measured on the paper's N_s (2.8 D, or all of Walden if less)
 
 
 @dataclass
@@ -301,7 +283,7 @@ class ResampledTruncation:
         return out
 
 
-# --- C7: what the truncation costs downstream ----------------------------------------------------------------
+# --- C8: what the truncation costs downstream ----------------------------------------------------------------
 
 
 @dataclass

@@ -1,19 +1,4 @@
-"""Parameters that must fit the model: layer and block indices, pilot counts, context length.
-
-A chapter declares such a parameter with one of the types below, as a string annotation in its
-`parameters` cell (so the cell needs no import):
-
-    blocks: "list[Block] | None" = None   # block indices 0..L-1, negative from the end, or first/middle/last
-    t_start: "Layer | None" = None        # an index of the states x(0..L) (x(0): the input of block 0)
-    n_s: "Pilots | None" = None           # pseudo-sentences: a number, or a multiple of the width, "D", "1.5D"
-    n_s: "FullBasis | None" = None        # the same, at least D (a full basis of the model's width)
-    n_k: "Tokens" = 50                    # tokens per pseudo-sentence: with BOS, at most the context length
-
-`lotlib.book.parameters` checks every value against its type and, for these, against the model's `Shape`
-read from its configuration (no weights loaded), before any slow work. A chapter resolves the same values
-with the loaded model through `block_indices`, `layer_index`, `pilot_count` and `check_context`, which
-raise the same messages: the parameter, the model's L or D, and the valid range.
-"""
+"""Parameters that must fit the model: layer and block indices, pilot counts, context length."""
 
 from __future__ import annotations
 
@@ -193,7 +178,22 @@ def check_reinit(
 
 
 class Bounded:
-    """A parameter type whose values depend on the model: `accepts` checks the form, `check` the fit."""
+    """A parameter type whose values depend on the model: `accepts` checks the form, `check` the fit.
+
+    A chapter declares such a parameter with one of the types below, as a string annotation in its
+    `parameters` cell (so the cell needs no import):
+
+        blocks: "list[Block] | None" = None   # block indices 0..L-1, negative from the end, or first/middle/last
+        t_start: "Layer | None" = None        # an index of the states x(0..L) (x(0): the input of block 0)
+        n_s: "Pilots | None" = None           # pseudo-sentences: a number, or a multiple of the width, "D", "1.5D"
+        n_s: "FullBasis | None" = None        # the same, at least D (a full basis of the model's width)
+        n_k: "Tokens" = 50                    # tokens per pseudo-sentence: with BOS, at most the context length
+
+    `lotlib.book.parameters` checks every value against its type and, for these, against the model's `Shape`
+    read from its configuration (no weights loaded), before any slow work. A chapter resolves the same values
+    with the loaded model through `block_indices`, `layer_index`, `pilot_count` and `check_context`, which
+    raise the same messages: the parameter, the model's L or D, and the valid range.
+    """
 
     description = ""
 

@@ -1,10 +1,4 @@
-"""Token-id corpora: Walden cut into pseudo-sentences, and uniformly random gibberish.
-
-Whether a pseudo-sentence starts with BOS follows the model's tokenizer unless asked (`bos=None`): Gemma, Llama
-and Mistral tokenizers start every text with BOS because their models were trained on sequences that do
-(without it Gemma 3 reads text badly: its next-token loss on Walden rises from 3.8 to 5.1 nats); GPT-2's and
-SmolLM2's do not, which is the paper's setting. The BOS column is context only: `Corpus.prefix` counts it.
-"""
+"""Token-id corpora: Walden cut into pseudo-sentences, and uniformly random gibberish."""
 
 from __future__ import annotations
 
@@ -50,7 +44,10 @@ class Corpus:
 
 def bos_prefix(tokenizer, bos: bool | None = None) -> list[int]:
     """The ids a pseudo-sentence starts with: [BOS] when `bos` is True, or when it is None and the tokenizer
-    starts every text it encodes with BOS; [] otherwise."""
+    starts every text it encodes with BOS; [] otherwise. Gemma, Llama and Mistral tokenizers start every text
+    with BOS because their models were trained on sequences that do (without it they read text badly);
+    GPT-2's and SmolLM2's do not, which is the paper's setting. The BOS column is context only: `Corpus.prefix`
+    counts it."""
     if bos is None:
         bos = tokenizer.bos_token_id is not None and tokenizer("a")["input_ids"][
             :1

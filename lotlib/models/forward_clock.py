@@ -1,9 +1,4 @@
-"""Seconds spent in forward passes, for the book's profile (forward passes against analysis).
-
-Every forward pass goes through `ModelView.run`, which times itself with `forward_pass()`. When the variable
-`LOTLIB_FORWARD_LOG` names a file (the pipeline sets it in each chapter's kernel), each pass appends its wall
-time there as one line; `forward_seconds` adds them up. Without the variable nothing is written.
-"""
+"""Seconds spent in forward passes, for the book's profile (forward passes against analysis)."""
 
 from __future__ import annotations
 
@@ -17,16 +12,19 @@ FORWARD_LOG = "LOTLIB_FORWARD_LOG"
 
 @contextmanager
 def forward_pass():
-    """Time the enclosed forward pass into the file named by `FORWARD_LOG` (a no-op when it is unset)."""
+    """Time the enclosed forward pass into the file named by `FORWARD_LOG` (a no-op when it is unset).
+
+    Every forward pass goes through `ModelView.run`, which times itself with this. When the variable
+    `LOTLIB_FORWARD_LOG` names a file (the pipeline sets it in each chapter's kernel), each pass appends its
+    wall time there as one line; `forward_seconds` adds them up. Without the variable nothing is written."""
     log = os.environ.get(FORWARD_LOG)
     start = time.perf_counter()
     try:
         yield
     finally:
         if log:
-            with open(
-                log, "a"
-            ) as out:  # one short line per pass: appends do not interleave
+            # one short line per pass: appends do not interleave
+            with open(log, "a") as out:
                 out.write(f"{time.perf_counter() - start:.6f}\n")
 
 

@@ -1,10 +1,5 @@
 """The key-value header of a GGUF file, read without its tensors: what a parameter check needs of an embedded
-model (depth, width, context length, vocabulary) on a machine that has not de-quantized it yet.
-
-GGUF (v2, v3): the magic b"GGUF", a uint32 version, uint64 counts of tensors and of key-value pairs, then the
-pairs: a string key (uint64 length + UTF-8) and a typed value (uint32 type; arrays: element type, uint64
-count, elements). Only the header is read; a file split into parts is read across them.
-"""
+model (depth, width, context length, vocabulary) on a machine that has not de-quantized it yet."""
 
 from __future__ import annotations
 
@@ -73,7 +68,11 @@ def _value(stream: _Parts, kind: int):
 
 
 def read_header(paths: list[Path]) -> dict:
-    """The key-value pairs of the GGUF file made of `paths` (its parts, in order); arrays as their lengths."""
+    """The key-value pairs of the GGUF file made of `paths` (its parts, in order); arrays as their lengths.
+
+    GGUF (v2, v3): the magic b"GGUF", a uint32 version, uint64 counts of tensors and of key-value pairs, then the
+    pairs: a string key (uint64 length + UTF-8) and a typed value (uint32 type; arrays: element type, uint64
+    count, elements). Only the header is read; a file split into parts is read across them."""
     stream = _Parts(paths)
     try:
         if stream.read(4) != b"GGUF":

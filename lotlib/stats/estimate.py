@@ -1,19 +1,4 @@
-"""Values that carry their uncertainty: a 95% interval and the sample it came from.
-
-Every verdict-bearing number of the book is an `Estimate`: the value measured on the whole sample, an
-interval, the size `n` of the sample and its `unit` (what was resampled: pseudo-sentences, pilots, heads,
-nouns, seeds...). Four ways to get one:
-
-- `bootstrap(statistic, n)`: the unit of sampling is resampled with replacement (seeded); the statistic
-  receives the indices of one resample. Percentile interval.
-- `over_seeds(values)`: the randomness is in the method (Langevin noise, UMAP, a re-initialisation, a
-  classifier's split); the value is the mean over seeds, the interval a t-interval of that mean.
-- `jackknife_estimate(value, jackknife, n)`: the statistic with each unit (or group of units) left out; a
-  t-interval of the jackknife's standard error, for smooth statistics of a few dozen units.
-- `exact(value)`: nothing was sampled (a property of the weights, checked on all of them); lo = hi = value.
-
-`Estimate.to_json()` is what a chapter's summary stores: `{"value", "lo", "hi", "n", "unit", "method"}`.
-"""
+"""Values that carry their uncertainty: a 95% interval and the sample it came from."""
 
 from __future__ import annotations
 
@@ -28,7 +13,22 @@ LEVEL = 0.95
 
 @dataclass(frozen=True)
 class Estimate:
-    """A measured value with its `level` interval [lo, hi] over `n` units of `unit` (`method` says how)."""
+    """A measured value with its `level` interval [lo, hi] over `n` units of `unit` (`method` says how).
+
+    Every verdict-bearing number of the book is an `Estimate`: the value measured on the whole sample, an
+    interval, the size `n` of the sample and its `unit` (what was resampled: pseudo-sentences, pilots, heads,
+    nouns, seeds...). Four ways to get one:
+
+    - `bootstrap(statistic, n)`: the unit of sampling is resampled with replacement (seeded); the statistic
+      receives the indices of one resample. Percentile interval.
+    - `over_seeds(values)`: the randomness is in the method (Langevin noise, UMAP, a re-initialisation, a
+      classifier's split); the value is the mean over seeds, the interval a t-interval of that mean.
+    - `jackknife_estimate(value, jackknife, n)`: the statistic with each unit (or group of units) left out; a
+      t-interval of the jackknife's standard error, for smooth statistics of a few dozen units.
+    - `exact(value)`: nothing was sampled (a property of the weights, checked on all of them); lo = hi = value.
+
+    `Estimate.to_json()` is what a chapter's summary stores: `{"value", "lo", "hi", "n", "unit", "method"}`.
+    """
 
     value: float
     lo: float

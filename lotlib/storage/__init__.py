@@ -1,2 +1,2 @@
 """Files that survive crashes and are shared between processes: where caches live, atomic writes,
-locks, checksums. No science here, and nothing here imports the rest of lotlib."""
+locks, checksums (no science here, and nothing here imports the rest of lotlib)."""

@@ -1,13 +1,6 @@
-"""Resumable loops: a long loop of a chapter (the resamples of an interval, hours at full size) keeps each
-finished step on disk while the chapter runs, so that a run stopped before its end (a signal, a dead worker,
-a machine taken back) resumes at the step it reached instead of the first.
-
-The book's and sweeps' runs set `$LOTLIB_CHECKPOINTS` in the kernel to a folder named by the run's execution
-key (`lotlib.book.pipeline`): the notebook, its parameters, the model's revision and the lotlib files it
-imports. The same key means the same code and data, so the n-th resumable loop of the run is the same loop
-again, and its seeded steps give the same values; the pipeline removes the folder when the run succeeds and
-when the key changes. Outside such a run (a library call, the tests) nothing is kept.
-"""
+"""Resumable loops: a long loop of a chapter (the resamples of an interval) keeps each finished step on disk
+while the chapter runs, so that a run stopped before its end (a signal, a dead worker, a machine taken back)
+resumes at the step it reached instead of the first."""
 
 from __future__ import annotations
 
@@ -23,9 +16,8 @@ from .atomic import write_atomic
 
 CHECKPOINT_VARIABLE = "LOTLIB_CHECKPOINTS"
 T = TypeVar("T")
-_loops = (
-    itertools.count()
-)  # the rank of each resumable loop in this process, in the order they start
+# the rank of each resumable loop in this process, in the order they start
+_loops = itertools.count()
 
 
 class Steps:
@@ -54,7 +46,13 @@ class Steps:
 def resumable(name: str) -> Steps:
     """The steps of this process's next resumable loop, kept under `$LOTLIB_CHECKPOINTS` in a folder named by
     the loop's rank among the process's resumable loops and `name` (a description: it only makes the folder
-    readable); without the variable, a loop that keeps nothing."""
+    readable); without the variable, a loop that keeps nothing.
+
+    The book's and sweeps' runs set `$LOTLIB_CHECKPOINTS` in the kernel to a folder named by the run's execution
+    key (`lotlib.book.pipeline`): the notebook, its parameters, the model's revision and the lotlib files it
+    imports. The same key means the same code and data, so the n-th resumable loop of the run is the same loop
+    again, and its seeded steps give the same values; the pipeline removes the folder when the run succeeds and
+    when the key changes. Outside such a run (a library call, the tests) nothing is kept."""
     rank = next(_loops)
     root = os.environ.get(CHECKPOINT_VARIABLE)
     if not root:

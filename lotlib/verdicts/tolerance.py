@@ -75,11 +75,8 @@ def against_paper(
     `reading="second_reading"`: the same for the value of `as_paper.second_reading` (another reading of a
     protocol the paper leaves open, judged by the same band)."""
     if claim["nature"] == "identity":
-        return (
-            "not applicable",
-            None,
-            None,
-        )  # an identity checks our code, not a number of the paper
+        # an identity checks our code, not a number of the paper
+        return "not applicable", None, None
     if claim["origin"] != "paper":
         return "extension", None, None
     spec = claim.get("as_paper")
@@ -152,9 +149,8 @@ def interval_of(value, deterministic: bool):
     estimate = as_estimate(value) if not isinstance(value, bool) else None
     if estimate is None or not math.isfinite(estimate.value):
         return "missing"
-    sampled = (
-        estimate.method != "exact"
-    )  # `intervals.exact`: a point value, no sampling behind it
+    # `intervals.exact`: a point value, no sampling behind it
+    sampled = estimate.method != "exact"
     if sampled and math.isfinite(estimate.lo) and math.isfinite(estimate.hi):
         return estimate.lo, estimate.hi
     return (estimate.value, estimate.value) if deterministic else "no interval"

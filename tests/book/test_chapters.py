@@ -1,4 +1,4 @@
-"""Chapters that read like a paper (issue 18): no function or class defined in a chapter (the analysis lives in
+"""Chapters that read like a paper: no function or class defined in a chapter (the analysis lives in
 the library), no `print(` (numbers reach the page through glue, tables and figures), and at most 40% of a
 science chapter's non-blank lines in code cells. Checked statically on the Jupytext sources."""
 import re
@@ -10,7 +10,7 @@ from lotlib.book.pipeline import project_root
 
 from ..conftest import ROOT
 
-CODE_SHARE = 0.40  # the issue's bound, not chosen from our chapters
+CODE_SHARE = 0.40  # a bound set for any chapter, not chosen from ours
 
 
 def _science_chapters() -> list[str]:

@@ -440,7 +440,7 @@ def test_a_chapter_that_needs_more_of_walden_than_there_is_is_a_page_saying_so(t
     says how many it gives and how many the parameter needs, and nothing runs; the same chapter at 10 tokens
     (five times the pseudo-sentences) runs, and so does the first once Walden is long enough (the page is part of
     the execution's key). A paper-sized count asks for no more than D: where Walden is shorter it takes all of
-    it (`paper_pilots`)."""
+    it (`authors_pilots`)."""
     from lotlib.book import pipeline
     from lotlib.book.parameters import walden_demand
     from lotlib.models.corpus import walden

@@ -110,13 +110,13 @@ def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(
 ):
     from lotlib.chapters import b2_ensemble_svd as truncation
     from lotlib.chapters.b2_ensemble_svd import criteria, resampled_truncation
-    from lotlib.lines_of_thought.ensemble import paper_pilots
+    from lotlib.lines_of_thought.ensemble import authors_pilots
 
     model = load_model(str(tiny_gpt2_dir))
     ids = gibberish(model.view.W_E.shape[0], n_s=180, n_k=6, seed=2).ids
     X = capture(model, ids, progress=False)
     D = X.shape[2]
-    P = paper_pilots(
+    P = authors_pilots(
         len(X), D, n_s=179, cap=None
     )  # a seeded subset, as the paper's N_s = 2.8 D is
     fitted = []

@@ -3,18 +3,21 @@
 import numpy as np
 import pytest
 
-from lotlib.chapters.b5_langevin import residual_shares, scheme_variants
+from lotlib.chapters.b5_langevin import (
+    fit_summary,
+    residual_shares,
+    scheme_variants,
+    top_share,
+)
 from lotlib.lines_of_thought.extrapolation import extrapolate
-from lotlib.lines_of_thought.langevin import (
+from lotlib.lines_of_thought.langevin import propagators
+from lotlib.lines_of_thought.langevin_held_out import (
     FP_STATS,
     fokker_planck,
     held_out_langevin,
     noiseless_map,
-    propagators,
 )
-from tests.lines_of_thought.test_langevin import (
-    _walks,
-)
+from tests.lines_of_thought.test_langevin_held_out import _walks
 
 
 def test_fokker_planck_and_variants_agree_with_an_independent_computation():
@@ -52,3 +55,13 @@ def test_residual_shares_and_noiseless_map_follow_eq1():
     w = sde.X[sde.held, sde.t0 + 1] - eq1
     tc, wc = eq1 - eq1.mean(0), w - w.mean(0)
     assert shares["held out"].iloc[0] == pytest.approx(np.sum(tc * wc) / np.sum(wc**2))
+
+
+def test_fit_summary_and_the_top_share_of_the_held_out_truth():
+    sde = held_out_langevin(_walks(), None, 2, seed=1)
+    assert fit_summary(sde)["n_fitted"] == 60
+    # the top share against the held-out truth's eigen-decomposition: at most its top 4
+    true = sde.truth[:, -1]
+    eigen = np.sort(np.linalg.eigvalsh(np.cov(true.T, bias=True)))[::-1]
+    assert 0 < top_share(sde, 4) <= eigen[:4].sum() / eigen.sum() + 1e-12
+    assert top_share(sde, sde.D) == pytest.approx(1.0)

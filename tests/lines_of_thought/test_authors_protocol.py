@@ -14,6 +14,7 @@ from scipy.linalg import expm
 from lotlib.lines_of_thought.authors_protocol import (
     ENSEMBLES,
     SUMMARIES,
+    authors_ensembles,
     authors_pairs,
     authors_residual_statistics,
     authors_summary,
@@ -21,14 +22,13 @@ from lotlib.lines_of_thought.authors_protocol import (
     coordinate_summaries,
     gaussian_floor,
     pair_moments,
-    paper_ensembles,
     weighted_bases,
 )
 from lotlib.lines_of_thought.ensemble import (
     align_bases,
+    authors_pilots,
+    authors_pilots_label,
     ensemble_svd,
-    paper_pilots,
-    paper_pilots_label,
 )
 from lotlib.lines_of_thought.extrapolation import eq1_residuals
 
@@ -252,21 +252,21 @@ def test_fit_and_late_pairs_follow_their_parameters():
 
 
 def test_paper_pilots_is_a_seeded_subset_of_the_papers_size():
-    picked = paper_pilots(3000, 1024, cap=None)
+    picked = authors_pilots(3000, 1024, cap=None)
     assert len(picked) == math.ceil(2.8 * 1024) and np.all(np.diff(picked) > 0)
-    np.testing.assert_array_equal(picked, paper_pilots(3000, 1024, cap=None))
-    assert not np.array_equal(picked, paper_pilots(3000, 1024, seed=1, cap=None))
-    assert len(paper_pilots(100, 10, n_s=50, cap=100)) == 50
-    assert paper_pilots_label(len(picked), 1024) == "2.8 D = 2,868 pilots"
+    np.testing.assert_array_equal(picked, authors_pilots(3000, 1024, cap=None))
+    assert not np.array_equal(picked, authors_pilots(3000, 1024, seed=1, cap=None))
+    assert len(authors_pilots(100, 10, n_s=50, cap=100)) == 50
+    assert authors_pilots_label(len(picked), 1024) == "2.8 D = 2,868 pilots"
     # a corpus that ran out before 2.8 D (all of it read, or less than the chapter's cap): all of it, as the
     # paper's widest models read all of Walden; the label says so
     for cap in (None, "2.8D", 5000):
-        np.testing.assert_array_equal(paper_pilots(2000, 1024, cap=cap), np.arange(2000))
-    assert paper_pilots_label(2000, 1024).startswith("2,000 pilots, all of Walden (2.8 D = 2,868 is more")
+        np.testing.assert_array_equal(authors_pilots(2000, 1024, cap=cap), np.arange(2000))
+    assert authors_pilots_label(2000, 1024).startswith("2,000 pilots, all of Walden (2.8 D = 2,868 is more")
     with pytest.raises(ParameterError, match="n_s_paper"):  # the chapter capped its pilots below 2.8 D
-        paper_pilots(2000, 1024, cap=2000)
+        authors_pilots(2000, 1024, cap=2000)
     with pytest.raises(ParameterError, match="n_s_paper"):  # all of the corpus, but fewer than D
-        paper_pilots(1000, 1024, cap=None)
+        authors_pilots(1000, 1024, cap=None)
 
 
 def test_authors_trajectories_drop_the_embedding_and_read_the_last_layer_after_the_norm():
@@ -300,7 +300,7 @@ def test_paper_ensembles_share_resamples_and_read_x_l_after_the_norm():
     view = SimpleNamespace(
         device="cpu", final_norm=lambda x: 3 * x / x.norm(dim=-1, keepdim=True)
     )
-    runs = paper_ensembles(X, view, n_boot=3, seed=0, progress=False)
+    runs = authors_ensembles(X, view, n_boot=3, seed=0, progress=False)
     assert list(runs) == list(ENSEMBLES) and runs["model"].mean_var.shape == (4, 6, 6)
     normed = np.concatenate(
         [X[:, 1:-1], 3 * X[:, -1:] / np.linalg.norm(X[:, -1:], axis=-1, keepdims=True)],

@@ -1,4 +1,4 @@
-"""Coverage of the book's 95% intervals on synthetic ensembles (issue 19), a small seeded version of
+"""Coverage of the book's 95% intervals on synthetic ensembles, a small seeded version of
 benchmarks/coverage.py.
 
 Threshold: with R = 20 replications of an interval whose true coverage is 95%, the number covering the truth
@@ -200,10 +200,10 @@ def test_small_coverage_of_the_intervals_that_hold_the_truth(name, statistics):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 19: on Laplace coordinates (residual excess kurtosis 1.5) the authors' kurtosis averages 0.58 at "
-    "N = 48, D = 16 (the fitted bases mix the coordinates, and small samples understate tails), and its interval "
-    "can meet the Gaussian floor's band at such sizes: the paper's '~0' then reads 'agrees' (right in 74 of 100 "
-    "at D = 16 in benchmarks/coverage.py, fewer than 15 of 20 at D = 8 here); remove this mark when it is right",
+    reason="on Laplace coordinates (residual excess kurtosis 1.5) the authors' kurtosis understates the tails at "
+    "small N and D (the fitted bases mix the coordinates, and small samples understate tails), and its interval "
+    "can meet the Gaussian floor's band at such sizes: the paper's '~0' then reads 'agrees' too often; remove "
+    "this mark when it is right",
 )
 def test_the_authors_kurtosis_tells_heavy_tails_from_the_gaussian_floor():
     found = {

@@ -163,7 +163,7 @@ def test_offset_is_about_zero_for_a_zero_mean_residual_and_finds_a_real_one():
 
 
 def test_a_cloud_passes_the_absolute_law_and_fails_the_relative_one():
-    """Defect 1 of issue 13: independent points whose scale grows as e^(0.15 t) obey 'arrival only, exponential'."""
+    """Independent points whose scale grows as e^(0.15 t) obey 'arrival only, exponential'."""
     rng = np.random.default_rng(8)
     N, T, D = 600, 12, 10
     cloud = rng.normal(size=(N, T, D)) * np.exp(0.15 * np.arange(T))[None, :, None] + 3.0

@@ -267,7 +267,7 @@ def _packaged(name: str):
     pytest.param("all-mpnet-base-v2", (12, 768, 12), marks=pytest.mark.slow),  # 438 MB, extracted once
 ])
 def test_the_packaged_encoders_load_by_name_checked_and_are_seen_exactly(name, shape):
-    """The trained LayerNorm encoders of issue 20, from their packages, weights checked by sha256."""
+    """The trained LayerNorm encoders, from their packages, weights checked by sha256."""
     from lotlib.models.sources import PACKAGED
 
     model = _packaged(name)
