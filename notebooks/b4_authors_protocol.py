@@ -102,7 +102,9 @@ ens
 # model with x(L) before the final norm, the same with x(L) after it, and the structureless cloud.
 
 # %%
-authors = AuthorsProtocol.run(ens, pairs, n_s_paper, n_boot, seed, cap=n_s)
+authors = AuthorsProtocol.run(
+    ens, pairs, n_s_paper, n_boot, seed, cap=n_s, device=ens.lm.device
+)
 title = f"The authors' protocol, N_s = {authors.n_s}, {model}"
 b4.authors_heatmaps(authors.runs, pairs, title)
 

@@ -120,7 +120,7 @@ ens = open_ensemble(
 )
 pairs = PairLayers.of(ens.L, ens.lm.name, fit_first, fit_last, early_layers, t_pdf)
 U, S = ens.aligned
-Y = singular_coordinates(ens.X, U)  # (N_s, L+1, k)
+Y = singular_coordinates(ens.X, U, ens.lm.device)  # (N_s, L+1, k)
 glue("k", U.shape[2])
 glue("model_name", ens.lm.name)
 ens
@@ -139,7 +139,7 @@ ens
 # table gives the residual's, over the {glue:text}`n_pairs` pairs (t, t+τ), in both bases.
 
 # %%
-st = pair_statistics(Y, S, pairs.layers)
+st = pair_statistics(Y, S, pairs.layers, device=ens.lm.device)
 raw = pair_statistics(Y, S, pairs.layers, U=U) if raw_coordinates else None
 null_z, null_kurt = gaussian_reference(ens.n_s, U.shape[2], seed)
 moment_table({"aligned singular basis": st, "raw coordinates": raw}, pairs)
@@ -191,7 +191,9 @@ if raw is not None:
 # `lotlib.lines_of_thought.nulls.shuffled_pilots`, `residual_nulls`.
 
 # %%
-nulls = residual_nulls(ens.X, pairs, n_boot, seed, model=ens.lm.name)
+nulls = residual_nulls(
+    ens.X, pairs, n_boot, seed, model=ens.lm.name, device=ens.lm.device
+)
 laws = nulls.laws()
 nulls.law_table(laws)
 

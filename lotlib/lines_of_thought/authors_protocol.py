@@ -11,6 +11,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..stats import Estimate, centered_percentile, resampling_weights
+from ..stats.backend import Device, as_tensor, no_tf32, to_numpy
 from .ensemble import align_bases
 from .nulls import structureless_cloud
 from .residuals import fit_laws, pair_mask
@@ -52,15 +53,20 @@ def authors_trajectories(
 
 
 def weighted_bases(
-    X: torch.Tensor, counts: torch.Tensor
+    X: np.ndarray | torch.Tensor,
+    counts: np.ndarray | torch.Tensor,
+    device: Device = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-layer uncentered SVD of the `(D, n)` matrix in which pilot j of X `(T, N, D)` (layer first)
     appears `counts[j]` times (all > 0), from the smaller Gram matrix in float64: U `(T, D, k)` float32,
     S `(T, k)` float64 sorted decreasing, k = min(N, D). The bases of `ensemble_svd` of the repeated
-    pilots, up to signs."""
+    pilots, up to signs. Computed on `device` (`stats.backend.stats_device`)."""
+    X, counts = as_tensor(X, device), as_tensor(counts, device)
     T, N, D = X.shape
     k, wide, root = min(N, D), N >= D, counts.double().sqrt()[:, None]
-    gram = torch.empty((T, D, D) if wide else (T, N, N), dtype=torch.float64)
+    gram = torch.empty(
+        (T, D, D) if wide else (T, N, N), dtype=torch.float64, device=X.device
+    )
     for t in range(T):
         Z = X[t].double() * root
         gram[t] = Z.T @ Z if wide else Z @ Z.T
@@ -69,7 +75,7 @@ def weighted_bases(
     vec = vec.flip(-1)[..., :k]
     if not wide:
         vec = (X.double() * root).mT @ vec / S[:, None, :]
-    return vec.float().numpy(), S.numpy()
+    return to_numpy(vec.float()), to_numpy(S)
 
 
 def coordinate_summaries(
@@ -107,12 +113,13 @@ def log_variance_bias(excess: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def pair_moments(
-    X: torch.Tensor,
+    X: np.ndarray | torch.Tensor,
     U: np.ndarray,
     S: np.ndarray,
-    counts: torch.Tensor,
+    counts: np.ndarray | torch.Tensor,
     n: int,
     first_arrival: int = 1,
+    device: Device = "cpu",
 ) -> dict[str, np.ndarray]:
     """The coordinate averages `SUMMARIES` of the Eq. 1 residual's raw moments for every pair t < s of the
     layers of X `(T, N, D)` (layer first) with aligned bases U `(T, D, k)`, S `(T, k)`, pilot j counted
@@ -121,24 +128,28 @@ def pair_moments(
     The residual is Eq. 1's at full rank k = min(D, N), dx = x(s) - U(s) Sigma(s) Sigma(t)^-1 U(t)^T x(t), with
     its moments **per raw coordinate** across pilots. With U(t) square (N >= D), x(t) = U(t) Sigma(t) v(t)
     where v(t) = Sigma(t)^-1 U(t)^T x(t) are the pilots' right singular coordinates, so the extrapolation is
-    v(t) Sigma(s) U(s)^T: one `(N, k) x (k, D)` product per pair, batched over departures."""
+    v(t) Sigma(s) U(s)^T: one `(N, k) x (k, D)` product per pair, batched over departures. Products in float32 on `device`
+    (`stats.backend`), the moments' summaries in float64."""
+    X = as_tensor(X, device, torch.float32)
     T, N, D = X.shape
-    U32, S32 = torch.from_numpy(U).float(), torch.from_numpy(S).float()
-    V = (X @ U32) / S32[:, None, :]  # (T, N, k) right singular coordinates
-    c = counts.float()
-    out = {name: np.full((T, T), np.nan) for name in SUMMARIES}
-    for s in range(max(first_arrival, 1), T):
-        dx = (V[:s].reshape(-1, V.shape[-1]) @ (S32[s][:, None] * U32[s].T)).view(
-            s, N, D
-        )
-        dx.neg_().add_(X[s])  # x(s) minus its extrapolation from each t < s
-        mean = (c @ dx) / n  # (s, D)
-        dx.sub_(mean[:, None]).square_()
-        m2 = (c @ dx) / n
-        summaries = coordinate_summaries(mean, m2, (c @ dx.square_()) / n, n)
-        for name, v in summaries.items():
-            out[name][:s, s] = v.numpy()
-    return out
+    U32, S32 = as_tensor(U, device, torch.float32), as_tensor(S, device, torch.float32)
+    c = as_tensor(counts, device, torch.float32)
+    out = torch.full(
+        (len(SUMMARIES), T, T), np.nan, dtype=torch.float64, device=X.device
+    )
+    with no_tf32():
+        V = (X @ U32) / S32[:, None, :]  # (T, N, k) right singular coordinates
+        for s in range(max(first_arrival, 1), T):
+            dx = (V[:s].reshape(-1, V.shape[-1]) @ (S32[s][:, None] * U32[s].T)).view(
+                s, N, D
+            )
+            dx.neg_().add_(X[s])  # x(s) minus its extrapolation from each t < s
+            mean = (c @ dx) / n  # (s, D)
+            dx.sub_(mean[:, None]).square_()
+            m2 = (c @ dx) / n
+            summaries = coordinate_summaries(mean, m2, (c @ dx.square_()) / n, n)
+            out[:, :s, s] = torch.stack([summaries[name] for name in SUMMARIES])
+    return dict(zip(SUMMARIES, to_numpy(out)))
 
 
 @dataclass
@@ -164,6 +175,7 @@ def authors_pairs(
     weights: np.ndarray,
     progress: bool = True,
     last_readings: tuple[np.ndarray, ...] = (),
+    device: Device = "cpu",
 ) -> list[AuthorsPairs]:
     """`AuthorsPairs` of layer outputs X `(N, T, D)` (t = 1..T) for each row of `weights` `(B, N)` (how many
     times each pilot is drawn; row 0 all ones: the sample). Every row refits the bases (`weighted_bases`:
@@ -173,9 +185,10 @@ def authors_pairs(
     often each pilot was drawn).
     Then one `AuthorsPairs` per other reading of the last layer in `last_readings` (each `(N, D)`, e.g. after
     the final norm), on the same resamples: only its basis and the pairs arriving at T are recomputed (the
-    earlier layers and their alignment do not depend on it)."""
-    Xt = torch.as_tensor(np.ascontiguousarray(X.transpose(1, 0, 2), dtype=np.float32))
-    lasts = [torch.as_tensor(np.asarray(x, dtype=np.float32)) for x in last_readings]
+    earlier layers and their alignment do not depend on it). The pilots stay on `device` (`stats.backend`)
+    for every row; the alignment runs on the host."""
+    Xt = as_tensor(np.ascontiguousarray(X.transpose(1, 0, 2), dtype=np.float32), device)
+    lasts = [as_tensor(np.asarray(x, dtype=np.float32), device) for x in last_readings]
     T, N, _ = Xt.shape
     rows = [[] for _ in range(1 + len(lasts))]
     for w in tqdm(
@@ -185,19 +198,22 @@ def authors_pairs(
         disable=not progress,
     ):
         drawn = np.flatnonzero(w)
+        index = as_tensor(drawn, device)
         Xw, counts, n = (
-            Xt[:, drawn],
-            torch.as_tensor(w[drawn], dtype=torch.float64),
+            Xt[:, index],
+            as_tensor(w[drawn], device, torch.float64),
             int(w.sum()),
         )
-        U, S = align_bases(*weighted_bases(Xw, counts))
-        rows[0].append(pair_moments(Xw, U, S, counts, n))
+        U, S = align_bases(*weighted_bases(Xw, counts, device))
+        rows[0].append(pair_moments(Xw, U, S, counts, n, device=device))
         for j, last in enumerate(lasts, start=1):
-            Xw[-1] = last[drawn]
-            u, s = weighted_bases(Xw[-1:], counts)
+            Xw[-1] = last[index]
+            u, s = weighted_bases(Xw[-1:], counts, device)
             u, s = align_bases(np.stack([U[-2], u[0]]), np.stack([S[-2], s[0]]))
             U[-1], S[-1] = u[1], s[1]
-            arriving = pair_moments(Xw, U, S, counts, n, first_arrival=T - 1)
+            arriving = pair_moments(
+                Xw, U, S, counts, n, first_arrival=T - 1, device=device
+            )
             rows[j].append(
                 {
                     k: np.where(np.isnan(v), rows[0][-1][k], v)
@@ -219,17 +235,26 @@ def _by_layer_number(a: np.ndarray) -> np.ndarray:
 
 
 def authors_ensembles(
-    X: np.ndarray, view, n_boot: int, seed: int = 0, progress: bool = True
+    X: np.ndarray,
+    view,
+    n_boot: int,
+    seed: int = 0,
+    progress: bool = True,
+    device: Device = "cpu",
 ) -> dict[str, AuthorsPairs]:
     """The authors' protocol (`authors_pairs`) on the trajectories X `(N, L+1, D)` of the chosen pilots, with
     the same `n_boot` resamples (`resampling_weights`, seeded) for each of `ENSEMBLES`: the block outputs
     1..L with x(L) before the final norm ("model"), after it (`view`: `ModelView`), and the structureless
-    cloud of the first (`structureless_cloud`, seeded)."""
+    cloud of the first (`structureless_cloud`, seeded), each on `device`."""
     layers = authors_trajectories(X)
     after = authors_trajectories(X[:, -2:], view)[:, -1]
     weights = resampling_weights(len(X), n_boot, seed)
-    model, hf = authors_pairs(layers, weights, progress, last_readings=(after,))
-    cloud = authors_pairs(structureless_cloud(layers, seed), weights, progress)[0]
+    model, hf = authors_pairs(
+        layers, weights, progress, last_readings=(after,), device=device
+    )
+    cloud = authors_pairs(
+        structureless_cloud(layers, seed), weights, progress, device=device
+    )[0]
     return dict(zip(ENSEMBLES, (model, hf, cloud)))
 
 
@@ -321,12 +346,14 @@ def authors_residual_statistics(
     n_boot: int = 100,
     seed: int = 0,
     progress: bool = True,
+    device: Device = "cpu",
 ) -> dict[str, Estimate]:
     """Fig. B4 and Eq. 2 by the authors' protocol on layer outputs X `(N, T, D)`, t = 1..T (no embedding):
     `authors_summary` of `authors_pairs` over the sample and `n_boot` bootstrap resamples of the pilots
     (`resampling_weights`, seeded), each refitting the bases and their alignment. fit_last: None = T;
     late_from: None = T // 4. Mean abs(m) / sqrt(v) and mean abs(k) - 3 move under resampling (a repeated pilot
-    adds sampling noise and tails): their intervals are moved to the sample's value (`authors_summary`)."""
+    adds sampling noise and tails): their intervals are moved to the sample's value (`authors_summary`).
+    Computed on `device` (`authors_pairs`)."""
     N, T, _ = X.shape
     fit_last = T if fit_last is None else fit_last
     late_from = max(T // 4, 1) if late_from is None else late_from
@@ -343,7 +370,9 @@ def authors_residual_statistics(
         raise ValueError(
             f"the bias-corrected kurtosis needs at least 4 pilots, got {N}"
         )
-    pairs = authors_pairs(X, resampling_weights(N, n_boot, seed), progress)[0]
+    pairs = authors_pairs(
+        X, resampling_weights(N, n_boot, seed), progress, device=device
+    )[0]
     return authors_summary(pairs, fit_first, fit_last, late_from)
 
 
@@ -383,25 +412,35 @@ class AuthorsProtocol:
 
     @classmethod
     def run(
-        cls, ens, pairs, n_s_paper: int | str, n_boot: int, seed: int, cap
+        cls,
+        ens,
+        pairs,
+        n_s_paper: int | str,
+        n_boot: int,
+        seed: int,
+        cap,
+        device: Device = "cpu",
     ) -> AuthorsProtocol:
         """The protocol on `ens` (`ensemble.Ensemble`) over the layers of `pairs` (`residuals.PairLayers`):
         `n_s_paper` pilots drawn under the chapter's count `cap`, `n_boot` resamples each refitting every
-        basis; the sample's law also at D pilots and at every pilot read."""
+        basis; the sample's law also at D pilots and at every pilot read. The statistics run on `device`."""
         fit = {
             "fit_first": pairs.fit_first,
             "fit_last": pairs.fit_last,
             "late_from": pairs.early_layers,
         }
+        at = {"n_boot": 0, "device": device, **fit}
         picked = ens.authors_pilots(n_s_paper, seed, cap=cap)
-        runs = authors_ensembles(ens.X[picked], ens.lm.view, n_boot, seed)
+        runs = authors_ensembles(
+            ens.X[picked], ens.lm.view, n_boot, seed, device=device
+        )
         summaries = {ENSEMBLES[k]: authors_summary(p, **fit) for k, p in runs.items()}
         layers = authors_trajectories(ens.X)
         at_width = layers[ens.authors_pilots("D", seed, cap=cap)]
         by_count = {
-            "N_s = D": authors_residual_statistics(at_width, n_boot=0, **fit),
+            "N_s = D": authors_residual_statistics(at_width, **at),
             "paper's ratio": summaries[""],
-            "every pilot read": authors_residual_statistics(layers, n_boot=0, **fit),
+            "every pilot read": authors_residual_statistics(layers, **at),
         }
         floor = gaussian_floor(len(picked), ens.D, seed=seed)
         return cls(len(picked), ens.D, runs, summaries, floor, by_count)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
 from ..models.bounds import ParameterError, layer_index
@@ -17,21 +18,28 @@ from ..stats import (
     percentile_estimate,
     split_pilots,
 )
+from ..stats.backend import Device, as_tensor, no_tf32, stats_device, to_numpy
 from .ensemble import align_bases, ensemble_svd
 from .extrapolation import eq1_residuals
 from .nulls import shuffled_pilots, structureless_cloud
 
 
-def singular_coordinates(X: np.ndarray, U: np.ndarray) -> np.ndarray:
-    """y(t) = U(t)^T x(t) for every pilot and layer: X `(N, T, D)`, U `(T, D, k)` -> `(N, T, k)` float32."""
-    # (T, N, k), batched BLAS
-    Y = np.matmul(X.astype(np.float32).transpose(1, 0, 2), U.astype(np.float32))
-    return Y.transpose(1, 0, 2)
+def singular_coordinates(
+    X: np.ndarray, U: np.ndarray, device: Device = "cpu"
+) -> np.ndarray:
+    """y(t) = U(t)^T x(t) for every pilot and layer: X `(N, T, D)`, U `(T, D, k)` -> `(N, T, k)` float32,
+    one batched float32 product on `device` (`stats.backend`)."""
+    X = as_tensor(np.asarray(X, dtype=np.float32), device)
+    U = as_tensor(np.asarray(U, dtype=np.float32), device)
+    with no_tf32():
+        Y = X.transpose(0, 1) @ U  # (T, N, k)
+    return to_numpy(Y.transpose(0, 1))
 
 
 def residual_coordinates(Y: np.ndarray, S: np.ndarray, t, tau: int) -> np.ndarray:
     """Coordinates of w(t, tau) in the aligned basis U(t+tau): `(N, k)` for one t, `(N, len(t), k)` for
-    an array of t. Y `(N, T, k)` from `singular_coordinates`, S `(T, k)` aligned singular values.
+    an array of t. Y `(N, T, k)` from `singular_coordinates`, S `(T, k)` aligned singular values (numpy arrays
+    or tensors, both alike).
 
         U(t+tau)^T w = y(t+tau) - Lambda y(t),    y(t) = U(t)^T x(t),    Lambda = Sigma(t+tau) Sigma(t)^-1,
 
@@ -39,7 +47,10 @@ def residual_coordinates(Y: np.ndarray, S: np.ndarray, t, tau: int) -> np.ndarra
     two (N, D) x (D, D) products (`lotlib.lines_of_thought.extrapolation.eq1_residuals` is the direct form).
     Raw coordinates are w = U(t+tau) (y(t+tau) - Lambda y(t))."""
     t = np.asarray(t)
-    return Y[:, t + tau] - Y[:, t] * (S[t + tau] / S[t]).astype(Y.dtype)
+    ratio = S[t + tau] / S[t]
+    if isinstance(ratio, torch.Tensor):
+        return Y[:, t + tau] - Y[:, t] * ratio.to(Y.dtype)
+    return Y[:, t + tau] - Y[:, t] * ratio.astype(Y.dtype)
 
 
 def coordinate_moments(W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -86,6 +97,7 @@ def pair_statistics(
     progress: bool = True,
     counts: np.ndarray | None = None,
     expand: bool = True,
+    device: Device = "cpu",
 ) -> PairStatistics:
     """Residual statistics for every pair t < t + tau of `layers` (consecutive integers), Y `(N, T, k)` from
     `singular_coordinates`, S `(T, k)` aligned, pilot n counted `counts[n]` times (None: once each).
@@ -93,10 +105,10 @@ def pair_statistics(
     from the layers' cross-moments (`singular_pair_moments`) where they resolve every residual; with U
     `(T, D, k)`: of the raw residual-stream coordinates w = U(t+tau) (...) (`basis='raw'`, one
     `(N, k) x (k, D)` product per pair). Otherwise each pair's residuals are formed (the pilots repeated by
-    their counts), vectorized over the ensemble and over t for each tau."""
+    their counts), vectorized over the ensemble and over t for each tau. The expansion runs on `device`."""
     layers = np.asarray(layers)
     if U is None and expand:
-        expanded = singular_pair_moments(Y, S, layers, counts)
+        expanded = singular_pair_moments(Y, S, layers, counts, device)
         if expanded is not None:
             return expanded
     if counts is not None:
@@ -122,38 +134,38 @@ def pair_statistics(
 
 
 def singular_pair_moments(
-    Y: np.ndarray, S: np.ndarray, layers: np.ndarray, counts: np.ndarray | None = None
+    Y: np.ndarray,
+    S: np.ndarray,
+    layers: np.ndarray,
+    counts: np.ndarray | None = None,
+    device: Device = "cpu",
 ) -> PairStatistics | None:
     """`pair_statistics` in the aligned singular basis without forming any residual, or None where that
     would lose precision. Coordinate i of w(t, s) is Z_s - r Z_t plus its mean, with Z the coordinates
     centered per layer and r = S[s, i] / S[t, i], so its central moments expand into moments of two layers:
     m2 = E Z_s^2 - 2 r E Z_s Z_t + r^2 E Z_t^2 and
     m4 = E Z_s^4 - 4 r E Z_s^3 Z_t + 6 r^2 E Z_s^2 Z_t^2 - 4 r^3 E Z_s Z_t^3 + r^4 E Z_t^4.
-    Three weighted `(k, m, N) x (k, N, m)` products (torch, float64) over the m `layers` give every pair at
-    once. The expansion subtracts terms larger than the residual's (m4 keeps about 16 - 2 log10(E Z^2 / m2)
+    Three weighted `(k, m, N) x (k, N, m)` products (torch, float64, on `device`) over the m `layers` give every
+    pair at once. The expansion subtracts terms larger than the residual's (m4 keeps about 16 - 2 log10(E Z^2 / m2)
     digits), so it declines (None) when a residual's variance is below `EXPANSION_FLOOR` of its two terms'."""
-    import torch
-
     N, T, k = Y.shape
-    w = torch.ones(N, dtype=torch.float64)
+    w = torch.ones(N, dtype=torch.float64, device=stats_device(device))
     if counts is not None:
-        w = torch.as_tensor(counts, dtype=torch.float64)
+        w = as_tensor(counts, device, torch.float64)
     n = float(w.sum())
-    Z = torch.from_numpy(np.ascontiguousarray(Y[:, layers])).double()
+    Z = as_tensor(np.ascontiguousarray(Y[:, layers]), device).double()
     Z = Z.permute(2, 1, 0).contiguous()  # (k, m, N)
     mean = Z @ w / n  # (k, m)
     Z -= mean[..., None]
     Zw, Z2 = Z * w, Z * Z
     # E11[i, a, b] = E Z_a Z_b, E22 = E Z_a^2 Z_b^2, E31 = E Z_a^3 Z_b, for layers a, b of `layers`
-    E11, E22, E31 = (
-        (A @ B.mT / n).numpy() for A, B in ((Zw, Z), (Z2 * w, Z2), (Z2 * Zw, Z))
-    )
-    mean = mean.numpy()
+    E11, E22, E31 = (A @ B.mT / n for A, B in ((Zw, Z), (Z2 * w, Z2), (Z2 * Zw, Z)))
     a, b = np.triu_indices(len(layers), 1)  # departure a, arrival b
+    S = as_tensor(S, device)
     r = (S[layers[b]] / S[layers[a]]).T  # (k, pairs)
     terms = E11[:, b, b] + r**2 * E11[:, a, a]
     var = terms - 2 * r * E11[:, b, a]
-    if not np.all(var > EXPANSION_FLOOR * terms):
+    if not bool(torch.all(var > EXPANSION_FLOOR * terms)):
         return None
     m4 = (
         E22[:, b, b]
@@ -162,12 +174,13 @@ def singular_pair_moments(
         - 4 * r**3 * E31[:, a, b]
         + r**4 * E22[:, a, a]
     )
-    out = {name: np.full((T, T, k), np.nan) for name in ("z", "var", "kurtosis")}
+    out = torch.full((3, T, T, k), np.nan, dtype=torch.float64, device=Z.device)
     t, s = layers[a], layers[b]
-    out["z"][t, s] = ((mean[:, b] - r * mean[:, a]) / np.sqrt(var)).T
-    out["var"][t, s] = var.T
-    out["kurtosis"][t, s] = (m4 / var**2 - 3.0).T
-    return PairStatistics(**out, basis="singular")
+    out[0, t, s] = ((mean[:, b] - r * mean[:, a]) / var.sqrt()).T
+    out[1, t, s] = var.T
+    out[2, t, s] = (m4 / var**2 - 3.0).T
+    z, var, kurtosis = to_numpy(out)
+    return PairStatistics(z=z, var=var, kurtosis=kurtosis, basis="singular")
 
 
 def pair_mask(T: int, first: int, last: int) -> np.ndarray:
@@ -279,59 +292,76 @@ def unbiased_excess_kurtosis(g2, n):
 
 
 def resampled_pairs(
-    Y: np.ndarray, S: np.ndarray, layers, weights: np.ndarray, progress: bool = True
+    Y: np.ndarray,
+    S: np.ndarray,
+    layers,
+    weights: np.ndarray,
+    progress: bool = True,
+    device: Device = "cpu",
 ) -> ResampledPairs:
     """`ResampledPairs` for every pair t < t + tau of `layers` (consecutive integers) from Y `(N, T, k)`
     (`singular_coordinates`) and aligned S `(T, k)`, for each row of `weights` `(B, N)` (how many times each
     pilot is drawn; row 0 all ones for the sample itself). The bases are held fixed; each resample's moments
     are weighted sums over pilots, one `(B, N) x (N, len(t) k)` product per power and tau, of coordinates
-    centered on the whole sample's mean (numerically stable in float32)."""
+    centered on the whole sample's mean (numerically stable in float32), on `device` (`stats.backend`):
+    products in Y's dtype, the moments in float64."""
     layers = np.asarray(layers)
     N, T, k = Y.shape
-    rows = weights.astype(np.float32)
+    Y, S = as_tensor(Y, device), as_tensor(S, device)
+    weights = as_tensor(weights, device, torch.float64)
+    rows = weights.float().to(Y.dtype)
+    B = len(rows)
     n = weights.sum(1)  # (B,)
-    distinct = n**2 - np.sum(weights**2, 1)  # ordered pairs of distinct draws
-    out = {
-        name: np.full((len(rows), T, T), np.nan)
-        for name in ("trace", "mean_log_var", "offset", "kurtosis")
-    }
-    for tau in tqdm(
-        range(1, len(layers)),
-        desc="resampled residuals",
-        unit="tau",
-        disable=not progress,
-    ):
-        t = layers[:-tau]
-        W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
-        center = W.mean(0)
-        Wc = (W - center).reshape(N, -1)
-        # products, not `**`: numpy's pow for powers 3 and 4 is several times slower
-        W2 = Wc * Wc
-        s1, s2, s3, s4 = (
-            (rows @ P).astype(np.float64) / n[:, None]
-            for P in (Wc, W2, W2 * Wc, W2 * W2)
-        )
-        var = s2 - s1**2
-        m4 = s4 - 4 * s1 * s3 + 6 * s1**2 * s2 - 3 * s1**4
-        var, m4, s1 = (a.reshape(len(rows), len(t), k) for a in (var, m4, s1))
-        trace = var.sum(-1)
-        mean = center.astype(np.float64)[None] + s1  # (B, len(t), k)
-        # sum of c_n^2 |w_n|^2, (B, len(t))
-        self_pairs = (rows**2) @ np.einsum("ntk,ntk->nt", W, W)
-        mean_sq = (n[:, None] ** 2 * np.sum(mean**2, -1) - self_pairs) / distinct[
-            :, None
-        ]
-        out["trace"][:, t, t + tau] = trace
-        out["mean_log_var"][:, t, t + tau] = np.log(var).mean(-1)
-        out["offset"][:, t, t + tau] = mean_sq / trace
-        excess = unbiased_excess_kurtosis(m4 / var**2 - 3.0, n[:, None, None])
-        out["kurtosis"][:, t, t + tau] = np.sum(var * excess, -1) / trace
-    Yc = Y - Y.mean(0)
-    s1 = (rows @ Yc.reshape(N, -1)).astype(np.float64).reshape(len(rows), T, k) / n[
-        :, None, None
-    ]
-    s2 = (rows @ np.einsum("ntk,ntk->nt", Yc, Yc)).astype(np.float64) / n[:, None]
-    return ResampledPairs(**out, spread=s2 - np.sum(s1**2, -1), k=k)
+    distinct = n**2 - (weights**2).sum(1)  # ordered pairs of distinct draws
+    # trace, mean_log_var, offset, kurtosis
+    out = torch.full((4, B, T, T), np.nan, dtype=torch.float64, device=Y.device)
+    with no_tf32():
+        for tau in tqdm(
+            range(1, len(layers)),
+            desc="resampled residuals",
+            unit="tau",
+            disable=not progress,
+        ):
+            t = layers[:-tau]
+            W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
+            center = W.mean(0)
+            Wc = (W - center).reshape(N, -1)
+            W2 = Wc * Wc
+            s1, s2, s3, s4 = (
+                (rows @ P).double() / n[:, None] for P in (Wc, W2, W2 * Wc, W2 * W2)
+            )
+            var = s2 - s1**2
+            m4 = s4 - 4 * s1 * s3 + 6 * s1**2 * s2 - 3 * s1**4
+            var, m4, s1 = (a.reshape(B, len(t), k) for a in (var, m4, s1))
+            trace = var.sum(-1)
+            mean = center.double()[None] + s1  # (B, len(t), k)
+            self_pairs = (rows**2) @ (W * W).sum(
+                -1
+            )  # sum of c_n^2 |w_n|^2, (B, len(t))
+            mean_sq = (n[:, None] ** 2 * (mean**2).sum(-1) - self_pairs) / distinct[
+                :, None
+            ]
+            excess = unbiased_excess_kurtosis(m4 / var**2 - 3.0, n[:, None, None])
+            out[:, :, t, t + tau] = torch.stack(
+                [
+                    trace,
+                    var.log().mean(-1),
+                    mean_sq / trace,
+                    (var * excess).sum(-1) / trace,
+                ]
+            )
+        Yc = Y - Y.mean(0)
+        s1 = (rows @ Yc.reshape(N, -1)).double().reshape(B, T, k) / n[:, None, None]
+        s2 = (rows @ (Yc * Yc).sum(-1)).double() / n[:, None]
+    trace, mean_log_var, offset, kurtosis = to_numpy(out)
+    return ResampledPairs(
+        trace=trace,
+        mean_log_var=mean_log_var,
+        offset=offset,
+        kurtosis=kurtosis,
+        spread=to_numpy(s2 - (s1**2).sum(-1)),
+        k=k,
+    )
 
 
 def offdiagonal_correlation(W: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -628,14 +658,14 @@ def held_out_pairs(
     layers,
     weights: np.ndarray,
     progress: bool = True,
+    device: Device = "cpu",
 ) -> tuple[tuple[np.ndarray, np.ndarray], ResampledPairs]:
     """Eq. 1's residual scored out of sample: aligned bases U `(T, D, k)`, S `(T, k)` fitted on the pilots
     `fitted` of Z `(N, T, D)`, and the `ResampledPairs` of the pilots `held` in those bases for every row of
-    `weights` `(B, len(held))`. Returns ((U, S), the resampled pairs)."""
+    `weights` `(B, len(held))`, scored on `device`. Returns ((U, S), the resampled pairs)."""
     U, S = align_bases(*ensemble_svd(Z[fitted]))
-    found = resampled_pairs(
-        singular_coordinates(Z[held], U), S, layers, weights, progress=progress
-    )
+    Y = singular_coordinates(Z[held], U, device)
+    found = resampled_pairs(Y, S, layers, weights, progress=progress, device=device)
     return (U, S), found
 
 
@@ -662,11 +692,12 @@ def residual_nulls(
     seed: int = 0,
     held_out: float = 0.5,
     model: str = "the model",
+    device: Device = "cpu",
 ) -> ResidualNulls:
     """`ResidualNulls` of trajectories X `(N, T, D)` and its nulls (`structureless_cloud`, `shuffled_pilots`,
     seeded), each scored out of sample (`held_out_pairs`): bases fitted on a seeded share 1 - `held_out` of
     its pilots (the same split for all three), residuals of the others, over the same rows of weights of
-    the held-out pilots (`bootstrap_and_jackknife_weights`). `ResidualNulls.ensembles` keeps the held-out pilots.
+    the held-out pilots (`bootstrap_and_jackknife_weights`), scored on `device`. `ResidualNulls.ensembles` keeps the held-out pilots.
     The intervals hold the bases fixed (`resampled_pairs`), and scoring out of sample leaves nothing fitted out
     of them: the residuals are those of pilots the bases never saw, so each interval is about these bases."""
 
@@ -680,7 +711,7 @@ def residual_nulls(
     bases, resampled = {}, {}
     for name, Z in ensembles.items():
         bases[name], resampled[name] = held_out_pairs(
-            Z, fitted, held, pairs.layers, weights
+            Z, fitted, held, pairs.layers, weights, device=device
         )
     scored = {name: Z[held] for name, Z in ensembles.items()}
     return ResidualNulls(scored, bases, resampled, weights, pairs, n_boot)

@@ -251,7 +251,7 @@ def test_fit_and_late_pairs_follow_their_parameters():
         authors_residual_statistics(X, fit_last=7, n_boot=0, progress=False)
 
 
-def test_paper_pilots_is_a_seeded_subset_of_the_papers_size():
+def test_authors_pilots_is_a_seeded_subset_of_the_papers_size():
     picked = authors_pilots(3000, 1024, cap=None)
     assert len(picked) == math.ceil(2.8 * 1024) and np.all(np.diff(picked) > 0)
     np.testing.assert_array_equal(picked, authors_pilots(3000, 1024, cap=None))
@@ -292,7 +292,7 @@ def test_gaussian_floor_is_the_sampling_level_of_the_statistics():
     )  # |k| = k > 0: mean |k| - 3 about 0
 
 
-def test_paper_ensembles_share_resamples_and_read_x_l_after_the_norm():
+def test_authors_ensembles_share_resamples_and_read_x_l_after_the_norm():
     X = _growing_noise(N=120, T=5)
     X = np.concatenate(
         [np.zeros_like(X[:, :1]), X], axis=1
