@@ -28,7 +28,7 @@ ROOMS = {  # package -> the lotlib packages (and top-level modules) it may impor
     "chapters": {"lines_of_thought", "traveling_words"} | BELOW_PAPERS,
     "book": {"verdicts", "summary", "stats", "plots", "models", "storage"},
 }
-LOCAL_IMPORTS_ALLOWED = 15  # the bound: function-local lotlib imports only for heavy optional parts
+LOCAL_IMPORTS_ALLOWED = 15  # function-local lotlib imports are kept for heavy optional parts only
 
 
 def _name(path: Path) -> str:

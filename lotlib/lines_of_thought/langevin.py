@@ -47,10 +47,6 @@ class Rotation:
         W[..., i], W[..., j] = c * Wi - s * Wj, s * Wi + c * Wj
         return W @ self.Z.T
 
-    def power(self, a: float) -> np.ndarray:
-        """M^a `(D, D)`."""
-        return self.rotate(np.eye(len(self.Z)), a).T
-
 
 def rotation_log(M: np.ndarray) -> Rotation:
     """The planes and angles of a rotation M `(D, D)` from its real Schur form (for an orthogonal matrix
