@@ -1,10 +1,12 @@
-"""Sweeps on fresh Dask clusters of multi-thread workers: every run ok while the workers' threads are still
-importing, and no worker thread builds a Python AST for lotlib's sake."""
+"""Sweeps and a small book on fresh Dask clusters of multi-thread workers: every run ok while the workers'
+threads are still importing, and no worker thread builds a Python AST for lotlib's sake."""
 import ast
+import json
 
 import pandas as pd
 import pytest
 
+from lotlib.book.build import build_book
 from lotlib.book.sweep import run_sweep
 
 NOTEBOOK = '''# %% tags=["parameters"]
@@ -47,6 +49,56 @@ def test_sweeps_on_fresh_clusters_of_four_thread_workers_run_every_run(notebook,
         assert all((table["ran_n"] == table["n"]) & (table["ran_scale"] == table["scale"]))
         statuses += list(table["status"])
     assert statuses == ["ok"] * 36
+
+
+CHAPTERS = 8
+BOOK_CONFIG = """title: Stress
+author: lotlib
+only_build_toc_files: true
+execute:
+  execute_notebooks: "off"
+sphinx:
+  config:
+    suppress_warnings: ["mystnb.unknown_mime_type"]
+"""
+
+
+def _chapter(number: int) -> str:
+    """A light chapter: a title, a parameters cell and one recorded value, `number * scale`."""
+    return f"# %% [markdown]\n# # Chapter {number}\n\n" + NOTEBOOK.replace("n = 1", f"n = {number}")
+
+
+@pytest.fixture
+def small_book(tmp_path):
+    """A project of `CHAPTERS` light chapters: book/ (config, toc, intro, no parameters, no claims) and
+    notebooks/."""
+    root = tmp_path / "project"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "book" / "claims").mkdir(parents=True)
+    names = [f"ch{number:02d}" for number in range(1, CHAPTERS + 1)]
+    for number, name in enumerate(names, 1):
+        (root / "notebooks" / f"{name}.py").write_text(_chapter(number))
+    toc = "format: jb-book\nroot: intro\nchapters:\n" + "".join(f"  - file: notebooks/{n}\n" for n in names)
+    (root / "book" / "_toc.yml").write_text(toc)
+    (root / "book" / "_config.yml").write_text(BOOK_CONFIG)
+    (root / "book" / "intro.md").write_text("# Stress\n\nLight chapters on a fresh Dask cluster.\n")
+    (root / "book" / "parameters.yml").write_text("")
+    return root
+
+
+@pytest.mark.slow
+def test_small_books_on_fresh_clusters_of_four_thread_workers_run_every_chapter(small_book, tmp_path):
+    """The whole `build_book` path, strict HTML build included, three times, each on a fresh cluster into a
+    fresh build folder; its chapters need no model, so none is loaded (no null book)."""
+    pytest.importorskip("distributed")
+    for attempt in range(3):
+        with _fresh_cluster() as cluster:  # a failed chapter raises, naming it
+            html = build_book(small_book, quick=True, null=False, build=tmp_path / f"build{attempt}",
+                              scheduler=cluster.scheduler_address)
+        for number in range(1, CHAPTERS + 1):
+            summary = json.loads((html.parents[1] / "notebooks" / f"ch{number:02d}.summary.json").read_text())
+            assert summary["values"] == {"value": number * 0.5, "ran_n": number, "ran_scale": 0.5}
+            assert (html / "notebooks" / f"ch{number:02d}.html").exists()
 
 
 def _record_parses():
