@@ -88,8 +88,8 @@ class FittedUmap:
             return self.reducer.transform(cross_euclidean(points, self.data))
 
 
-def fit_umap(rows: np.ndarray, **options):
-    """`umap.UMAP(**options)` fitted on `rows` `(n, d)` (float32, C order), Euclidean.
+def fit_umap(rows: np.ndarray, **options) -> FittedUmap:
+    """`umap.UMAP(**options)` fitted on `rows` `(n, d)` (float32, C order), Euclidean, with the rows.
 
     Below `SMALL_DATA` rows umap's own fit computes every pairwise distance with one Python call of its
     compiled metric per pair; here they come from one compiled loop (`umap_compiled.pairwise_euclidean`,
@@ -108,8 +108,8 @@ def fit_umap(rows: np.ndarray, **options):
             warnings.filterwarnings("ignore", "using precomputed metric")
             reducer.fit(pairwise_euclidean(rows))
         if connected_components(reducer.graph_)[0] <= 2 * reducer.n_components:
-            return reducer
-    return umap.UMAP(**options).fit(rows)
+            return FittedUmap(reducer, rows)
+    return FittedUmap(umap.UMAP(**options).fit(rows), rows)
 
 
 def fitted_umap(
@@ -147,7 +147,7 @@ def fitted_umap(
         total=3, desc=f"UMAP of {what} ({data.shape[0]} rows)", disable=not progress
     ) as bar:
         bar.set_postfix_str("neighbours, spectral init, epochs")
-        reducer = fit_umap(
+        fitted = fit_umap(
             rows,
             n_neighbors=n_neighbors,
             min_dist=min_dist,
@@ -162,10 +162,10 @@ def fitted_umap(
                 "leave": False,
             },
         )
-        reducer.tqdm_kwds["disable"] = True
+        fitted.reducer.tqdm_kwds["disable"] = True
         bar.update()
         bar.set_postfix_str("search index for transform")
-        payload = pickle.dumps(reducer)
+        payload = pickle.dumps(fitted.reducer)
         bar.update()
         bar.set_postfix_str(f"cache {path.name}")
         write_atomic(path, lambda tmp: tmp.write_bytes(payload))
@@ -173,7 +173,7 @@ def fitted_umap(
             path.with_suffix(".json"), json.dumps(key, indent=1, sort_keys=True)
         )
         bar.update()
-    return FittedUmap(reducer, rows)
+    return fitted
 
 
 def neighbour_agreement(

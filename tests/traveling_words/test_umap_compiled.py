@@ -44,10 +44,10 @@ def test_the_map_fitted_on_precomputed_distances_is_umaps_own():
     points = (rows[[3, 150, 399]] * 1.2 + 0.1).astype(np.float32)
     ours = fit_umap(rows, **OPTIONS)
     theirs = umap_fit_on_rows(rows, **OPTIONS)
-    assert ours.metric == "precomputed" and theirs.metric == "euclidean"
-    assert (ours.graph_ != theirs.graph_).nnz == 0
+    assert ours.reducer.metric == "precomputed" and theirs.metric == "euclidean"
+    assert (ours.reducer.graph_ != theirs.graph_).nnz == 0
     np.testing.assert_array_equal(ours.embedding_, theirs.embedding_)
-    np.testing.assert_array_equal(FittedUmap(ours, rows).transform(points), theirs.transform(points))
+    np.testing.assert_array_equal(ours.transform(points), theirs.transform(points))
     np.testing.assert_array_equal(FittedUmap(theirs, rows).transform(points), theirs.transform(points))
 
 
@@ -62,7 +62,7 @@ def test_a_graph_of_many_components_is_fitted_on_the_rows():
     ours = fit_umap(rows, **OPTIONS)
     theirs = umap_fit_on_rows(rows, **OPTIONS)
     assert connected_components(theirs.graph_)[0] > 2 * OPTIONS["n_components"]
-    assert ours.metric == "euclidean"
+    assert ours.reducer.metric == "euclidean"
     np.testing.assert_array_equal(ours.embedding_, theirs.embedding_)
 
 
