@@ -59,9 +59,14 @@ def next_token_logprobs(view: ModelView, x: Tensor) -> Tensor:
     return view.logits(x).log_softmax(-1)
 
 
-def kl(logp: Tensor, logq: Tensor) -> Tensor:
-    """KL(p || q) in nats, row by row, from log-probabilities `(n, V)`: `(n,)`."""
-    return (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
+def kl(logp: Tensor, logq: Tensor, work: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """KL(p || q) in nats, row by row, from log-probabilities `(n, V)`: `(n,)`. `work`: two tensors of their
+    shape and dtype to compute in, so that a loop over many distributions allocates none (each fresh tensor
+    of a vocabulary's width costs the system new pages to fill)."""
+    p, terms = work or (torch.empty_like(logp), torch.empty_like(logp))
+    torch.exp(logp, out=p)
+    torch.sub(logp, logq, out=terms)
+    return terms.mul_(p).sum(-1).clamp_min(0.0)
 
 
 # entries per block of a row in `top_tokens` on the CPU
@@ -140,12 +145,15 @@ class TruncatedReadout:
         coords = rows.float() @ self.basis
         raw = torch.zeros(len(rows), self.reading.shape[1], device=rows.device)
         state = torch.zeros(len(rows), self.basis.shape[0], device=rows.device)
+        logits = torch.empty_like(raw)  # one buffer for every K: log_softmax copies it
         start = 0
         for K in ks:
             raw += coords[:, start:K] @ self.reading[start:K]
             state += coords[:, start:K] @ self.centered[:, start:K].T
             start = K
-            logits = raw * torch.rsqrt(state.pow(2).mean(-1, keepdim=True) + eps)
+            torch.mul(
+                raw, torch.rsqrt(state.pow(2).mean(-1, keepdim=True) + eps), out=logits
+            )
             if self.offset is not None:
                 logits += self.offset
             yield self.view.finish_logits(logits).log_softmax(-1)
@@ -177,8 +185,11 @@ def truncation_scores(
         )
         logp = next_token_logprobs(view, rows)
         reference = top_tokens(logp, top)
+        work = torch.empty_like(logp), torch.empty_like(logp)  # kl's, for every K
         for j, truncated in enumerate(readout.logprobs(rows, ks)):
-            divergence[j, start : start + len(rows)] = kl(truncated, logp).cpu().numpy()
+            divergence[j, start : start + len(rows)] = (
+                kl(truncated, logp, work).cpu().numpy()
+            )
             overlap[j, start : start + len(rows)] = (
                 shared_tokens(top_tokens(truncated, top), reference).cpu().numpy()
             )

@@ -210,8 +210,25 @@ def test_top_tokens_at_a_tie_keep_the_largest_values():
     np.testing.assert_array_equal(logp.gather(1, ids).numpy(), logp.topk(5, dim=-1).values.numpy())
 
 
+def allocating_kl(logp: torch.Tensor, logq: torch.Tensor, work=None) -> torch.Tensor:
+    """Test oracle: `kl` with fresh tensors for every term, `(n,)`."""
+    return (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
+
+
+def test_kl_in_work_tensors_equals_kl_in_fresh_ones():
+    generator = torch.Generator().manual_seed(0)
+    logits = 4 * torch.randn(3, 16, 50257, generator=generator) - 60
+    logp, logq = logits[0].log_softmax(-1), (logits[0] + 0.5 * logits[1]).log_softmax(-1)
+    work = torch.empty_like(logp), torch.empty_like(logp)
+    expected = allocating_kl(logp, logq)
+    torch.testing.assert_close(kl(logp, logq, work), expected, rtol=0, atol=0)
+    torch.testing.assert_close(kl(logq, logp, work), allocating_kl(logq, logp), rtol=0, atol=0)  # reused
+    torch.testing.assert_close(kl(logp, logq), expected, rtol=0, atol=0)
+
+
 def test_truncation_scores_equal_the_scores_with_topk_over_whole_rows(tiny, monkeypatch):
-    """KL bit for bit and the overlaps of the top-5 sets, against the scores with `topk` over every row."""
+    """KL bit for bit and the overlaps of the top-5 sets, against the scores with `topk` over every row and
+    fresh tensors for every KL."""
     from lotlib.lines_of_thought import truncation
 
     model, _, X = tiny
@@ -219,6 +236,7 @@ def test_truncation_scores_equal_the_scores_with_topk_over_whole_rows(tiny, monk
     ks = [1, 2, 8, 32, X.shape[-1]]
     ours = truncation_scores(model.view, X[:, -1], U[0], ks, top=5, batch_size=16, progress=False)
     monkeypatch.setattr(truncation, "top_tokens", topk_tokens)
+    monkeypatch.setattr(truncation, "kl", allocating_kl)
     old = truncation_scores(model.view, X[:, -1], U[0], ks, top=5, batch_size=16, progress=False)
     np.testing.assert_array_equal(ours.kl, old.kl)
     np.testing.assert_array_equal(ours.overlap, old.overlap)
