@@ -42,6 +42,17 @@ def cross_euclidean(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return out
 
 
+def on_threads(n_jobs: int, kernel, *args):
+    """`kernel(*args)` on `n_jobs` of numba's threads, as umap runs its own compiled code (-1: all of them)."""
+    previous = numba.get_num_threads()
+    if n_jobs > 0:
+        numba.set_num_threads(min(n_jobs, numba.config.NUMBA_NUM_THREADS))
+    try:
+        return kernel(*args)
+    finally:
+        numba.set_num_threads(previous)
+
+
 def cache_compilation(folder: Path) -> None:
     """Keep the machine code numba compiles for the loaded modules of `CACHED_PACKAGES` and of this module in
     `folder`, so that the next process (each chapter's kernel) loads it instead of compiling it again: numba's

@@ -80,12 +80,13 @@ class FittedUmap:
         precomputed distances."""
         if self.reducer.metric != "precomputed":
             return self.reducer.transform(points)
-        from .umap_compiled import cross_euclidean
+        from .umap_compiled import cross_euclidean, on_threads
 
         points = np.ascontiguousarray(points, dtype=np.float32)
+        distances = on_threads(self.reducer.n_jobs, cross_euclidean, points, self.data)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Transforming new data with precomputed")
-            return self.reducer.transform(cross_euclidean(points, self.data))
+            return self.reducer.transform(distances)
 
 
 def fit_umap(rows: np.ndarray, **options) -> FittedUmap:
@@ -93,20 +94,21 @@ def fit_umap(rows: np.ndarray, **options) -> FittedUmap:
 
     Below `SMALL_DATA` rows umap's own fit computes every pairwise distance with one Python call of its
     compiled metric per pair; here they come from one compiled loop (`umap_compiled.pairwise_euclidean`,
-    the same values bit for bit) and the reducer is fitted on them with metric="precomputed": the same graph
-    and embedding. Not where the graph has more than 2 x n_components connected components: umap's spectral
-    initialisation then places the components by their centroids' distances, which distances alone do not
-    give, so the reducer is fitted on the rows."""
+    the same values bit for bit, on `n_jobs` threads as umap runs its own code) and the reducer is fitted
+    on them with metric="precomputed": the same graph and embedding. Not where the graph has more than
+    2 x n_components connected components: umap's spectral initialisation then places the components by
+    their centroids' distances, which distances alone do not give, so the reducer is fitted on the rows."""
     import umap
     from scipy.sparse.csgraph import connected_components
 
-    from .umap_compiled import pairwise_euclidean
+    from .umap_compiled import on_threads, pairwise_euclidean
 
     if len(rows) < SMALL_DATA:
         reducer = umap.UMAP(metric="precomputed", **options)
+        distances = on_threads(reducer.n_jobs, pairwise_euclidean, rows)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "using precomputed metric")
-            reducer.fit(pairwise_euclidean(rows))
+            reducer.fit(distances)
         if connected_components(reducer.graph_)[0] <= 2 * reducer.n_components:
             return FittedUmap(reducer, rows)
     return FittedUmap(umap.UMAP(**options).fit(rows), rows)

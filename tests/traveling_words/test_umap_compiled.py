@@ -100,3 +100,14 @@ def test_a_second_process_loads_the_compiled_code_from_the_cache(tmp_path):
     assert runs[1]["hits"] == [1, 1] and runs[1]["misses"] == [0, 0]
     assert runs[0]["values"] == runs[1]["values"]
     assert any(tmp_path.rglob("*.nbi"))
+
+
+def test_the_compiled_loops_run_on_the_threads_umap_is_given():
+    import numba
+
+    from lotlib.traveling_words.umap_compiled import on_threads
+
+    before = numba.get_num_threads()
+    assert on_threads(1, numba.get_num_threads) == 1
+    assert on_threads(-1, numba.get_num_threads) == before  # n_jobs = -1: all of them
+    assert numba.get_num_threads() == before
