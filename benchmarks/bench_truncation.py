@@ -17,7 +17,8 @@ from lotlib.lines_of_thought.truncation import (
     TruncatedReadout,
     kl,
     next_token_logprobs,
-    top_overlap,
+    shared_tokens,
+    top_tokens,
     truncation_grid,
 )
 from lotlib.models.trajectories import walden_trajectories
@@ -32,9 +33,9 @@ def one_reading_per_k(view, B, rows, ks):
 
 def score(readings, logp, top=5):
     """Consume the readings as B2 does (KL and top-5 overlap per K); the last reading for the comparison."""
-    last = None
+    last, reference = None, top_tokens(logp, top)
     for truncated in readings:
-        kl(truncated, logp), top_overlap(truncated, logp, top)
+        kl(truncated, logp), shared_tokens(top_tokens(truncated, top), reference)
         last = truncated
     return last
 

@@ -42,14 +42,43 @@ def next_token_logprobs(view: ModelView, x: Tensor) -> Tensor:
     return view.logits(x).log_softmax(-1)
 
 
-def kl(logp: Tensor, logq: Tensor) -> Tensor:
-    """KL(p || q) in nats, row by row, from log-probabilities `(n, V)`: `(n,)`."""
-    return (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
+def kl(logp: Tensor, logq: Tensor, work: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """KL(p || q) in nats, row by row, from log-probabilities `(n, V)`: `(n,)`. `work`: two tensors of their
+    shape and dtype to compute in, so that a loop over many distributions allocates none (each fresh tensor
+    of a vocabulary's width costs the system new pages to fill)."""
+    p, terms = work or (torch.empty_like(logp), torch.empty_like(logp))
+    torch.exp(logp, out=p)
+    torch.sub(logp, logq, out=terms)
+    return terms.mul_(p).sum(-1).clamp_min(0.0)
+
+
+# entries per block of a row in `top_tokens` on the CPU
+TOP_BLOCK = 64
 
 
 def top_tokens(logp: Tensor, top: int = 5) -> Tensor:
-    """The `top` most likely tokens of each row of log-probabilities `(n, V)`: `(n, top)` ids."""
-    return logp.topk(top, dim=-1).indices
+    """The `top` most likely tokens of each row of log-probabilities (or logits) `(n, V)`: `(n, top)` ids,
+    the most likely first.
+
+    On the CPU the row is read in blocks of `TOP_BLOCK` entries: its `top` largest entries lie in the `top`
+    blocks of largest maxima or in the partial block at the end, so `topk` runs on those alone (one pass of
+    maxima over the row, where `topk` over the whole row selects among all V). The same tokens as `topk`
+    over the whole row but where entries tie at the boundary, in the same order."""
+    n, V = logp.shape
+    full = V // TOP_BLOCK * TOP_BLOCK
+    if logp.device.type != "cpu" or full < 4 * top * TOP_BLOCK:
+        return logp.topk(top, dim=-1).indices
+    blocks = logp[:, :full].reshape(n, full // TOP_BLOCK, TOP_BLOCK)
+    chosen = blocks.amax(-1).topk(top, dim=-1).indices  # (n, top) blocks
+    within = torch.arange(TOP_BLOCK, device=logp.device)
+    ids = torch.cat(
+        [
+            (chosen[..., None] * TOP_BLOCK + within).reshape(n, top * TOP_BLOCK),
+            torch.arange(full, V, device=logp.device).expand(n, V - full),
+        ],
+        dim=1,
+    )
+    return ids.gather(1, logp.gather(1, ids).topk(top, dim=-1).indices)
 
 
 def shared_tokens(a: Tensor, b: Tensor) -> Tensor:
@@ -99,12 +128,15 @@ class TruncatedReadout:
         coords = rows.float() @ self.basis
         raw = torch.zeros(len(rows), self.reading.shape[1], device=rows.device)
         state = torch.zeros(len(rows), self.basis.shape[0], device=rows.device)
+        logits = torch.empty_like(raw)  # one buffer for every K: log_softmax copies it
         start = 0
         for K in ks:
             raw += coords[:, start:K] @ self.reading[start:K]
             state += coords[:, start:K] @ self.centered[:, start:K].T
             start = K
-            logits = raw * torch.rsqrt(state.pow(2).mean(-1, keepdim=True) + eps)
+            torch.mul(
+                raw, torch.rsqrt(state.pow(2).mean(-1, keepdim=True) + eps), out=logits
+            )
             if self.offset is not None:
                 logits += self.offset
             yield self.view.finish_logits(logits).log_softmax(-1)
@@ -136,8 +168,11 @@ def truncation_scores(
         )
         logp = next_token_logprobs(view, rows)
         reference = top_tokens(logp, top)
+        work = torch.empty_like(logp), torch.empty_like(logp)  # kl's, for every K
         for j, truncated in enumerate(readout.logprobs(rows, ks)):
-            divergence[j, start : start + len(rows)] = kl(truncated, logp).cpu().numpy()
+            divergence[j, start : start + len(rows)] = (
+                kl(truncated, logp, work).cpu().numpy()
+            )
             overlap[j, start : start + len(rows)] = (
                 shared_tokens(top_tokens(truncated, top), reference).cpu().numpy()
             )

@@ -18,6 +18,9 @@ from ..storage.atomic import write_atomic, write_text_atomic
 from ..storage.paths import cache_dir
 from .lens import TokenPath, final_normed
 
+# below this many rows umap's fit computes the distance of every pair of rows (exact neighbours)
+SMALL_DATA = 4096
+
 
 def umap_key(
     data: np.ndarray,
@@ -46,6 +49,7 @@ def umap_key(
         "init": "spectral",
         "seed": seed,
         "umap": umap.__version__,
+        "fit": "precomputed distances" if data.shape[0] < SMALL_DATA else "rows",
     }
 
 
@@ -53,6 +57,58 @@ def umap_path(key: dict) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
     what = "".join(c if c.isalnum() else "_" for c in key["what"])
     return cache_dir() / "umap" / f"{what}-{key['rows']}-{digest}.pkl"
+
+
+@dataclass(frozen=True)
+class FittedUmap:
+    """A fitted `umap.UMAP` (`reducer`) and the rows `data` `(n, d)` (float32, C order) it was fitted on:
+    `embedding_` `(n, k)` their places, and `transform`."""
+
+    reducer: object
+    data: np.ndarray
+
+    @property
+    def embedding_(self) -> np.ndarray:
+        return self.reducer.embedding_
+
+    def transform(self, points: np.ndarray) -> np.ndarray:
+        """The places `(m, k)` of new points `(m, d)`: umap's `transform` of them, given their distances to
+        the rows (`umap_compiled.cross_euclidean`, the ones umap computes) where the reducer was fitted on
+        precomputed distances."""
+        if self.reducer.metric != "precomputed":
+            return self.reducer.transform(points)
+        from .umap_compiled import cross_euclidean, on_threads
+
+        points = np.ascontiguousarray(points, dtype=np.float32)
+        distances = on_threads(self.reducer.n_jobs, cross_euclidean, points, self.data)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Transforming new data with precomputed")
+            return self.reducer.transform(distances)
+
+
+def fit_umap(rows: np.ndarray, **options) -> FittedUmap:
+    """`umap.UMAP(**options)` fitted on `rows` `(n, d)` (float32, C order), Euclidean, with the rows.
+
+    Below `SMALL_DATA` rows umap's own fit computes every pairwise distance with one Python call of its
+    compiled metric per pair; here they come from one compiled loop (`umap_compiled.pairwise_euclidean`,
+    the same values bit for bit, on `n_jobs` threads as umap runs its own code) and the reducer is fitted
+    on them with metric="precomputed": the same graph and embedding. Not where the graph has more than
+    2 x n_components connected components: umap's spectral initialisation then places the components by
+    their centroids' distances, which distances alone do not give, so the reducer is fitted on the rows."""
+    import umap
+    from scipy.sparse.csgraph import connected_components
+
+    from .umap_compiled import on_threads, pairwise_euclidean
+
+    if len(rows) < SMALL_DATA:
+        reducer = umap.UMAP(metric="precomputed", **options)
+        distances = on_threads(reducer.n_jobs, pairwise_euclidean, rows)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "using precomputed metric")
+            reducer.fit(distances)
+        if connected_components(reducer.graph_)[0] <= 2 * reducer.n_components:
+            return FittedUmap(reducer, rows)
+    return FittedUmap(umap.UMAP(**options).fit(rows), rows)
 
 
 def fitted_umap(
@@ -65,49 +121,50 @@ def fitted_umap(
     min_dist: float = 0.1,
     n_components: int = 3,
     progress: bool = True,
-):
-    """A seeded UMAP (spectral init) fitted on `data` `(n, d)`, from the disk cache when possible.
+) -> FittedUmap:
+    """A seeded UMAP (spectral init) fitted on `data` `(n, d)` (`fit_umap`), from the disk cache when possible.
 
     `identity` names the model, `what` the matrix (both join the cache key with the rows' content). The
-    first fit compiles numba code (tens of seconds); the pickle includes the index `transform` needs.
+    first fit on a machine compiles numba code (tens of seconds), kept on disk for the next processes
+    (`umap_compiled.cache_compilation`); the pickle includes the index `transform` needs.
     """
-    import umap
+    from .umap_compiled import cache_compilation
 
-    key = umap_key(data, identity, what, seed, n_neighbors, min_dist, n_components)
+    cache_compilation(cache_dir() / "numba")
+    rows = np.ascontiguousarray(data, dtype=np.float32)
+    key = umap_key(rows, identity, what, seed, n_neighbors, min_dist, n_components)
     path = umap_path(key)
     if path.exists():
         try:
-            return pickle.loads(path.read_bytes())
+            return FittedUmap(pickle.loads(path.read_bytes()), rows)
         except Exception as err:  # a pickle from another umap/numba build: refit
             warnings.warn(
                 f"UMAP cache {path} could not be read ({err!r}); refitting",
                 stacklevel=2,
             )
-    reducer = umap.UMAP(
-        n_neighbors=n_neighbors,
-        min_dist=min_dist,
-        n_components=n_components,
-        init="spectral",
-        random_state=seed,
-        n_jobs=1,
-        tqdm_kwds={
-            "disable": not progress,
-            "desc": "UMAP epochs",
-            "mininterval": 5,
-            "leave": False,
-        },
-    )
     with tqdm(
         total=3, desc=f"UMAP of {what} ({data.shape[0]} rows)", disable=not progress
     ) as bar:
-        bar.set_postfix_str(
-            "neighbours, spectral init, epochs (first call compiles numba)"
+        bar.set_postfix_str("neighbours, spectral init, epochs")
+        fitted = fit_umap(
+            rows,
+            n_neighbors=n_neighbors,
+            min_dist=min_dist,
+            n_components=n_components,
+            init="spectral",
+            random_state=seed,
+            n_jobs=1,
+            tqdm_kwds={
+                "disable": not progress,
+                "desc": "UMAP epochs",
+                "mininterval": 5,
+                "leave": False,
+            },
         )
-        reducer.fit(np.asarray(data, dtype=np.float32))
-        reducer.tqdm_kwds["disable"] = True
+        fitted.reducer.tqdm_kwds["disable"] = True
         bar.update()
         bar.set_postfix_str("search index for transform")
-        payload = pickle.dumps(reducer)
+        payload = pickle.dumps(fitted.reducer)
         bar.update()
         bar.set_postfix_str(f"cache {path.name}")
         write_atomic(path, lambda tmp: tmp.write_bytes(payload))
@@ -115,7 +172,7 @@ def fitted_umap(
             path.with_suffix(".json"), json.dumps(key, indent=1, sort_keys=True)
         )
         bar.update()
-    return reducer
+    return fitted
 
 
 def neighbour_agreement(

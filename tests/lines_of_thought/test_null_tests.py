@@ -232,3 +232,58 @@ def test_compare_noise_laws_and_its_summary_follow_the_pilot_residuals():
 
 
 
+
+
+def pipeline_layer_separability(XA, XB, train_fraction=0.7, seed=0, classifier="perceptron", resample=False):
+    """Test oracle: `layer_separability` as a `StandardScaler` + classifier pipeline fitted layer by layer
+    computes it, `(T,)`."""
+    from sklearn.linear_model import LogisticRegression, Perceptron
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    train, test = split_rows(len(XA), len(XB), train_fraction, seed, resample)
+    labels = np.repeat([0, 1], [len(XA), len(XB)])
+    accuracy = np.empty(XA.shape[1])
+    for t in range(XA.shape[1]):
+        features = np.concatenate([XA[:, t], XB[:, t]]).astype(np.float64)
+        model = Perceptron(random_state=seed) if classifier == "perceptron" else LogisticRegression(C=1.0, max_iter=2000)
+        accuracy[t] = make_pipeline(StandardScaler(), model).fit(features[train], labels[train]).score(
+            features[test], labels[test])
+    return accuracy
+
+
+def test_standardized_equals_standard_scaler_on_every_layer():
+    """Mean, population std and constant columns (scaled by 1) as sklearn's, for all layers at once; the
+    training rows repeat, as a bootstrap draw's do."""
+    from sklearn.preprocessing import StandardScaler
+
+    from lotlib.lines_of_thought.null_tests import standardized
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 4, 7)) * rng.uniform(0.01, 100, size=(4, 7)) + rng.normal(size=(4, 7)) * 1e3
+    X[:, 1, 2] = 5.0  # a constant column
+    X[:, 2, 3] = 1e6 + 1e-9 * rng.normal(size=120)  # constant to sklearn's test, not exactly
+    train = rng.integers(0, 120, size=90)
+    ours = standardized(X.copy(), train)
+    for t in range(4):
+        expected = StandardScaler().fit(X[train, t]).transform(X[:, t])
+        np.testing.assert_allclose(ours[:, t], expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(ours[:, 1, 2], 0.0)
+    assert StandardScaler().fit(X[train, 2]).scale_[3] == 1.0  # the near-constant column is only centered
+    assert np.abs(ours[:, 2, 3]).max() < 1e-8
+
+
+@pytest.mark.parametrize("classifier", ["perceptron", "logistic"])
+@pytest.mark.parametrize("resample", [False, True])
+def test_layer_separability_equals_the_pipeline_layer_by_layer(classifier, resample, monkeypatch):
+    """The accuracy of every layer as a scaler + classifier pipeline refitted per layer gives it, with the
+    layers standardized one at a time and several at once."""
+    from lotlib.lines_of_thought import null_tests
+
+    rng = np.random.default_rng(4)
+    XA, XB = rng.normal(size=(150, 5, 12)), rng.normal(size=(130, 5, 12)) + 0.2 * np.arange(5)[:, None]
+    expected = pipeline_layer_separability(XA, XB, seed=2, classifier=classifier, resample=resample)
+    for at_once in (1, 2 * 280 * 12, 10**9):  # one layer, two layers, all five per chunk
+        monkeypatch.setattr(null_tests, "STANDARDIZED_AT_ONCE", at_once)
+        ours = layer_separability(XA, XB, seed=2, classifier=classifier, progress=False, resample=resample)
+        np.testing.assert_array_equal(ours, expected)

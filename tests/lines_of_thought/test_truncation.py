@@ -180,3 +180,63 @@ def test_the_readout_of_a_whole_grid_equals_reading_each_truncation_from_scratch
         np.testing.assert_allclose(logp.numpy(), direct.numpy(), atol=2e-5)
     with pytest.raises(ValueError, match="ks must increase"):
         next(TruncatedReadout.of(model.view, basis).logprobs(rows, [4, 2]))
+
+
+def topk_tokens(logp: torch.Tensor, top: int = 5) -> torch.Tensor:
+    """Test oracle: `top_tokens` as `torch.topk` over the whole row computes it, `(n, top)` ids."""
+    return logp.topk(top, dim=-1).indices
+
+
+@pytest.mark.parametrize("shape", [(64, 50257), (9, 49152), (3, 262144 + 17), (4, 300)])
+def test_top_tokens_by_blocks_equal_topk_over_the_whole_row(shape):
+    """The same ids in the same order as `topk`: vocabularies that fill their blocks or leave a partial one,
+    the top entries crowded into one block or at the very end, and a vocabulary too small for blocks."""
+    from lotlib.lines_of_thought.truncation import TOP_BLOCK
+
+    generator = torch.Generator().manual_seed(shape[1])
+    logp = (4 * torch.randn(shape, generator=generator) - 60).log_softmax(-1)
+    logp[0, 5 * TOP_BLOCK : 5 * TOP_BLOCK + 5] += 50.0  # the whole top in one block
+    logp[1, -3:] += 50.0  # in the last (partial) block
+    for top in (1, 5, 20):
+        np.testing.assert_array_equal(top_tokens(logp, top).numpy(), topk_tokens(logp, top).numpy())
+
+
+def test_top_tokens_at_a_tie_keep_the_largest_values():
+    """Entries tied at the boundary may be taken in another order than `topk` takes them, never another value."""
+    logp = torch.full((2, 4096), -20.0)
+    logp[:, ::97] = -1.0  # 43 ties for the 5 places
+    logp[1, 7] = 0.0
+    ids = top_tokens(logp, 5)
+    np.testing.assert_array_equal(logp.gather(1, ids).numpy(), logp.topk(5, dim=-1).values.numpy())
+
+
+def allocating_kl(logp: torch.Tensor, logq: torch.Tensor, work=None) -> torch.Tensor:
+    """Test oracle: `kl` with fresh tensors for every term, `(n,)`."""
+    return (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
+
+
+def test_kl_in_work_tensors_equals_kl_in_fresh_ones():
+    generator = torch.Generator().manual_seed(0)
+    logits = 4 * torch.randn(3, 16, 50257, generator=generator) - 60
+    logp, logq = logits[0].log_softmax(-1), (logits[0] + 0.5 * logits[1]).log_softmax(-1)
+    work = torch.empty_like(logp), torch.empty_like(logp)
+    expected = allocating_kl(logp, logq)
+    torch.testing.assert_close(kl(logp, logq, work), expected, rtol=0, atol=0)
+    torch.testing.assert_close(kl(logq, logp, work), allocating_kl(logq, logp), rtol=0, atol=0)  # reused
+    torch.testing.assert_close(kl(logp, logq), expected, rtol=0, atol=0)
+
+
+def test_truncation_scores_equal_the_scores_with_topk_over_whole_rows(tiny, monkeypatch):
+    """KL bit for bit and the overlaps of the top-5 sets, against the scores with `topk` over every row and
+    fresh tensors for every KL."""
+    from lotlib.lines_of_thought import truncation
+
+    model, _, X = tiny
+    U, _ = ensemble_svd(X[:, -1:])
+    ks = [1, 2, 8, 32, X.shape[-1]]
+    ours = truncation_scores(model.view, X[:, -1], U[0], ks, top=5, batch_size=16, progress=False)
+    monkeypatch.setattr(truncation, "top_tokens", topk_tokens)
+    monkeypatch.setattr(truncation, "kl", allocating_kl)
+    old = truncation_scores(model.view, X[:, -1], U[0], ks, top=5, batch_size=16, progress=False)
+    np.testing.assert_array_equal(ours.kl, old.kl)
+    np.testing.assert_array_equal(ours.overlap, old.overlap)
