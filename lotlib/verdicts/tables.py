@@ -236,11 +236,17 @@ def paper_reason(row) -> str:
     return f"inside {band_words}" if low <= lo and hi <= high else f"meets {band_words}"
 
 
+def _numbered(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of claims the paper gives a number for, paper A first, chapter by chapter."""
+    rows = table[table["against paper"].isin(PAPER_NUMBERS)]
+    return rows.sort_values(["paper", "chapter"], kind="stable")
+
+
 def paper_numbers(table: pd.DataFrame) -> pd.DataFrame:
     """The papers' numbers against ours, one row per claim the paper gives a number for (question 1 answered
     agrees, differs or inconclusive): the claim, the paper's value, ours by the paper's protocol with its 95%
     interval, the verdict, why in a few words and the chapter."""
-    rows = table[table["against paper"].isin(PAPER_NUMBERS)]
+    rows = _numbered(table)
     return pd.DataFrame(
         {
             "claim": [f"{i}: {c}" for i, c in zip(rows["id"], rows["claim"])],
@@ -261,10 +267,12 @@ def paper_numbers_view(table: pd.DataFrame):
     import html
 
     frame = paper_numbers(table)
-    rows = table[table["against paper"].isin(PAPER_NUMBERS)]
+    rows = _numbered(table)
     frame["verdict"] = [badge(v, p) for v, p in zip(frame["verdict"], rows["protocol"])]
     frame["chapter"] = [f'<a href="{c}.html">{c}</a>' for c in frame["chapter"]]
     frame["claim"] = frame["claim"].map(html.escape)
-    return frame.style.hide(axis="index").set_table_attributes(
-        'style="font-size:0.85em"'
+    return (
+        frame.style.hide(axis="index")
+        .set_properties(subset=["why"], **{"white-space": "nowrap"})
+        .set_table_attributes('style="font-size:0.85em"')
     )
