@@ -71,18 +71,27 @@ def proper_bases(
     U: np.ndarray, S: np.ndarray, layers
 ) -> tuple[np.ndarray, dict[int, int | None]]:
     """Copies of the aligned bases U `(T, D, D)` with det U(t) = +1 at every t in `layers`, so that
-    consecutive bases differ by a rotation (logm(U1^T U2) needs det +1). Where det U(t) = -1 the column with
-    the smallest singular value S[t] is flipped (the least harmful choice: that coordinate changes sign).
-    Returns the bases and, per layer, the flipped column (None if none). Flipping whole layers, rather
-    than one end of each interval, lets the flow over several layers compose with no sign error between
-    intervals."""
+    consecutive bases differ by a rotation (logm(U1^T U2) needs det +1).
+
+    The first of `layers` sets the orientation: where its det is -1, its smallest-sigma column is flipped at
+    every layer. That changes one coordinate's sign everywhere, which leaves the flow as it was (M -> D M D,
+    U K U^T unchanged), so the result does not depend on the signs the SVD gave the reference layer. Then at
+    each layer whose det is still -1 (its orientation turned against the first one's) the column with the
+    smallest singular value S[t] is flipped (the least harmful choice: that coordinate changes sign there).
+    Returns the bases and, per layer, the column flipped at that layer alone (None if none). Flipping whole
+    layers, rather than one end of each interval, lets the flow over several layers compose with no sign
+    error between intervals."""
     if U.shape[1] != U.shape[2]:
         raise ValueError(
             f"the Langevin drift needs a full D x D basis, got {U.shape[1:]}: use N_s >= D pilots"
         )
     U = U.copy()
+    layers = np.asarray(layers)
+    first = int(layers.min())
+    if np.linalg.slogdet(U[first])[0] < 0:
+        U[:, :, np.argmin(S[first])] *= -1
     flipped = {}
-    for t in np.asarray(layers):
+    for t in layers:
         flipped[int(t)] = None
         if np.linalg.slogdet(U[t])[0] < 0:
             flipped[int(t)] = int(np.argmin(S[t]))

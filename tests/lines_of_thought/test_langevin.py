@@ -91,6 +91,30 @@ def test_reflections_flip_the_least_significant_column_and_a_turn_by_pi_is_handl
 
 
 
+def _same_flow(flow, other):
+    """Two flows flip the same columns of the same layers and step with the same matrices, both schemes."""
+    assert flow.flipped == other.flipped
+    for scheme in ("euler", "exact"):
+        np.testing.assert_allclose(
+            steps(flow, 0, 4, dt=0.5, scheme=scheme).M,
+            steps(other, 0, 4, dt=0.5, scheme=scheme).M,
+            atol=1e-10,
+        )
+
+
+def test_the_flow_does_not_depend_on_the_signs_of_the_reference_basis():
+    """One column's sign changed at every layer (an SVD sign convention of det -1) leaves the flow as it was:
+    only the layers whose orientation turned against the first layer's are flipped, either way."""
+    dets = [1.0, -1.0, -1.0, 1.0, -1.0]
+    U = np.stack([_orthogonal(4, 30 + t, det=d) for t, d in enumerate(dets)])
+    S = np.exp(np.random.default_rng(17).normal(0, 0.3, size=(5, 4))) * 5
+    mirrored = U.copy()
+    mirrored[:, :, 1] *= -1
+    flow = langevin_flow(U, S, np.arange(5))
+    assert [flow.flipped[t] is not None for t in range(5)] == [d < 0 for d in dets]
+    _same_flow(langevin_flow(mirrored, S, np.arange(5)), flow)
+
+
 def test_rotate_is_vectorized_over_angles():
     rotation = rotation_log(_orthogonal(5, 4))
     V = np.random.default_rng(5).normal(size=(3, 5))
