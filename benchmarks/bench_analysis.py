@@ -1,4 +1,5 @@
-"""The analysis hot spots, old against new, timed in one run on the same synthetic inputs: B2's scores per K (`torch.topk` over whole rows and fresh
+"""The analysis hot spots, old against new, timed in one run on the same synthetic inputs: `ensemble_svd`
+(LAPACK's thin SVD against the Gram matrix), B2's scores per K (`torch.topk` over whole rows and fresh
 tensors for the KL's terms, against `top_tokens`' blocks and work tensors), the separability's scaling (a StandardScaler pipeline per layer against one pass over
 the layers), A7's UMAP fit (umap's own pairwise distances against compiled ones) and umap's numba
 compilation in a fresh process (without and with the on-disk cache).
@@ -24,20 +25,24 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 # the project's root for this folder: the tests' oracles are the old code, this checkout's lotlib the new,
 # and benchmarks/coverage.py would stand in for the coverage package numba imports
 ROOT = str(Path(__file__).resolve().parents[1])
 sys.path[0] = ROOT
 
+from lotlib.lines_of_thought.ensemble import ensemble_svd  # noqa: E402
 from lotlib.lines_of_thought.null_tests import layer_separability  # noqa: E402
 from lotlib.lines_of_thought.truncation import kl, shared_tokens, top_tokens  # noqa: E402
 from lotlib.traveling_words.umap_map import fit_umap  # noqa: E402
+from tests.lines_of_thought.test_ensemble import svd_ensemble_svd  # noqa: E402
 from tests.lines_of_thought.test_null_tests import pipeline_layer_separability  # noqa: E402
 from tests.lines_of_thought.test_truncation import allocating_kl, topk_tokens  # noqa: E402
 from tests.traveling_words.test_umap_compiled import OPTIONS, umap_fit_on_rows  # noqa: E402
 
 SIZES = {  # (full, small)
+    "svd": ((2900, 3, 1024), (864, 3, 576)),  # (N, T, D)
     "scores": ((64, 50257, 20), (64, 50257, 8)),  # (pilots, V, values of K)
     "separability": ((1000, 4, 576), (300, 3, 256)),  # (per class, T, f)
     "umap": ((3000, 576), (1000, 64)),  # (rows, d)
@@ -52,6 +57,16 @@ def best(run, rounds: int) -> tuple[float, object]:
         out = run()
         seconds = min(seconds, time.perf_counter() - start)
     return seconds, out
+
+
+def svd_row(size, rounds: int) -> tuple:
+    X = np.random.default_rng(0).normal(size=size) + 0.3
+    with threadpool_limits(limits=1):  # as ensemble_svd runs its LAPACK, both ways
+        old_s, (U_old, S_old) = best(lambda: svd_ensemble_svd(X), rounds)
+        new_s, (U_new, S_new) = best(lambda: ensemble_svd(X), rounds)
+    cos = np.abs(np.einsum("tdk,tdk->tk", U_old, U_new))
+    worst = max(np.abs(S_new / S_old - 1).max(), np.abs(1 - cos).max())
+    return f"ensemble_svd {size}", old_s, new_s, f"{worst:.1e} (rel. S, 1-|cos|)"
 
 
 def scores_row(size, rounds: int, device: str) -> tuple:
@@ -143,7 +158,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     size = {name: sizes[args.small] for name, sizes in SIZES.items()}
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    rows = [(d, *scores_row(size["scores"], args.rounds, d)) for d in devices]
+    rows = [("cpu", *svd_row(size["svd"], args.rounds))]
+    rows += [(d, *scores_row(size["scores"], args.rounds, d)) for d in devices]
     rows += [("cpu", *separability_row(size["separability"], args.rounds))]
     rows += [("cpu", *umap_row(size["umap"], args.rounds))]
     if not args.no_compile:

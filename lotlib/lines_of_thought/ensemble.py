@@ -18,18 +18,46 @@ def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.nd
     """Thin SVD of the `(D, N)` matrix of states at every layer, **uncentered**: x = U S V^T.
 
     X: `(N, L+1, D)`. Returns U `(L+1, D, k)` (columns are singular vectors) and S `(L+1, k)`,
-    with k = min(N, D) unless given. Signs are as numpy returns them; align before comparing layers.
+    with k = min(N, D) unless given (`layer_basis`, per layer). Each column is signed so that the pilots'
+    sum has a non-negative coordinate on it; align before comparing layers.
     """
     N, T, D = X.shape
     k = k or min(N, D)
     U = np.empty((T, D, k), dtype=np.float64)
     S = np.empty((T, k), dtype=np.float64)
-    # threaded LAPACK SVDs of this size run several times slower on busy cores
+    # threaded LAPACK of this size runs several times slower on busy cores
     with threadpool_limits(limits=1):
         for t in range(T):
-            _, s, vh = np.linalg.svd(X[:, t, :].astype(np.float64), full_matrices=False)
-            U[t], S[t] = vh[:k].T, s[:k]
+            U[t], S[t] = layer_basis(X[:, t, :].astype(np.float64), k)
     return U, S
+
+
+# the least ratio lambda_k / lambda_1 of kept to largest Gram eigenvalue for which `layer_basis` reads the
+# basis off the Gram matrix: its rounding, about eps lambda_1, costs lambda_k a relative eps / ratio
+GRAM_CONDITION = 1e-8
+
+
+def layer_basis(Z: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first `k` right singular vectors `(D, k)` and singular values `(k,)` of Z `(N, D)` (float64),
+    sorted by decreasing singular value, each vector signed so that the rows' sum has a non-negative
+    coordinate on it.
+
+    From the eigenvectors of the smaller Gram matrix (Z^T Z, or Z Z^T when N < D, its vectors mapped
+    through Z^T and divided by the singular values), as the SVD's right vectors without its left ones;
+    from the SVD itself when the k-th eigenvalue is below `GRAM_CONDITION` times the largest (a rank-
+    deficient or ill-conditioned layer, where the Gram matrix's rounding would reach the smallest values).
+    """
+    N, D = Z.shape
+    tall = N >= D
+    lam, vec = np.linalg.eigh(Z.T @ Z if tall else Z @ Z.T)
+    lam, vec = lam[::-1][:k], vec[:, ::-1][:, :k]
+    if lam[-1] > GRAM_CONDITION * lam[0]:
+        s = np.sqrt(lam)
+        V = vec if tall else Z.T @ vec / s
+    else:
+        _, s, vh = np.linalg.svd(Z, full_matrices=False)
+        s, V = s[:k], vh[:k].T
+    return V * np.where(Z.sum(0) @ V < 0, -1.0, 1.0), s
 
 
 def align_bases(

@@ -56,3 +56,75 @@ def test_correlated_cloud_keeps_the_covariance():
 
 
 
+
+
+def svd_ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Test oracle: `ensemble_svd` as LAPACK's thin SVD of each layer computes it (left vectors and all), with
+    numpy's signs: U `(T, D, k)`, S `(T, k)`."""
+    N, T, D = X.shape
+    k = k or min(N, D)
+    U, S = np.empty((T, D, k)), np.empty((T, k))
+    for t in range(T):
+        _, s, vh = np.linalg.svd(X[:, t, :].astype(np.float64), full_matrices=False)
+        U[t], S[t] = vh[:k].T, s[:k]
+    return U, S
+
+
+def _assert_same_basis(X, U, S, rtol=1e-10, cos_tol=1e-8):
+    """U, S of `ensemble_svd` against the SVD's: equal values, the same vectors up to sign, and each vector
+    signed so that the pilots' sum has a non-negative coordinate on it."""
+    U_svd, S_svd = svd_ensemble_svd(X)
+    np.testing.assert_allclose(S, S_svd, rtol=rtol)
+    np.testing.assert_allclose(np.abs(np.einsum("tdk,tdk->tk", U, U_svd)), 1.0, atol=cos_tol)
+    assert (np.einsum("td,tdk->tk", X.sum(0), U) >= 0).all()
+
+
+def test_the_gram_basis_equals_the_svd_on_tall_and_wide_layers():
+    rng = np.random.default_rng(7)
+    tall = rng.normal(size=(864, 2, 576)) + 0.3  # N >= D: from Z^T Z
+    U, S = ensemble_svd(tall)
+    assert U.shape == (2, 576, 576) and np.isfinite(U).all()
+    _assert_same_basis(tall, U, S)
+    np.testing.assert_allclose(U[0].T @ U[0], np.eye(576), atol=1e-12)
+    wide = rng.normal(size=(400, 2, 576)) + 0.3  # N < D: from Z Z^T, mapped through Z^T
+    U, S = ensemble_svd(wide)
+    assert U.shape == (2, 576, 400)
+    _assert_same_basis(wide, U, S)
+    np.testing.assert_allclose(U[1].T @ U[1], np.eye(400), atol=1e-10)
+    U_all, S_all = ensemble_svd(tall)
+    U5, S5 = ensemble_svd(tall, k=5)  # the first k of the full basis
+    assert U5.shape == (2, 576, 5)
+    np.testing.assert_array_equal(S5, S_all[:, :5])
+    np.testing.assert_array_equal(U5, U_all[:, :, :5])
+
+
+def test_a_rank_deficient_layer_has_zero_not_nan_singular_values():
+    """Fewer distinct directions than D (x(0) repeats tokens): the values past the rank come out as the SVD's
+    (about eps times the largest), never NaN, and the vectors stay orthonormal."""
+    rng = np.random.default_rng(8)
+    low = rng.normal(size=(864, 2, 100)) @ rng.normal(size=(100, 576))  # rank 100 of 576
+    repeated = np.repeat(rng.normal(size=(50, 2, 576)), 12, axis=0)  # 600 rows, 50 distinct: N > D, rank 50
+    for X, rank in ((low, 100), (repeated, 50)):
+        U, S = ensemble_svd(X)
+        assert np.isfinite(U).all() and np.isfinite(S).all() and (S >= 0).all()
+        U_svd, S_svd = svd_ensemble_svd(X)
+        np.testing.assert_allclose(S, S_svd, rtol=1e-10, atol=1e-10 * S_svd.max())
+        assert (S[:, rank:] < 1e-10 * S[:, :1]).all() and (S[:, :rank] > 1e-3 * S[:, :1]).all()
+        cos = np.abs(np.einsum("tdk,tdk->tk", U[:, :, :rank], U_svd[:, :, :rank]))
+        np.testing.assert_allclose(cos, 1.0, atol=1e-8)
+        np.testing.assert_allclose(U[0].T @ U[0], np.eye(U.shape[2]), atol=1e-10)
+
+
+def test_an_ill_conditioned_layer_takes_the_svd():
+    """A spectrum spanning more than 1 / sqrt(GRAM_CONDITION): the layer's values are the SVD's to its
+    precision, where the Gram matrix would have lost the smallest ones."""
+    from lotlib.lines_of_thought.ensemble import GRAM_CONDITION
+
+    rng = np.random.default_rng(9)
+    Q = np.linalg.qr(rng.normal(size=(300, 40)))[0]
+    sigma = np.logspace(0, -6, 40)  # sigma_40 / sigma_1 = 1e-6: lambda ratio 1e-12
+    assert sigma[-1] ** 2 < GRAM_CONDITION
+    X = (Q * sigma) @ np.linalg.qr(rng.normal(size=(40, 40)))[0]
+    U, S = ensemble_svd(X[:, None])
+    np.testing.assert_allclose(S[0], sigma, rtol=1e-8)
+    _assert_same_basis(X[:, None], U, S)

@@ -115,6 +115,20 @@ def test_the_flow_does_not_depend_on_the_signs_of_the_reference_basis():
     _same_flow(langevin_flow(mirrored, S, np.arange(5)), flow)
 
 
+def test_gram_bases_and_lapack_bases_give_the_same_flow():
+    """`ensemble_svd` (Gram matrix, signed by the pilots' sum) against LAPACK's SVD, both aligned: the
+    reference layers' dets differ, the flows do not."""
+    from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+    from tests.lines_of_thought.test_ensemble import svd_ensemble_svd
+
+    X = np.random.default_rng(19).normal(size=(20, 5, 6)) + 0.2
+    U, S = align_bases(*svd_ensemble_svd(X))
+    G, S_gram = align_bases(*ensemble_svd(X))
+    assert np.linalg.det(U[0]) * np.linalg.det(G[0]) < 0
+    np.testing.assert_allclose(S_gram, S, rtol=1e-10)
+    _same_flow(langevin_flow(G, S_gram, np.arange(5)), langevin_flow(U, S, np.arange(5)))
+
+
 def test_rotate_is_vectorized_over_angles():
     rotation = rotation_log(_orthogonal(5, 4))
     V = np.random.default_rng(5).normal(size=(3, 5))
