@@ -3,6 +3,7 @@
     python benchmarks/profile_book.py [--model smollm2-135m] [--quick] [--build build] [--no-null]
     python benchmarks/profile_book.py --cold [--model ...] [--quick]     # build it cold first, then profile
     python benchmarks/profile_book.py ... --row     # and docs/performance.md's table row for this book
+    python benchmarks/profile_book.py --cold --keep DIR ...   # the cold build in DIR, kept (to compare summaries)
 
 Reads each executed chapter's seconds (in all, and in forward passes timed by `ModelView.run`) and its kernel's
 peak memory from the book's notebooks and its null books' (its untrained variant and the paper's untrained
@@ -88,13 +89,24 @@ def main() -> int:
     parser.add_argument(
         "--row", action="store_true", help="print docs/performance.md's row too"
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="with --cold: build in this new folder and keep it (its build/ holds the books)",
+    )
     args = parser.parse_args()
+    if args.keep and (not args.cold or args.keep.exists()):
+        parser.error(
+            f"--keep {args.keep}: needs --cold and a folder that does not exist yet (pick a new path)"
+        )
     root = project_root()
-    with tempfile.TemporaryDirectory(prefix="lotlib-profile-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="lotlib-profile-") as temporary:
+        scratch = args.keep or Path(temporary)
         wall = None
         if args.cold:
-            wall = _cold_build(root, args.model, args.quick, args.null, Path(scratch))
-            args.build = Path(scratch) / "build"
+            wall = _cold_build(root, args.model, args.quick, args.null, scratch)
+            args.build = scratch / "build"
         models = [args.model, *null_books(args.model, args.null).values()]
         books = {m: book_folder(root, m, args.quick, args.build) for m in models}
         table = book_profile(books)
