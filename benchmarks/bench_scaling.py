@@ -8,8 +8,8 @@ spread grows with the layer and falls off over coordinates), at the quick book's
 (`book/parameters.yml`) and again without resamples, so that the full book's count (the notebook's default)
 can be projected:
 
-- ensemble SVD: `align_bases(*ensemble_svd(X))`, the aligned bases of every Lines of Thought chapter (on the
-  host whatever --device says);
+- ensemble SVD: `align_bases(*ensemble_svd(X))`, the aligned bases of every Lines of Thought chapter (the
+  Gram matrices and their eigenvectors on the device, the alignment on the host);
 - authors' protocol: `authors_protocol.authors_ensembles` (B4, the paper's protocol): the model, x(L) after a
   final norm and the structureless cloud, every resample refitting every layer's basis;
 - resampled pairs: `residuals.residual_nulls` (B4): held-out bases of the model and of both nulls, and the
@@ -61,13 +61,12 @@ GIB = 2.0**30
 
 @dataclass
 class Analysis:
-    """One analysis: how it runs on an ensemble, whose resample counts apply (None: it draws none), how its
-    cost grows with the layers, and whether it runs on the host whatever the device."""
+    """One analysis: how it runs on an ensemble, whose resample counts apply (None: it draws none) and how
+    its cost grows with the layers."""
 
     name: str
     notebook: str | None
     layer_power: int
-    on_host: bool = False
 
     def counts(self) -> tuple[int, int]:
         """The quick and the full book's resample counts."""
@@ -102,7 +101,7 @@ def run(analysis: Analysis, ens: Synthetic, device: str, n_boot: int) -> None:
     """`analysis` on the synthetic ensemble `ens` with `n_boot` resamples on `device`."""
     X, L = ens.X, ens.X.shape[1] - 1
     if analysis.name == "ensemble SVD":
-        align_bases(*ensemble_svd(X))
+        align_bases(*ensemble_svd(X, device=device))
     elif analysis.name == "authors' protocol":
         authors_ensembles(X, rms_view(device), n_boot, progress=False, device=device)
     elif analysis.name == "resampled pairs":
@@ -114,7 +113,7 @@ def run(analysis: Analysis, ens: Synthetic, device: str, n_boot: int) -> None:
 
 
 ANALYSES = [
-    Analysis("ensemble SVD", None, 1, on_host=True),
+    Analysis("ensemble SVD", None, 1),
     Analysis("authors' protocol", "b4_authors_protocol", 2),
     Analysis("resampled pairs", "b4_residuals", 2),
     Analysis("singular expansion", None, 2),
@@ -297,10 +296,9 @@ def table(rows: list[Row], sizes: list[int], layers: int) -> str:
             cells.append(f"{duration(c.seconds)}{mark}, {size(c.memory)}{mark}")
         p = row.exponent()
         quick, full = seven_b(row, layers)
-        for device in [row.device] if not row.analysis.on_host else devices_of(rows):
-            total = totals.setdefault(device, [0.0, 0.0])
-            total[0] += quick
-            total[1] += full
+        total = totals.setdefault(row.device, [0.0, 0.0])
+        total[0] += quick
+        total[1] += full
         exponent = "—" if p is None else f"{p:.2f}"
         lines.append(
             "| "
@@ -326,10 +324,6 @@ def table(rows: list[Row], sizes: list[int], layers: int) -> str:
     return "\n".join(lines)
 
 
-def devices_of(rows: list[Row]) -> list[str]:
-    return list(dict.fromkeys(r.device for r in rows if not r.analysis.on_host))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[576, 1024, 2048, 4096])
@@ -346,7 +340,7 @@ def main() -> None:
     small = Synthetic(synthetic_ensemble(32, 3))
     rows = []
     for analysis in ANALYSES:
-        for device in ["host"] if analysis.on_host else args.device:
+        for device in args.device:
             with redirect_stderr(io.StringIO()):
                 run(analysis, small, device, 1)
             rows.append(Row(analysis, device))

@@ -148,7 +148,7 @@ def last_layer_normalized(
         rows = torch.as_tensor(X[start : start + batch_size, -1], device=view.device)
         X[start : start + batch_size, -1] = view.final_norm(rows).cpu().numpy()
     last = X[:, -1:] if fitted is None else X[fitted, -1:]
-    U[-1:], S[-1:] = ensemble_svd(last)
+    U[-1:], S[-1:] = ensemble_svd(last, device=view.device)
     return X, U, S
 
 
@@ -352,7 +352,7 @@ def measure_model(
     held, fitted = split_for_bases(len(corpus.ids), D, 0.5, seed, name)
     X = trajectories(lm, corpus)
     N = len(held)
-    U, S = ensemble_svd(X[fitted])  # U (L+1, D, k), S (L+1, k), by decreasing sigma
+    U, S = ensemble_svd(X[fitted], device=lm.device)  # U (L+1, D, k), S (L+1, k), by decreasing sigma
     weights = resampling_weights(N, n_boot, seed)
     row = {
         "n_layers": L,

@@ -79,7 +79,7 @@ def truncation_cost(
     scores = propagated_truncation(
         ens.lm,
         ens.corpus.ids[rows],
-        ensemble_svd(ens.X[:n_fit])[0],
+        ensemble_svd(ens.X[:n_fit], device=ens.lm.device)[0],
         ks or truncation_grid(ens.D),
         progress=progress,
         targets=next_tokens(ens.corpus.ids, rows, ens.corpus.prefix),

@@ -8,27 +8,30 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+import torch
 
 from ..models.bounds import ParameterError, pilot_count
 from ..stats import draw_pilots
+from ..stats.backend import Device, as_tensor, single_thread, to_numpy
 
 
-def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def ensemble_svd(
+    X: np.ndarray, k: int | None = None, device: Device = "cpu"
+) -> tuple[np.ndarray, np.ndarray]:
     """Thin SVD of the `(D, N)` matrix of states at every layer, **uncentered**: x = U S V^T.
 
     X: `(N, L+1, D)`. Returns U `(L+1, D, k)` (columns are singular vectors) and S `(L+1, k)`,
-    with k = min(N, D) unless given (`layer_basis`, per layer). Each column is signed so that the pilots'
-    sum has a non-negative coordinate on it; align before comparing layers.
+    with k = min(N, D) unless given (`layer_basis`, per layer, on `device`). Each column is signed so that
+    the pilots' sum has a non-negative coordinate on it; align before comparing layers.
     """
     N, T, D = X.shape
     k = k or min(N, D)
     U = np.empty((T, D, k), dtype=np.float64)
     S = np.empty((T, k), dtype=np.float64)
-    # threaded LAPACK of this size runs several times slower on busy cores
-    with threadpool_limits(limits=1):
+    # threaded eigensolvers of this size run several times slower on busy cores
+    with single_thread():
         for t in range(T):
-            U[t], S[t] = layer_basis(X[:, t, :].astype(np.float64), k)
+            U[t], S[t] = layer_basis(X[:, t, :], k, device)
     return U, S
 
 
@@ -37,27 +40,30 @@ def ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.nd
 GRAM_CONDITION = 1e-8
 
 
-def layer_basis(Z: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first `k` right singular vectors `(D, k)` and singular values `(k,)` of Z `(N, D)` (float64),
-    sorted by decreasing singular value, each vector signed so that the rows' sum has a non-negative
-    coordinate on it.
+def layer_basis(
+    Z: np.ndarray, k: int, device: Device = "cpu"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first `k` right singular vectors `(D, k)` and singular values `(k,)` of Z `(N, D)`, in float64 on
+    `device`, sorted by decreasing singular value, each vector signed so that the rows' sum has a
+    non-negative coordinate on it.
 
     From the eigenvectors of the smaller Gram matrix (Z^T Z, or Z Z^T when N < D, its vectors mapped
     through Z^T and divided by the singular values), as the SVD's right vectors without its left ones;
     from the SVD itself when the k-th eigenvalue is below `GRAM_CONDITION` times the largest (a rank-
     deficient or ill-conditioned layer, where the Gram matrix's rounding would reach the smallest values).
     """
-    N, D = Z.shape
-    tall = N >= D
-    lam, vec = np.linalg.eigh(Z.T @ Z if tall else Z @ Z.T)
-    lam, vec = lam[::-1][:k], vec[:, ::-1][:, :k]
+    Z = as_tensor(Z, device, torch.float64)
+    tall = Z.shape[0] >= Z.shape[1]
+    lam, vec = torch.linalg.eigh(Z.T @ Z if tall else Z @ Z.T)
+    lam, vec = lam.flip(0)[:k], vec.flip(1)[:, :k]
     if lam[-1] > GRAM_CONDITION * lam[0]:
-        s = np.sqrt(lam)
+        s = lam.sqrt()
         V = vec if tall else Z.T @ vec / s
     else:
-        _, s, vh = np.linalg.svd(Z, full_matrices=False)
+        _, s, vh = torch.linalg.svd(Z, full_matrices=False)
         s, V = s[:k], vh[:k].T
-    return V * np.where(Z.sum(0) @ V < 0, -1.0, 1.0), s
+    V = V * torch.where(Z.sum(0) @ V < 0, -1.0, 1.0)
+    return to_numpy(V), to_numpy(s)
 
 
 def align_bases(
@@ -116,8 +122,9 @@ class Ensemble:
 
     @cached_property
     def aligned(self) -> tuple[np.ndarray, np.ndarray]:
-        """`align_bases(*ensemble_svd(X))` over every pilot: U `(L+1, D, k)`, S `(L+1, k)`."""
-        return align_bases(*ensemble_svd(self.X))
+        """`align_bases(*ensemble_svd(X))` over every pilot, on the model's device: U `(L+1, D, k)`,
+        S `(L+1, k)`."""
+        return align_bases(*ensemble_svd(self.X, device=self.lm.device))
 
     def authors_pilots(
         self, n_s: int | str, seed: int, cap: int | str | None

@@ -663,7 +663,7 @@ def held_out_pairs(
     """Eq. 1's residual scored out of sample: aligned bases U `(T, D, k)`, S `(T, k)` fitted on the pilots
     `fitted` of Z `(N, T, D)`, and the `ResampledPairs` of the pilots `held` in those bases for every row of
     `weights` `(B, len(held))`, scored on `device`. Returns ((U, S), the resampled pairs)."""
-    U, S = align_bases(*ensemble_svd(Z[fitted]))
+    U, S = align_bases(*ensemble_svd(Z[fitted], device=device))
     Y = singular_coordinates(Z[held], U, device)
     found = resampled_pairs(Y, S, layers, weights, progress=progress, device=device)
     return (U, S), found

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 Device = str | torch.device
 
@@ -42,3 +43,16 @@ def no_tf32() -> Iterator[None]:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Within the block, one thread for torch's CPU kernels and for numpy's BLAS and LAPACK (many
+    mid-sized problems on busy cores run slower threaded); the settings they had come back on exit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        torch.set_num_threads(threads)

@@ -254,7 +254,23 @@ def _check_singular_pair_moments(device, tol):
     assert singular_pair_moments(Z, np.ones((2, 3)), np.arange(2), device=device) is None
 
 
+def _check_ensemble_svd(device, tol):
+    """The per-layer bases, tall (Gram Z^T Z) and wide (Z Z^T), against LAPACK's SVD: the same values, the same
+    vectors up to sign, each signed by the pilots' sum as the host's are."""
+    from tests.lines_of_thought.test_ensemble import svd_ensemble_svd
+
+    for N in (90, 12):
+        X = _layers_first(N=N).transpose(1, 0, 2).astype(np.float64)
+        want_U, want_S = svd_ensemble_svd(X)
+        got_U, got_S = ensemble_svd(X, device=device)
+        _close(got_S, want_S, tol["float64"], "S")
+        signs = np.sign(np.einsum("tdk,tdk->tk", got_U, want_U))[:, None, :]
+        _close(got_U * signs, want_U, tol["float64"], "U")
+        assert (np.einsum("td,tdk->tk", X.sum(0), got_U) >= 0).all()
+
+
 CHECKS = [
+    _check_ensemble_svd,
     _check_weighted_bases,
     _check_pair_moments,
     _check_authors_pairs,

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from lotlib.stats.backend import as_tensor, no_tf32, stats_device, to_numpy
+from threadpoolctl import threadpool_info
+
+from lotlib.stats.backend import as_tensor, no_tf32, single_thread, stats_device, to_numpy
 
 
 def test_statistics_run_on_the_device_named_and_on_the_cpu_for_mps():
@@ -37,3 +39,18 @@ def test_no_tf32_restores_the_setting_it_found():
         assert torch.backends.cuda.matmul.allow_tf32 is True
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_single_thread_holds_torch_and_blas_to_one_thread_and_restores_them():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with single_thread():
+            assert torch.get_num_threads() == 1
+            assert all(pool["num_threads"] == 1 for pool in threadpool_info())
+        assert torch.get_num_threads() == 2
+        with pytest.raises(ValueError), single_thread():
+            raise ValueError
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
