@@ -3,6 +3,7 @@ Gaussian coordinates with variance alpha exp(lambda (t + tau)), a function of th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +90,15 @@ class PairStatistics:
 EXPANSION_FLOOR = 1e-6  # least residual variance, relative to its two terms', that the moment expansion resolves
 
 
+def layer_offsets(
+    layers: np.ndarray, desc: str, progress: bool
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Each offset tau = 1 .. len(layers) - 1 with the layers t `(len(layers) - tau,)` whose pair (t, t + tau)
+    lies in `layers`, under a progress bar named `desc` (shown if `progress`)."""
+    for tau in tqdm(range(1, len(layers)), desc=desc, unit="tau", disable=not progress):
+        yield tau, layers[:-tau]
+
+
 def pair_statistics(
     Y: np.ndarray,
     S: np.ndarray,
@@ -116,13 +126,7 @@ def pair_statistics(
     T = Y.shape[1]
     k = Y.shape[2] if U is None else U.shape[1]
     out = {name: np.full((T, T, k), np.nan) for name in ("z", "var", "kurtosis")}
-    for tau in tqdm(
-        range(1, len(layers)),
-        desc="residual statistics",
-        unit="tau",
-        disable=not progress,
-    ):
-        t = layers[:-tau]
+    for tau, t in layer_offsets(layers, "residual statistics", progress):
         W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
         if U is not None:
             W = np.matmul(
@@ -316,13 +320,7 @@ def resampled_pairs(
     # trace, mean_log_var, offset, kurtosis
     out = torch.full((4, B, T, T), np.nan, dtype=torch.float64, device=Y.device)
     with no_tf32():
-        for tau in tqdm(
-            range(1, len(layers)),
-            desc="resampled residuals",
-            unit="tau",
-            disable=not progress,
-        ):
-            t = layers[:-tau]
+        for tau, t in layer_offsets(layers, "resampled residuals", progress):
             W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
             center = W.mean(0)
             Wc = (W - center).reshape(N, -1)
