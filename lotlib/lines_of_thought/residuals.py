@@ -54,14 +54,18 @@ def residual_coordinates(Y: np.ndarray, S: np.ndarray, t, tau: int) -> np.ndarra
     return Y[:, t + tau] - Y[:, t] * ratio.astype(Y.dtype)
 
 
-def coordinate_moments(W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def coordinate_moments(W: np.ndarray | torch.Tensor) -> tuple:
     """Per coordinate over the ensemble (axis 0) of W `(N, ...)`: mean/std, variance, excess kurtosis
-    (float64 results of float32 sums: the centered moments need no more precision)."""
-    mean = W.mean(axis=0)
+    (float64 results of sums in W's dtype: the centered moments need no more precision), as numpy arrays
+    for an array and as tensors on W's device for a tensor."""
+    host = not isinstance(W, torch.Tensor)
+    W = torch.as_tensor(W)
+    mean = W.mean(0)
     squares = (W - mean) ** 2
-    var = squares.mean(axis=0).astype(np.float64)
-    m4 = np.einsum("n...,n...->...", squares, squares).astype(np.float64) / len(W)
-    return mean / np.sqrt(var), var, m4 / var**2 - 3.0
+    var = squares.mean(0).double()
+    m4 = torch.einsum("n...,n...->...", squares, squares).double() / len(W)
+    moments = (mean / var.sqrt(), var, m4 / var**2 - 3.0)
+    return tuple(map(to_numpy, moments)) if host else moments
 
 
 @dataclass
@@ -115,25 +119,27 @@ def pair_statistics(
     from the layers' cross-moments (`singular_pair_moments`) where they resolve every residual; with U
     `(T, D, k)`: of the raw residual-stream coordinates w = U(t+tau) (...) (`basis='raw'`, one
     `(N, k) x (k, D)` product per pair). Otherwise each pair's residuals are formed (the pilots repeated by
-    their counts), vectorized over the ensemble and over t for each tau. The expansion runs on `device`."""
+    their counts), vectorized over the ensemble and over t for each tau. Either way on `device`."""
     layers = np.asarray(layers)
     if U is None and expand:
         expanded = singular_pair_moments(Y, S, layers, counts, device)
         if expanded is not None:
             return expanded
+    Y, S = as_tensor(Y, device), as_tensor(S, device)
     if counts is not None:
-        Y = np.repeat(Y, counts, axis=0)
+        Y = torch.repeat_interleave(Y, as_tensor(counts, device, torch.long), dim=0)
+    if U is not None:  # float32 values, in Y's precision
+        U = as_tensor(U, device, torch.float32).to(Y.dtype)
     T = Y.shape[1]
     k = Y.shape[2] if U is None else U.shape[1]
     out = {name: np.full((T, T, k), np.nan) for name in ("z", "var", "kurtosis")}
-    for tau, t in layer_offsets(layers, "residual statistics", progress):
-        W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
-        if U is not None:
-            W = np.matmul(
-                W.transpose(1, 0, 2), U[t + tau].transpose(0, 2, 1).astype(np.float32)
-            ).transpose(1, 0, 2)
-        for name, value in zip(("z", "var", "kurtosis"), coordinate_moments(W)):
-            out[name][t, t + tau] = value
+    with no_tf32():
+        for tau, t in layer_offsets(layers, "residual statistics", progress):
+            W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
+            if U is not None:
+                W = (W.transpose(0, 1) @ U[t + tau].mT).transpose(0, 1)
+            for name, value in zip(("z", "var", "kurtosis"), coordinate_moments(W)):
+                out[name][t, t + tau] = to_numpy(value)
     return PairStatistics(**out, basis="singular" if U is None else "raw")
 
 

@@ -16,6 +16,7 @@ from lotlib.lines_of_thought.authors_protocol import (
 )
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.residuals import (
+    pair_statistics,
     resampled_pairs,
     singular_coordinates,
     singular_pair_moments,
@@ -156,6 +157,30 @@ def _old_singular_pair_moments(Y, S, layers, counts=None):
     return out
 
 
+def _old_pair_statistics(Y, S, layers, U=None, counts=None):
+    """The formed residuals' moments, singular (U None) or raw, in numpy: `{z, var, kurtosis}` `(T, T, k)`."""
+    if counts is not None:
+        Y = np.repeat(Y, counts, axis=0)
+    T = Y.shape[1]
+    k = Y.shape[2] if U is None else U.shape[1]
+    out = {name: np.full((T, T, k), np.nan) for name in ("z", "var", "kurtosis")}
+    for tau in range(1, len(layers)):
+        t = layers[:-tau]
+        W = Y[:, t + tau] - Y[:, t] * (S[t + tau] / S[t]).astype(Y.dtype)
+        if U is not None:
+            W = np.matmul(
+                W.transpose(1, 0, 2), U[t + tau].transpose(0, 2, 1).astype(np.float32)
+            ).transpose(1, 0, 2)
+        mean = W.mean(axis=0)
+        squares = (W - mean) ** 2
+        var = squares.mean(axis=0).astype(np.float64)
+        m4 = np.einsum("n...,n...->...", squares, squares).astype(np.float64) / len(W)
+        out["z"][t, t + tau] = mean / np.sqrt(var)
+        out["var"][t, t + tau] = var
+        out["kurtosis"][t, t + tau] = m4 / var**2 - 3.0
+    return out
+
+
 # ---- ensembles ----
 
 
@@ -269,6 +294,22 @@ def _check_ensemble_svd(device, tol):
         assert (np.einsum("td,tdk->tk", X.sum(0), got_U) >= 0).all()
 
 
+def _check_pair_statistics(device, tol):
+    """The formed residuals (no expansion), in the singular and in the raw basis, once each and counted."""
+    _, U, S, Y = _scored()
+    counts = np.random.default_rng(9).integers(1, 4, size=len(Y))
+    layers = np.arange(1, Y.shape[1])
+    for basis in (None, U):
+        for c in (None, counts):
+            want = _old_pair_statistics(Y, S, layers, basis, c)
+            got = pair_statistics(
+                Y, S, layers, U=basis, counts=c, expand=False, progress=False, device=device
+            )
+            for name, value in want.items():
+                assert np.array_equal(np.isnan(getattr(got, name)), np.isnan(value)), name
+                _close(getattr(got, name), value, tol["float32"], name)
+
+
 CHECKS = [
     _check_ensemble_svd,
     _check_weighted_bases,
@@ -277,6 +318,7 @@ CHECKS = [
     _check_singular_coordinates,
     _check_resampled_pairs,
     _check_singular_pair_moments,
+    _check_pair_statistics,
 ]
 
 
