@@ -279,7 +279,9 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # `refitted_pairs`.
 
 # %%
-law, arrival_r2_gap = c4.compare_noise_laws(compared, weights, n_boot_kurtosis)
+law, arrival_r2_gap = c4.compare_noise_laws(
+    compared, weights, n_boot_kurtosis, device=lm.device
+)
 c4.noise_law_pairs_figure(law, model)
 plt.show()
 

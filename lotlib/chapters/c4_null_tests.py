@@ -11,7 +11,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-import torch
 from tqdm.auto import tqdm
 
 from .. import plots
@@ -46,6 +45,7 @@ from ..stats import (
     resampling_weights,
     side_word,
 )
+from ..stats.backend import Device
 from ..storage.checkpoints import resumable
 
 
@@ -252,7 +252,7 @@ def path_shapes(
 
 
 def refitted_pairs(
-    X: np.ndarray, weights: np.ndarray, progress: bool = True
+    X: np.ndarray, weights: np.ndarray, progress: bool = True, device: Device = "cpu"
 ) -> dict[str, np.ndarray]:
     """Chapter B4's residual moments of trajectories X `(N, L+1, D)` for every pair 1 <= t < t + tau <= L on each
     row of `weights` `(B, N)` (how many times each pilot is drawn; row 0 all ones: the sample), each row
@@ -261,7 +261,7 @@ def refitted_pairs(
     block outputs x(1)..x(L) (the pairs' layers: the same pairs of columns as aligned from layer 0), then Eq. 1
     and the moments over the drawn pilots, each distinct one weighted by its count (`pair_statistics`). Returns `trace` (tr Cov w) and `kurtosis`
     (the coordinates' bias-corrected excess kurtosis weighted by their variance, as `residuals.resampled_pairs`) `(B, T, T)`
-    indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`."""
+    indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`. Bases and moments run on `device`."""
 
     blocks = X[:, 1:]  # the pairs' layers; x(0) repeats tokens (a rank-deficient layer)
 
@@ -272,13 +272,13 @@ def refitted_pairs(
             blocks[drawn].transpose(1, 0, 2), np.float32
         )
         U, S = align_bases(
-            *weighted_bases(torch.from_numpy(layers_first), torch.from_numpy(counts))
+            *weighted_bases(layers_first, counts, device)
         )
-        Y = singular_coordinates(blocks[drawn], U)
+        Y = singular_coordinates(blocks[drawn], U, device)
         share = counts / counts.sum()  # each drawn pilot's weight in the draw
         centered = X[drawn].astype(np.float64)
         centered -= np.einsum("n,ntd->td", share, centered)
-        stats = pair_statistics(Y, S, np.arange(len(U)), counts=counts)
+        stats = pair_statistics(Y, S, np.arange(len(U)), counts=counts, device=device)
         var = np.pad(stats.var, ((1, 0), (1, 0), (0, 0)), constant_values=np.nan)
         kurtosis = np.pad(
             unbiased_excess_kurtosis(stats.kurtosis, counts.sum()),
@@ -303,16 +303,19 @@ def refitted_pairs(
     return {name: np.array([row[name] for row in rows]) for name in rows[0]}
 
 
-def residual_law(X: np.ndarray, weights: np.ndarray, n_boot_refit: int = 0) -> dict:
+def residual_law(
+    X: np.ndarray, weights: np.ndarray, n_boot_refit: int = 0, device: Device = "cpu"
+) -> dict:
     """Chapter B4's residual statistics of trajectories X `(N, L+1, D)` over all pairs 1 <= t < t + tau <= L on
     the sample and the first `n_boot_refit` resamples of `weights` `(1 + n_boot, N)`, each refitting the bases
     (`refitted_pairs`): ln(mean variance) and ln(relative variance) of the sample `(T, T)`, the fit of Eq. 2 to
     the first (`fit_variance`, a point value), the arrival R^2 of the relative variance on every row
-    `(1 + n_boot_refit,)` and as an `Estimate`, and the variance-weighted excess kurtosis (median over pairs)."""
+    `(1 + n_boot_refit,)` and as an `Estimate`, and the variance-weighted excess kurtosis (median over pairs).
+    The refits run on `device`."""
 
     N, T = weights.shape[1], X.shape[1]
     all_pairs = pair_mask(T, 1, T - 1)
-    rows = refitted_pairs(X, weights[: 1 + n_boot_refit])
+    rows = refitted_pairs(X, weights[: 1 + n_boot_refit], device=device)
     log_var = np.log(rows["trace"][0] / rows["k"][0])
     log_rel = np.log(rows["trace"] / rows["spread"][:, None, :])
     arrival = fit_laws(log_rel, all_pairs)["arrival_r2"]
@@ -338,13 +341,19 @@ def arrival_r2_gap(first: dict, second: dict) -> Estimate:
 
 
 def compare_noise_laws(
-    models: dict[str, np.ndarray], weights: np.ndarray, n_boot_refit: int
+    models: dict[str, np.ndarray],
+    weights: np.ndarray,
+    n_boot_refit: int,
+    device: Device = "cpu",
 ) -> tuple[dict[str, dict], Estimate]:
     """`residual_law` of each model's trajectories `(N, L+1, D)` on the same `weights` and the same first
     `n_boot_refit` resamples. Returns the dict per model and the arrival R^2 of the first model minus the
     second's (`arrival_r2_gap`: the same resamples, so the difference is paired when the models read the same
-    pilots)."""
-    law = {name: residual_law(X, weights, n_boot_refit) for name, X in models.items()}
+    pilots). The refits run on `device`."""
+    law = {
+        name: residual_law(X, weights, n_boot_refit, device)
+        for name, X in models.items()
+    }
     first, second = (law[name] for name in list(models)[:2])
     return law, arrival_r2_gap(first, second)
 
@@ -482,11 +491,12 @@ def architecture_null(
     L, D = lm.view.n_layers, lm.view.d_model
     corpus = walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s_paper"))
     X = trajectories(lm, corpus)  # (N, L+1, D)
+    where = lm.device
     del lm
     n_refit = len(trained_law["arrival_r2_rows"]) - 1
     pilots = draw_pilots(len(X), n_pilots, np.random.default_rng(seed))
     weights = resampling_weights(len(X), max(n_boot, n_refit), seed)
-    law = residual_law(X, weights, n_refit)
+    law = residual_law(X, weights, n_refit, where)
     return ArchitectureNull(
         name=architecture,
         n_layers=L,
