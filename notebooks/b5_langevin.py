@@ -177,9 +177,12 @@ rates
 #
 # logm needs U₁ᵀU₂ to be a rotation (determinant +1). Alignment fixes the order and the signs of the singular
 # vectors, but a basis can still be a reflection (det U(t) = −1), and then U₁ᵀU₂ is one too. We make every basis
-# proper: where det U(t) = −1 the column with the smallest singular value of that layer is flipped (the least
-# harmful choice: that one coordinate changes sign). Flipping whole layers rather than one end of each
-# interval lets the flow over several layers compose without sign errors between intervals.
+# proper. The first layer sets the orientation: if its det is −1, one column changes sign at every layer, which
+# leaves the flow as it was (so the SVD's arbitrary signs decide nothing).
+#
+# Then, where a layer's orientation turned against the first one's, its column with the smallest singular value is flipped (the least harmful
+# choice: that one coordinate changes sign). Flipping whole layers rather than one end of each interval lets the
+# flow over several layers compose without sign errors between intervals.
 #
 # The authors
 # spline σ itself; between two layers that spline can pass through zero, where S′ = σ′/σ diverges. A spline of
@@ -192,7 +195,7 @@ glue("spline_used", "ln σ" if log_spline else "σ")
 b5.turn_table(sde)
 
 # %% [markdown]
-# Bases made proper: {glue:text}`flipped_layers` of the layers used had det U = −1 and one column flipped. The
+# Bases made proper: {glue:text}`flipped_layers` of the layers used turned the orientation and had one column flipped. The
 # spline of σ crosses zero for {glue:text}`sigma_spline_zero_crossings` of the D singular values on the simulated
 # layers (this run splines {glue:text}`spline_used`); the smallest σ at t₀ is {glue:text}`smallest_sigma_t0:.3g`
 # (median {glue:text}`median_sigma_t0:.3g`).

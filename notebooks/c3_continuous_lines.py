@@ -29,7 +29,7 @@
 #
 #   x(t₁ + a) = U₁ M^a diag(σ(t₁ + a) / σ(t₁)) U₁ᵀ x(t₁),   M = U₁ᵀU₂,
 #
-# with M^a = expm(a logm M) (as in B5, bases with det −1 get their least significant column flipped and the
+# with M^a = expm(a logm M) (as in B5, bases that turn the orientation get their least significant column flipped and the
 # spline is of ln σ, so σ never crosses zero; code: `lotlib.lines_of_thought.continuous`). At a = 1 it is the linear extrapolation
 # of Eq. 1 with τ = 1 (up to those flipped columns): it lands on x̃(t₁, 1), not on x(t₁ + 1), and the gap
 # is the residual of B4. Restarted at every true state, these **flow segments** are the model's own
@@ -90,7 +90,7 @@ ens
 # %% [markdown]
 # The continuous lines run over t = {glue:text}`first_layer` … {glue:text}`last_layer`;
 # {glue:text}`flipped_layers` of the bases of these layers needed a flipped column
-# (det U(t) = −1, see B5).
+# (their orientation turned against the first layer's, see B5).
 #
 # ## A few continuous lines of thought
 #
