@@ -206,6 +206,7 @@ compared = {
     "trained": lotlib.trajectories(lm, walden),
     "untrained": lotlib.trajectories(untrained, walden),
 }
+model_device = lm.device  # where the statistics run, once the models are gone
 del lm, untrained  # free both models before the next ones load
 N, layers = walden.n_s, np.arange(1, L + 1)
 same_weights = np.array_equal(*compared.values())  # a model with random weights
@@ -280,7 +281,7 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 
 # %%
 law, arrival_r2_gap = c4.compare_noise_laws(
-    compared, weights, n_boot_kurtosis, device=lm.device
+    compared, weights, n_boot_kurtosis, device=model_device
 )
 c4.noise_law_pairs_figure(law, model)
 plt.show()
