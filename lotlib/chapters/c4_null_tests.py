@@ -271,9 +271,7 @@ def refitted_pairs(
         layers_first = np.ascontiguousarray(
             blocks[drawn].transpose(1, 0, 2), np.float32
         )
-        U, S = align_bases(
-            *weighted_bases(layers_first, counts, device)
-        )
+        U, S = align_bases(*weighted_bases(layers_first, counts, device))
         Y = singular_coordinates(blocks[drawn], U, device)
         share = counts / counts.sum()  # each drawn pilot's weight in the draw
         centered = X[drawn].astype(np.float64)

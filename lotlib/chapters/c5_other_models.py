@@ -352,7 +352,8 @@ def measure_model(
     held, fitted = split_for_bases(len(corpus.ids), D, 0.5, seed, name)
     X = trajectories(lm, corpus)
     N = len(held)
-    U, S = ensemble_svd(X[fitted], device=lm.device)  # U (L+1, D, k), S (L+1, k), by decreasing sigma
+    # U (L+1, D, k), S (L+1, k), by decreasing sigma
+    U, S = ensemble_svd(X[fitted], device=lm.device)
     weights = resampling_weights(N, n_boot, seed)
     row = {
         "n_layers": L,

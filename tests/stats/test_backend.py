@@ -2,10 +2,15 @@
 import numpy as np
 import pytest
 import torch
-
 from threadpoolctl import threadpool_info
 
-from lotlib.stats.backend import as_tensor, no_tf32, single_thread, stats_device, to_numpy
+from lotlib.stats.backend import (
+    as_tensor,
+    no_tf32,
+    single_thread,
+    stats_device,
+    to_numpy,
+)
 
 
 def test_statistics_run_on_the_device_named_and_on_the_cpu_for_mps():
