@@ -1,4 +1,5 @@
-"""The `lotlib` command: extract trajectories, run one notebook, sweep it over a grid, build the book."""
+"""The `lotlib` command: extract trajectories, run one notebook, sweep it over a grid, build the book, copy the
+chapters out."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from .book.build import book_parameters, build_book
+from .book.export import export_notebooks
 from .book.parameters import Dtype
 from .book.pipeline import project_root, run_notebook
 from .book.spec import read_spec
@@ -18,6 +20,7 @@ from .book.sweep import load_grid, run_sweep
 from .models import corpus
 from .models.bounds import check_context, check_reinit, model_shape
 from .models.sources import split_name
+from .project import bundled_project
 
 EPILOG = """examples:
   lotlib extract --model smollm2-135m --n-k 50          # all of Walden into the trajectory cache
@@ -25,6 +28,7 @@ EPILOG = """examples:
   lotlib run b4_residuals --quick --device cuda --dtype bfloat16
   lotlib sweep b1_lines_of_thought -p n_k 10,25,50 -p seed 0,1 --quick --plot held_out_share_quarter_d_last_layer
   lotlib book --quick                                   # small parameters, as CI builds it
+  lotlib notebooks my-chapters --quick                  # the chapters as .py and .ipynb, to edit
 environment: LOTLIB_DATA_DIR (walden.txt, common_nouns.txt), LOTLIB_CACHE_DIR (models, trajectories)
 errors end in one line; --debug shows the traceback"""
 
@@ -313,7 +317,39 @@ def _book_command(commands) -> None:
         default=None,
         help="run the chapters on a Dask distributed scheduler (tcp://host:8786)",
     )
+    book.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder of the built books (default: the project's build/, or ./build outside a clone)",
+    )
     book.set_defaults(handler=_book)
+
+
+def _notebooks_command(commands) -> None:
+    """`lotlib notebooks`: copy the chapters out to edit and run."""
+    nbs = commands.add_parser(
+        "notebooks",
+        help="copy the chapters (.py and .ipynb) and the book's configuration into a folder",
+        parents=[_debug_option()],
+    )
+    nbs.add_argument("folder", type=Path, help="where to write them (created)")
+    nbs.add_argument(
+        "--quick",
+        action="store_true",
+        help="inject the book's quick parameters into each .ipynb (small enough for a free Colab CPU)",
+    )
+    nbs.add_argument(
+        "--install",
+        default=None,
+        metavar="REQUIREMENT",
+        help="what each notebook's first cell pip-installs where lotlib is missing "
+        "(default: lotlib from its repository's main branch)",
+    )
+    nbs.add_argument(
+        "--force", action="store_true", help="overwrite chapters already in the folder"
+    )
+    nbs.set_defaults(handler=_notebooks)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -328,7 +364,13 @@ def parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the full traceback of an error"
     )
     commands = top.add_subparsers(dest="command", required=True)
-    for add in (_extract_command, _run_command, _sweep_command, _book_command):
+    for add in (
+        _extract_command,
+        _run_command,
+        _sweep_command,
+        _book_command,
+        _notebooks_command,
+    ):
         add(commands)
     return top
 
@@ -472,8 +514,9 @@ def _sweep(args) -> int:
 
 def _book(args) -> int:
     # ends with the line naming the page to open
+    root = project_root()
     build_book(
-        project_root(),
+        root,
         quick=args.quick,
         jobs=args.jobs,
         model=_pinned(args.model, args.revision),
@@ -481,6 +524,22 @@ def _book(args) -> int:
         dtype=args.dtype or "float32",
         null=args.null,
         scheduler=args.scheduler,
+        build=args.out or (Path("build") if root == bundled_project() else None),
+    )
+    return 0
+
+
+def _notebooks(args) -> int:
+    written = export_notebooks(
+        project_root(),
+        args.folder,
+        quick=args.quick,
+        requirement=args.install,
+        force=args.force,
+    )
+    print(
+        f"{len(written)} chapters in {args.folder / 'notebooks'} (.py and .ipynb); "
+        f"`lotlib run NAME` there runs the copies, `jupyter lab` opens them"
     )
     return 0
 

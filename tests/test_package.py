@@ -17,7 +17,8 @@ import lotlib
 PACKAGE = Path(lotlib.__file__).parent
 BELOW_PAPERS = {"stats", "plots", "models", "storage"}
 ROOMS = {  # package -> the lotlib packages (and top-level modules) it may import
-    "storage": set(),
+    "project": set(),
+    "storage": {"project"},
     "stats": set(),
     "plots": set(),
     "models": {"storage"},
@@ -26,7 +27,7 @@ ROOMS = {  # package -> the lotlib packages (and top-level modules) it may impor
     "summary": {"stats"},
     "verdicts": {"summary", "stats", "plots", "storage"},
     "chapters": {"lines_of_thought", "traveling_words"} | BELOW_PAPERS,
-    "book": {"verdicts", "summary", "stats", "plots", "models", "storage"},
+    "book": {"verdicts", "summary", "stats", "plots", "models", "storage", "project"},
 }
 LOCAL_IMPORTS_ALLOWED = 15  # function-local lotlib imports are kept for heavy optional parts only
 

@@ -7,6 +7,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+from ..project import bundled_project
+
 DATA_ENV = "LOTLIB_DATA_DIR"
 CACHE_ENV = "LOTLIB_CACHE_DIR"
 
@@ -63,7 +65,7 @@ def project_root(start: Path | None = None) -> Path:
     """The folder holding `book/_config.yml` and `notebooks/`: in a notebook run by the pipeline, the project
     of the notebook's source (its kernel's LOTLIB_PROJECT, wherever the output goes); otherwise searched
     upward from `start`, or from the working folder and then from the checkout lotlib is imported from (a
-    chapter opened by hand elsewhere)."""
+    chapter opened by hand elsewhere), and last the project an installed wheel carries."""
     if start is None and os.environ.get(PROJECT_VARIABLE):
         return Path(os.environ[PROJECT_VARIABLE])
     starts = [start] if start is not None else [Path.cwd(), Path(__file__)]
@@ -72,7 +74,10 @@ def project_root(start: Path | None = None) -> Path:
             book, notebooks = folder / "book" / "_config.yml", folder / "notebooks"
             if book.exists() and notebooks.is_dir():
                 return folder
+    bundled = bundled_project()
+    if bundled is not None and start is None:
+        return bundled
     raise FileNotFoundError(
         f"no lotlib project (book/_config.yml and notebooks/) in {starts[0]} or above; "
-        f"run from the project folder"
+        f"run from the project folder, or `lotlib notebooks DIR` to copy the chapters out"
     )
