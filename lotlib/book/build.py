@@ -415,8 +415,11 @@ def build_words(profiles: dict[str, dict]) -> str:
 
 
 def stage_book(root: Path, stage: Path) -> Path:
-    """Copy `root/book` into the book's folder `stage` with the site's assets; returns `stage`."""
+    """Copy `root/book` into the book's folder `stage` with the site's assets and each chapter's .py (offered
+    for download beside its page); returns `stage`."""
     sync_tree(root / "book", stage)
+    for source in (root / "notebooks").glob("*.py"):
+        copy_if_changed(source, stage / "_extra" / "notebooks" / source.name)
     # the site works offline: plotly.js and MathJax are bundled with it, not loaded from a CDN
     copy_if_changed(
         package_file("plotly", "package_data/plotly.min.js"),

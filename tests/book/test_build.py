@@ -180,6 +180,19 @@ def test_interactive_figures_are_3d_and_offline(quick_book):
     assert "cdn.plot.ly" not in page and (quick_book / "_static" / "plotly.min.js").stat().st_size > 1_000_000
 
 
+def test_every_chapter_page_launches_in_colab_and_binder_and_downloads_as_ipynb_and_py(quick_book):
+    """The launch buttons open the page's notebook on the repository's notebooks branch (tests/book/test_export.py
+    checks that `lotlib notebooks` writes each of them); the .py download is the chapter's source, on the site."""
+    for name in book_notebooks(project_root(ROOT)):
+        page = (quick_book / "notebooks" / f"{name}.html").read_text()
+        target = f"lotlib/lotlib/blob/notebooks/notebooks/{name}.ipynb"
+        assert f"https://colab.research.google.com/github/{target}" in page, name
+        assert "https://mybinder.org/v2/gh/lotlib/lotlib/notebooks?urlpath=lab/tree/" in page, name
+        assert f'href="{name}.py"' in page and f"_sources/notebooks/{name}.ipynb" in page, name
+        source = (quick_book / "notebooks" / f"{name}.py").read_text()
+        assert source == (ROOT / "notebooks" / f"{name}.py").read_text(), name
+
+
 def test_a_duration_never_reads_sixty_seconds():
     """A heartbeat at 119.7 s once read "1 min 60 s": whole seconds are taken before the minutes."""
     from lotlib.book.build import _duration
