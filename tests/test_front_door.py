@@ -15,6 +15,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 MAX_PARAGRAPH_WORDS = 120
+REPOSITORY = "https://github.com/lotlib/lotlib"
+BOOK_URL = "https://lotlib.github.io/lotlib/"
+PAPERS = {"arXiv:2309.07315": "10.48550/arXiv.2309.07315", "arXiv:2410.01545": "10.48550/arXiv.2410.01545"}
+VERSION_HEADING = re.compile(r"^## \[([^\]]+)\](.*)$", re.M)
 
 
 def test_the_readme_is_short_names_no_commit_and_its_links_resolve():
@@ -35,15 +39,51 @@ def test_the_licence_is_mit_as_pyproject_says():
     assert (ROOT / "LICENSE").read_text().startswith("MIT License\n")
 
 
+def _project() -> dict:
+    """pyproject.toml's [project] table."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _changelog_dates() -> dict[str, str]:
+    """Each released version of CHANGELOG.md and the date of its heading."""
+    headings = VERSION_HEADING.findall((ROOT / "CHANGELOG.md").read_text())
+    return {version: rest.removeprefix(" - ") for version, rest in headings if version != "Unreleased"}
+
+
 def test_the_citation_file_is_valid_cff_and_cites_both_papers():
     """Validated with jsonschema against CFF 1.2.0's schema as cffconvert 2.0.0 ships it (tests/data)."""
     schema = json.loads((ROOT / "tests/data/cff-1.2.0.schema.json").read_text())
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     jsonschema.validate(citation, schema)
-    cited = {i["value"] for r in citation["references"] for i in r["identifiers"]}
-    assert cited == {"arXiv:2309.07315", "arXiv:2410.01545"}
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    cited = {(i["type"], i["value"]) for r in citation["references"] for i in r["identifiers"]}
+    assert cited == {("other", arxiv) for arxiv in PAPERS} | {("doi", doi) for doi in PAPERS.values()}
+    assert {r["doi"] for r in citation["references"]} == set(PAPERS.values())
+    assert citation["repository-code"] == REPOSITORY and citation["url"] == BOOK_URL
+    project = _project()
     assert citation["version"] == project["version"] and citation["license"] == project["license"]
+    assert citation["date-released"] == _changelog_dates()[project["version"]]
+
+
+def test_the_zenodo_metadata_agrees_with_pyproject_and_names_both_papers():
+    zenodo = json.loads((ROOT / ".zenodo.json").read_text())
+    project = _project()
+    assert zenodo["upload_type"] == "software"
+    assert zenodo["version"] == project["version"] and zenodo["license"] == project["license"]
+    assert zenodo["title"] == yaml.safe_load((ROOT / "CITATION.cff").read_text())["title"]
+    related = {r["identifier"] for r in zenodo["related_identifiers"] if r["scheme"] == "doi"}
+    assert related == set(PAPERS.values())
+
+
+def test_every_changelog_version_has_a_date_and_a_link():
+    text = (ROOT / "CHANGELOG.md").read_text()
+    headings = VERSION_HEADING.findall(text)
+    assert headings[0] == ("Unreleased", "") and len(headings) > 1
+    undated = [v for v, date in _changelog_dates().items() if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date)]
+    assert not undated, f"version headings without ' - YYYY-MM-DD': {undated}"
+    links = dict(re.findall(r"^\[([^\]]+)\]: (\S+)$", text, re.M))
+    for version, _ in headings:
+        assert links.get(version, "").startswith(f"{REPOSITORY}/"), f"no link definition for [{version}]"
+    assert _project()["version"] in _changelog_dates()
 
 
 def test_the_intro_and_the_readme_say_how_to_cite():
@@ -76,8 +116,9 @@ def test_the_pages_workflow_deploys_on_a_tag_with_the_readmes_make_targets():
     workflow = yaml.safe_load((ROOT / ".github/workflows/pages.yml").read_text())
     triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
     assert triggers["push"]["tags"]
+    book = workflow["jobs"]["build"]["steps"]
+    targets = [m for s in book for m in re.findall(r"\bmake ([a-z-]+)", s.get("run", ""))]
     steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
-    targets = [m for s in steps for m in re.findall(r"\bmake ([a-z-]+)", s.get("run", ""))]
     assert targets == ["book-quick", "book-archive"]
     makefile = (ROOT / "Makefile").read_text()
     for target in targets:
@@ -127,19 +168,6 @@ def test_profile_book_writes_the_performance_pages_row():
     assert row == "| smollm2-135m, quick | 19 min 43 s | 2,261 | 35% (797 s) | 3.46 GB (smollm2-135m / c5) | abc1234 |"
     header = next(line for line in (ROOT / "docs/performance.md").read_text().splitlines() if line.startswith("| book"))
     assert row.count("|") == header.count("|")
-
-
-def test_make_venv_stops_in_one_line_on_a_python_the_lock_does_not_cover(tmp_path):
-    fake = tmp_path / "python3.10"
-    fake.write_text('#!/bin/sh\ncase "$2" in *platform*) echo 3.10.13;; *) exit 1;; esac\n')
-    fake.chmod(0o755)
-    venv = tmp_path / "venv"
-    run = subprocess.run(["make", "-s", "-C", str(ROOT), "venv", f"PYTHON={fake}", f"VENV={venv}"],
-                         capture_output=True, text=True)
-    assert run.returncode != 0 and not venv.exists()
-    assert run.stdout.splitlines() == [
-        f"[make] {fake} is Python 3.10.13; the lock is for Python 3.11 (3.11.2 or later): "
-        "pick one with make book PYTHON=python3.11"]
 
 
 def test_the_report_opens_with_the_papers_numbers_and_collapses_its_rules():
