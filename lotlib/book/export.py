@@ -7,9 +7,7 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
-import jupytext
 import nbformat
-from papermill.parameterize import parameterize_notebook
 
 from ..storage.atomic import write_text_atomic
 from .build import book_parameters
@@ -62,6 +60,10 @@ def chapter_notebook(
     """Chapter `name` of `root` as a notebook: the install cell first, then its cells, with the book's quick
     parameters injected after its parameters cell (as papermill does) when `quick`. Not paired with the .py:
     each is a copy of its own."""
+    # imported here: `lotlib run` fails fast on a bad value without loading papermill or jupytext
+    import jupytext
+    from papermill.parameterize import parameterize_notebook
+
     nb = jupytext.read(root / "notebooks" / f"{name}.py")
     parameters = book_parameters(root, name, quick=True) if quick else {}
     if parameters:
