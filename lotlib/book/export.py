@@ -3,14 +3,13 @@ Jupytext .py files and as notebooks that open in Jupyter, Colab or Binder."""
 
 from __future__ import annotations
 
-import shutil
 from importlib import metadata
 from pathlib import Path
 
 import nbformat
 
 from ..storage.atomic import write_text_atomic
-from .build import book_parameters
+from .build import book_parameters, copy_if_changed, sync_tree
 
 INSTALL_TAG = "lotlib-install"
 MODELS_FILE = "requirements-models.txt"
@@ -55,9 +54,9 @@ def install_cell(requirement: str, models: list[str]) -> nbformat.NotebookNode:
 
 
 def chapter_notebook(
-    root: Path, name: str, quick: bool, requirement: str
+    root: Path, name: str, quick: bool, install: nbformat.NotebookNode
 ) -> nbformat.NotebookNode:
-    """Chapter `name` of `root` as a notebook: the install cell first, then its cells, with the book's quick
+    """Chapter `name` of `root` as a notebook: `install` (`install_cell`) first, then its cells, with the book's quick
     parameters injected after its parameters cell (as papermill does) when `quick`. Not paired with the .py:
     each is a copy of its own."""
     # imported here: `lotlib run` fails fast on a bad value without loading papermill or jupytext
@@ -72,7 +71,7 @@ def chapter_notebook(
         for cell in nb.cells:
             cell.metadata.setdefault("tags", [])
         nb = parameterize_notebook(nb, parameters, comment="The book's quick sizes")
-    nb.cells.insert(0, install_cell(requirement, model_requirements(root)))
+    nb.cells.insert(0, install)
     return nb
 
 
@@ -92,14 +91,15 @@ def export_notebooks(
         raise FileExistsError(
             f"{target} already holds chapters; pick an empty folder or pass --force to overwrite them"
         )
-    requirement = requirement or default_requirement()
-    shutil.copytree(root / "book", out / "book", dirs_exist_ok=True)
-    shutil.copy2(root / MODELS_FILE, out / MODELS_FILE)
-    target.mkdir(parents=True, exist_ok=True)
+    install = install_cell(
+        requirement or default_requirement(), model_requirements(root)
+    )
+    sync_tree(root / "book", out / "book")
+    copy_if_changed(root / MODELS_FILE, out / MODELS_FILE)
     written = []
     for source in sorted((root / "notebooks").glob("*.py")):
-        shutil.copy2(source, target / source.name)
-        nb = chapter_notebook(root, source.stem, quick, requirement)
+        copy_if_changed(source, target / source.name)
+        nb = chapter_notebook(root, source.stem, quick, install)
         written.append(
             write_text_atomic(
                 target / f"{source.stem}.ipynb", nbformat.writes(nb) + "\n"
