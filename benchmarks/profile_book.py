@@ -24,11 +24,36 @@ import tempfile
 import time
 from pathlib import Path
 
-from lotlib.book.build import book_folder, build_book, null_books
-from lotlib.book.pipeline import project_root
-from lotlib.book.profile import book_profile, profile_totals
+import pandas as pd
+
+from lotlib.book.build import BookOptions, book_folder, build_book, null_books
+from lotlib.book.pipeline import executed_metadata, project_root
+from lotlib.book.profile import profile_totals, runs_profile
 from lotlib.models.sources import DEFAULT_MODEL
 from lotlib.storage.paths import CACHE_ENV, cache_root
+
+
+def book_profile(books: dict[str, Path]) -> pd.DataFrame:
+    """One row per executed chapter of each book (name -> its build folder, holding `notebooks/`): seconds in
+    all, in forward passes and in the rest, the forward share, and the peak resident memory of its kernel in GB
+    (NaN for a run that recorded none); chapters without a profile are left out.
+
+    The pipeline times every execution and, through `ModelView.run`, the forward passes inside its kernel
+    (`lotlib.models.forward_clock`), and keeps both in the executed notebook's metadata (`seconds`). Everything
+    that is not a forward pass is analysis (bootstrap resamples, SVDs, fits, figures) or the kernel's start.
+    """
+    profiles = {}
+    for name, folder in books.items():
+        for executed in sorted(Path(folder, "notebooks").glob("*.ipynb")):
+            if executed.name.endswith((".partial.ipynb", ".input.ipynb")):
+                continue
+            metadata = executed_metadata(executed)
+            if metadata.get("seconds"):
+                profiles[f"{name} / {executed.stem}"] = {
+                    **metadata["seconds"],
+                    "peak_memory_gb": metadata.get("peak_memory_gb"),
+                }
+    return runs_profile(profiles)
 
 
 def _cold_build(
@@ -45,7 +70,7 @@ def _cold_build(
         )
     os.environ[CACHE_ENV] = str(cache)
     start = time.perf_counter()
-    build_book(root, quick=quick, model=model, null=null, build=scratch / "build")
+    build_book(root, BookOptions(model=model, quick=quick, null=null, build=scratch / "build"))
     return time.perf_counter() - start
 
 

@@ -1,12 +1,8 @@
-"""Where a book's time goes: each executed chapter's seconds in all and in forward passes."""
+"""Where a build's time goes: each chapter run's seconds in all and in forward passes, and the totals."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
-
-from .pipeline import executed_metadata
 
 COLUMNS = [
     "book",
@@ -32,30 +28,6 @@ def _row(book: str, chapter: str, profile: dict) -> list:
         forward / total,
         float("nan") if peak is None else float(peak),
     ]
-
-
-def book_profile(books: dict[str, Path]) -> pd.DataFrame:
-    """One row per executed chapter of each book (name -> its build folder, holding `notebooks/`): seconds in
-    all, in forward passes and in the rest, the forward share, and the peak resident memory of its kernel in GB
-    (NaN for a run that recorded none); chapters without a profile are left out.
-
-    The pipeline times every execution and, through `ModelView.run`, the forward passes inside its kernel
-    (`lotlib.models.forward_clock`), and keeps both in the executed notebook's metadata (`seconds`). Everything
-    that is not a forward pass is analysis (bootstrap resamples, SVDs, fits, figures) or the kernel's start.
-    """
-    rows = []
-    for name, folder in books.items():
-        for executed in sorted(Path(folder, "notebooks").glob("*.ipynb")):
-            if executed.name.endswith((".partial.ipynb", ".input.ipynb")):
-                continue
-            metadata = executed_metadata(executed)
-            if metadata.get("seconds"):
-                profile = {
-                    **metadata["seconds"],
-                    "peak_memory_gb": metadata.get("peak_memory_gb"),
-                }
-                rows.append(_row(name, executed.stem, profile))
-    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def runs_profile(profiles: dict[str, dict]) -> pd.DataFrame:
