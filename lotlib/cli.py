@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from .book.build import book_parameters, build_book
+from .book.build import BookOptions, book_parameters, build_book
 from .book.export import export_notebooks
 from .book.parameters import Dtype
 from .book.pipeline import project_root, run_notebook
@@ -515,17 +515,15 @@ def _sweep(args) -> int:
 def _book(args) -> int:
     # ends with the line naming the page to open
     root = project_root()
-    build_book(
-        root,
-        quick=args.quick,
-        jobs=args.jobs,
+    options = BookOptions(
         model=_pinned(args.model, args.revision),
+        quick=args.quick,
         device=args.device or "auto",
         dtype=args.dtype or "float32",
         null=args.null,
-        scheduler=args.scheduler,
         build=args.out or (Path("build") if root == bundled_project() else None),
     )
+    build_book(root, options, jobs=args.jobs, scheduler=args.scheduler)
     return 0
 
 

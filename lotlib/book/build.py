@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from ..models.data import DATA_FILES, data_path
+from ..models.devices import DeviceRequest
 from ..models.sources import DEFAULT_MODEL, UNTRAINED, split_name
 from ..storage.atomic import write_text_atomic
 from ..storage.paths import package_file
@@ -173,56 +174,62 @@ class Chapter:
         )
 
 
+@dataclass(frozen=True)
+class BookOptions:
+    """What one build of the book asks for: its model (None: the embedded default), small parameters (`quick`),
+    where the model runs and in which dtype, whether the null books run, the build folder (None: the project's
+    `build/`) and parameters per chapter on top of the book's (`overrides`, chapter name -> parameters)."""
+
+    model: str | None = None
+    quick: bool = False
+    device: DeviceRequest = "auto"
+    dtype: str = "float32"
+    null: bool = True
+    build: Path | None = None
+    overrides: dict[str, dict] | None = None
+
+    @property
+    def book_model(self) -> str:
+        """The model of the book itself (the null books run on its untrained variant)."""
+        return self.model or DEFAULT_MODEL
+
+
 def chapter_parameters(
-    spec: NotebookSpec,
-    root: Path,
-    quick: bool,
-    model: str,
-    device: str,
-    dtype: str,
-    overrides: dict[str, dict] | None = None,
+    spec: NotebookSpec, root: Path, model: str, options: BookOptions
 ) -> dict:
-    """The book's parameters of chapter `spec` (`book_parameters`) with the book's model, device and dtype
-    for every chapter that declares them."""
-    params = book_parameters(root, spec.name, quick, overrides)
-    for key, value in (("model", model), ("device", device), ("dtype", dtype)):
+    """The book's parameters of chapter `spec` in `model`'s book (`book_parameters`) with that model and the
+    book's device and dtype for every chapter that declares them."""
+    params = book_parameters(root, spec.name, options.quick, options.overrides)
+    for key, value in (
+        ("model", model),
+        ("device", options.device),
+        ("dtype", options.dtype),
+    ):
         if key in spec.parameters and value != spec.parameters[key].default:
             params[key] = value
     return params
 
 
-def plan_book(
-    root: Path,
-    *,
-    quick: bool,
-    model: str,
-    device: str = "auto",
-    dtype: str = "float32",
-    null: bool = True,
-    build: Path | None = None,
-    overrides: dict[str, dict] | None = None,
-) -> tuple[list[Chapter], list[Chapter]]:
-    """The executions of one book, planned once: its chapters and, with `null`, the chapters with findings on
-    the null model and those with Traveling Words' judged findings on the paper's architecture (first wave),
-    then the `run_last` chapters (the report and the atlas), which read the first wave's summaries (they join
-    their keys when those are written). Each notebook is read once. `overrides`: parameters per chapter on
-    top of the book's (`book_parameters`)."""
+def plan_book(root: Path, options: BookOptions) -> tuple[list[Chapter], list[Chapter]]:
+    """The executions of one book, planned once: its chapters and, with `options.null`, the chapters with
+    findings on the null model and those with Traveling Words' judged findings on the paper's architecture
+    (first wave), then the `run_last` chapters (the report and the atlas), which read the first wave's
+    summaries (they join their keys when those are written). Each notebook is read once."""
     last = _parameters_table(root).get("run_last") or []
     order = execution_order(root)
     specs = {name: read_spec(chapter_source(root, name)) for name in order}
-    books, nulls = {model: order}, null_books(model, null)
+    model = options.book_model
+    books, nulls = {model: order}, null_books(model, options.null)
     for parameter, null_book in nulls.items():
         findings = chapters_with_findings(root, parameter == PAPER_NULL_PARAMETER)
         chosen = [n for n in order if n in findings and n not in last]
         books[null_book] = sorted({*books.get(null_book, []), *chosen}, key=order.index)
     first, later = [], []
     for book, names in books.items():
-        folder = book_folder(root, book, quick, build) / "notebooks"
+        folder = book_folder(root, book, options.quick, options.build) / "notebooks"
         for name in names:
             spec = specs[name]
-            params = chapter_parameters(
-                spec, root, quick, book, device, dtype, overrides
-            )
+            params = chapter_parameters(spec, root, book, options)
             inputs = [
                 *swept_dependencies(root, spec, params),
                 *claims_files(root, name, last),
@@ -467,23 +474,17 @@ def run_jupyter_book(root: Path, stage: Path) -> None:
 
 def build_book(
     root: Path,
-    quick: bool = False,
-    jobs: int = 2,
+    options: BookOptions = BookOptions(),
     *,
-    model: str | None = None,
-    device: str = "auto",
-    dtype: str = "float32",
-    null: bool = True,
+    jobs: int = 2,
     say=say_now,
-    build: Path | None = None,
     scheduler: str | None = None,
-    overrides: dict[str, dict] | None = None,
 ) -> Path:
-    """Execute every chapter on `model` (default: the embedded default model) and, with `null`, the chapters
-    with findings on its untrained variant (cached, `jobs` in parallel), then build that model's HTML book
-    strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`; `build` replaces the project's
-    `build/`). Chapters run on `jobs` local workers, or on the Dask cluster at `scheduler`. `overrides`:
-    parameters per chapter on top of the book's (the test suite passes `parameter_section(root, "tests")`).
+    """Execute every chapter on the book's model (`options`; default: the embedded default model) and, with
+    `options.null`, the chapters with findings on its untrained variant (cached, `jobs` in parallel), then build
+    that model's HTML book strictly into `build/book/<model>/` (quick: `build/book-quick/<model>/`;
+    `options.build` replaces the project's `build/`). Chapters run on `jobs` local workers, or on the Dask
+    cluster at `scheduler`. The test suite's books pass `parameter_section(root, "tests")` as `overrides`.
     Returns the HTML folder. Parameters that do not fit the model and data files that cannot be found fail before any chapter
     runs.
 
@@ -494,29 +495,20 @@ def build_book(
     finding against it. Traveling Words' judged findings also run on the paper's own architecture with random
     weights (`verdicts.PAPER_NULL_MODEL`, untrained GPT-2 small, `build/book/untrained-gpt2/`).
     """
-    model = model or DEFAULT_MODEL
-    first, later = plan_book(
-        root,
-        quick=quick,
-        model=model,
-        device=device,
-        dtype=dtype,
-        null=null,
-        build=build,
-        overrides=overrides,
-    )
+    model = options.book_model
+    first, later = plan_book(root, options)
     # every chapter's parameters fit the model before any run
     for chapter in first + later:
         check_parameters(chapter.spec.parameters, chapter.parameters, chapter.label)
     for name in DATA_FILES:  # the chapters read both texts: present, or downloaded and checked, before any runs
         data_path(name)
-    stage = stage_book(root, book_folder(root, model, quick, build))
+    stage = stage_book(root, book_folder(root, model, options.quick, options.build))
     say(
         f"[lotlib book] {model}: {len(first) + len(later)} chapter runs"
         + (
             f", {sum(c.model != model for c in first)} of them on the nulls "
-            + " and ".join(dict.fromkeys(null_books(model, null).values()))
-            if null
+            + " and ".join(dict.fromkeys(null_books(model, options.null).values()))
+            if options.null
             else ""
         )
     )

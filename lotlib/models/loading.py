@@ -4,7 +4,6 @@ packaged LayerNorm encoder, loaded without LM head)."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -18,6 +17,7 @@ from transformers import (
 )
 
 from .bounds import check_reinit
+from .devices import DeviceRequest, resolve_device
 from .sources import (
     DEFAULT_MODEL,
     UNTRAINED,
@@ -32,8 +32,6 @@ from .sources import (
 )
 from .view import ENCODERS, ModelView
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
-DEVICE_ENV = "LOTLIB_DEVICE"  # what device "auto" means, when set (the tests set cpu)
 DTYPES = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -85,37 +83,6 @@ class Model:
         )
 
 
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """ "auto" is `$LOTLIB_DEVICE` when set, else cuda when a GPU is visible, else Apple's mps, else the CPU;
-    names are checked."""
-    if isinstance(device, torch.device):
-        return device
-    if device == "auto" and os.environ.get(DEVICE_ENV):
-        device = os.environ[DEVICE_ENV]
-        if device.split(":")[0] not in DEVICES[1:]:
-            raise ValueError(
-                f"${DEVICE_ENV} must be one of {', '.join(DEVICES[1:])} (or cuda:N), got {device!r}; "
-                f"unset it to let 'auto' choose"
-            )
-    if str(device).split(":")[0] not in DEVICES:
-        raise ValueError(
-            f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}"
-        )
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(
-            f"device {device!r} was asked for but torch sees no CUDA GPU; use device 'cpu' or 'auto'"
-        )
-    if device == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(
-            "device 'mps' was asked for but this torch has no Apple GPU; use 'cpu' or 'auto'"
-        )
-    return torch.device(device)
-
-
 def resolve_dtype(dtype: str | torch.dtype = "float32") -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -130,7 +97,7 @@ def load_model(
     untrained: bool = False,
     reinit_from: int | None = None,
     seed: int = 0,
-    device: str | torch.device = "auto",
+    device: DeviceRequest | torch.device = "auto",
     dtype: str | torch.dtype = "float32",
 ) -> Model:
     """Load `name` in eval mode on `device` in `dtype`.

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from lotlib.book.build import book_folder, book_notebooks, build_book, parameter_section
+from lotlib.book.build import (
+    BookOptions,
+    book_folder,
+    book_notebooks,
+    build_book,
+    parameter_section,
+)
 from lotlib.book.pipeline import project_root
 from lotlib.summary import load_summaries
 from lotlib.verdicts import (
@@ -40,7 +46,7 @@ def builds(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def quick_book(builds) -> Path:
     root = project_root(ROOT)
-    return build_book(root, quick=True, build=builds, overrides=parameter_section(root, "tests"))
+    return build_book(root, BookOptions(quick=True, build=builds, overrides=parameter_section(root, "tests")))
 
 
 def _pages(html: Path) -> list[str]:
@@ -85,8 +91,8 @@ def gpt2_book(tmp_path_factory, builds) -> Path:
     config = GPT2Config(n_layer=12, n_embd=64, n_head=4, n_positions=128, vocab_size=50257)
     folder = _save_tiny(tmp_path_factory.mktemp("gpt2-book"), config, gpt2_tokenizer())
     root = project_root(ROOT)
-    return build_book(root, quick=True, model=str(folder), null=False, build=builds,
-                      overrides=parameter_section(root, "tests"))
+    return build_book(root, BookOptions(quick=True, model=str(folder), null=False, build=builds,
+                                        overrides=parameter_section(root, "tests")))
 
 
 def test_the_quick_book_runs_on_a_gpt2_architecture(gpt2_book):

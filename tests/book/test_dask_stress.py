@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from lotlib.book.build import build_book
+from lotlib.book.build import BookOptions, build_book
 from lotlib.book.sweep import run_sweep
 
 NOTEBOOK = '''# %% tags=["parameters"]
@@ -93,7 +93,7 @@ def test_small_books_on_fresh_clusters_of_four_thread_workers_run_every_chapter(
     pytest.importorskip("distributed")
     for attempt in range(3):
         with _fresh_cluster() as cluster:  # a failed chapter raises, naming it
-            html = build_book(small_book, quick=True, null=False, build=tmp_path / f"build{attempt}",
+            html = build_book(small_book, BookOptions(quick=True, null=False, build=tmp_path / f"build{attempt}"),
                               scheduler=cluster.scheduler_address)
         for number in range(1, CHAPTERS + 1):
             summary = json.loads((html.parents[1] / "notebooks" / f"ch{number:02d}.summary.json").read_text())

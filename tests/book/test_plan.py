@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lotlib.book.build import (
+    BookOptions,
     Chapter,
     book_folder,
     build_words,
@@ -27,7 +28,7 @@ from ..conftest import ROOT
 
 def test_a_book_per_model_with_its_null(tmp_path):
     root = project_root(ROOT)
-    first, later = plan_book(root, quick=True, model="gemma3-270m", device="cpu", dtype="bfloat16")
+    first, later = plan_book(root, BookOptions(quick=True, model="gemma3-270m", device="cpu", dtype="bfloat16"))
     books = {c.model for c in first}
     assert books == {"gemma3-270m", "untrained:gemma3-270m", "untrained:gpt2"}  # and Traveling Words' architecture
     on_gpt2 = {c.name for c in first if c.model == "untrained:gpt2"}
@@ -42,19 +43,19 @@ def test_a_book_per_model_with_its_null(tmp_path):
     report = next(c for c in later if c.name == "report")
     assert report.parameters["null_summaries_dir"] == "../../untrained-gemma3-270m/notebooks"
     assert report.parameters["paper_null_summaries_dir"] == "../../untrained-gpt2/notebooks"
-    on_gpt2 = plan_book(root, quick=True, model="gpt2")[0]  # GPT-2's own null is the paper's: one book of both
+    on_gpt2 = plan_book(root, BookOptions(quick=True, model="gpt2"))[0]  # GPT-2's own null is the paper's: one book of both
     assert {c.model for c in on_gpt2} == {"gpt2", "untrained:gpt2"}
     assert {c.name for c in on_gpt2 if c.model == "untrained:gpt2"} == nulls
     assert null_model("untrained:gpt2") is None and null_model("gpt2") == "untrained:gpt2"
     assert model_slug("meta-llama/Llama-3.2-1B") == "meta-llama--Llama-3.2-1B"
     assert model_slug(str(tmp_path)).startswith(tmp_path.name + "-")
-    without = plan_book(root, quick=True, model="gemma3-270m", null=False)[0]
+    without = plan_book(root, BookOptions(quick=True, model="gemma3-270m", null=False))[0]
     assert {c.model for c in without} == {"gemma3-270m"}
 
 
 def test_the_last_chapters_key_the_summaries_they_read_and_not_each_others(tmp_path):
     root = project_root(ROOT)
-    first, later = plan_book(root, quick=True, model="smollm2-135m", null=False, build=tmp_path)
+    first, later = plan_book(root, BookOptions(quick=True, model="smollm2-135m", null=False, build=tmp_path))
     assert all(tmp_path in c.output.parents for c in first + later)  # planned once, before any summary exists
     for chapter in later:  # the report and the atlas run at once: neither reads the other's summary
         names = {p.name for p in chapter.depends_on}
@@ -64,7 +65,7 @@ def test_the_last_chapters_key_the_summaries_they_read_and_not_each_others(tmp_p
 
 
 def test_a_chapter_re_executes_when_its_claims_change():
-    first = {c.name: c for c in plan_book(project_root(ROOT), quick=True, model="smollm2-135m", null=False)[0]}
+    first = {c.name: c for c in plan_book(project_root(ROOT), BookOptions(quick=True, model="smollm2-135m", null=False))[0]}
     assert [p.name for p in first["b4_residuals"].depends_on] == ["b4_residuals.yml"]  # its closing table's tests
     assert not any(p.suffix == ".yml" for p in first["c6_sweeps"].depends_on)  # no claims of its own
 
@@ -74,7 +75,7 @@ def test_the_test_suites_books_take_their_smaller_parameters_and_pass_preflight(
 
     root = project_root(ROOT)
     smaller = parameter_section(root, "tests")
-    first, later = plan_book(root, quick=True, model="smollm2-135m", overrides=smaller)
+    first, later = plan_book(root, BookOptions(quick=True, model="smollm2-135m", overrides=smaller))
     for chapter in first + later:
         check_parameters(chapter.spec.parameters, chapter.parameters, chapter.label)
     chapters = {c.name: c for c in first if c.model == "smollm2-135m"}
@@ -120,7 +121,7 @@ def test_the_sweeps_page_re_executes_when_the_swept_notebook_changes(project):
 
     def run() -> str:
         said.clear()
-        first, _ = plan_book(project, quick=False, model="smollm2-135m", null=False)
+        first, _ = plan_book(project, BookOptions(quick=False, model="smollm2-135m", null=False))
         execute_chapters(first, jobs=1, say=said.append)
         return next(line for line in said if "done in" in line)
 
@@ -176,7 +177,7 @@ def test_a_missing_data_file_stops_the_book_before_any_chapter_runs(tmp_path, mo
     monkeypatch.setattr(urllib.request, "urlopen", offline)
     said = []
     with pytest.raises(DataError, match="LOTLIB_DATA_DIR"):
-        build_book(project_root(ROOT), quick=True, model="gemma3-270m", say=said.append)
+        build_book(project_root(ROOT), BookOptions(quick=True, model="gemma3-270m"), say=said.append)
     assert said == []  # nothing started
 
 
@@ -184,7 +185,7 @@ def test_the_longest_chapters_start_first_and_those_never_timed_before_them(tmp_
     """The pool's order: chapters without a recorded time in plan order, then by the seconds their last summary
     recorded, longest first (B2 and C4 take hours at full size; they no longer wait for the short chapters)."""
     root = project_root(ROOT)
-    first, _ = plan_book(root, quick=True, model="smollm2-135m", null=False, build=tmp_path)
+    first, _ = plan_book(root, BookOptions(quick=True, model="smollm2-135m", null=False, build=tmp_path))
     recorded = {"a1_geometry": 30.0, "b2_ensemble_svd": 7200.0, "c4_null_tests": 900.5, "a3_reachable_tokens": 2}
     for chapter in first:
         if chapter.name in recorded:
@@ -201,7 +202,7 @@ def test_the_heartbeat_names_the_cell_and_the_resample_steps_kept(tmp_path):
 
     from lotlib.book.build import _cells_done
 
-    chapter = plan_book(project_root(ROOT), quick=True, model="smollm2-135m", null=False, build=tmp_path)[0][0]
+    chapter = plan_book(project_root(ROOT), BookOptions(quick=True, model="smollm2-135m", null=False, build=tmp_path))[0][0]
     assert _cells_done(chapter) == ""
     kept = chapter.output.with_suffix(".checkpoints") / "key" / "000-truncation_resamples"
     kept.mkdir(parents=True)

@@ -272,7 +272,7 @@ def test_a_book_builds_on_a_local_dask_cluster_with_two_workers(tmp_path):
 
     import distributed
 
-    from lotlib.book.build import build_book
+    from lotlib.book.build import BookOptions, build_book
     from lotlib.book.pipeline import project_root
 
     root = project_root()
@@ -287,8 +287,8 @@ def test_a_book_builds_on_a_local_dask_cluster_with_two_workers(tmp_path):
         (tmp_path / "notebooks" / f"{name}.py").write_text(RECORDER.format(name=name.title()))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster:
-        html = build_book(tmp_path, quick=True, null=False, scheduler=cluster.scheduler_address,
-                          build=tmp_path / "build", say=lambda line: None)
+        html = build_book(tmp_path, BookOptions(quick=True, null=False, build=tmp_path / "build"),
+                          scheduler=cluster.scheduler_address, say=lambda line: None)
         with distributed.Client(cluster.scheduler_address) as client:
             workers = set(client.run(os.getpid).values())
     summaries = {name: json.loads((html.parents[1] / "notebooks" / f"{name}.summary.json").read_text())
