@@ -47,6 +47,7 @@ seed: int = 0  # pilots drawn, the fit / held-out split, the cloud, the bootstra
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the intervals
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from lotlib import plots
@@ -74,7 +75,9 @@ pilots, fit, held = b1.picture_and_halves(ens.n_s, n_pilots, seed)
 layers = np.arange(1, L + 1)
 P = b1.project(X[pilots][:, layers], U[L][:, :3])  # (n_pilots, L, 3)
 title = f"{len(pilots)} lines of thought, {model}, t = 1..{L}, on u1..u3 of U({L})"
-b1.show_paths(P, layers, title)
+plots.show(plots.paths_3d(P, layers, title))
+plots.paths_static(P, layers, title)
+plt.show()
 energy = b1.squared_norm_shares(S[L])
 glue("energy_u2_last_layer", energy[1])
 glue("energy_u3_last_layer", energy[2])
@@ -107,6 +110,7 @@ glue("energy_u3_last_layer", energy[2])
 counts = b1.direction_counts(X, S, share=0.9, seed=seed)  # reading -> (L+1,)
 span = min(ens.n_s - 1, D)
 b1.direction_counts_figure(counts, span, f"Directions for 90%, {model}")
+plt.show()
 glue("span", span)
 pd.DataFrame(counts).loc[[1, L // 2, L]].rename_axis("layer t")
 
@@ -135,6 +139,7 @@ per_layer = b1.held_out_shares(X, fit, held, K, n_boot=n_boot, seed=seed)
 b1.held_out_share_figure(
     per_layer, K, f"Held-out variance, D/4 directions, {model}"
 )
+plt.show()
 for name, key in (("side", "ensemble"), ("cloud_side", "structureless cloud")):
     glue(name, side_word(per_layer[key][L], STRADDLES, 0.9))
 
@@ -160,7 +165,9 @@ dims = b1.widest_coordinates(X[:, L])
 names = tuple(f"x[{d}]" for d in dims)
 C = X[pilots][:, second_half][:, :, dims].astype(np.float64)  # (n_pilots, ·, 3)
 title = f"t = {L // 2}..{L} in coordinates {', '.join(names)}"
-b1.show_paths(C, second_half, title, names)
+plots.show(plots.paths_3d(C, second_half, title, axis_names=names))
+plots.paths_static(C, second_half, title, axis_names=names)
+plt.show()
 spread = X[:, L].std(axis=0)  # (D,) over pilots
 glue("raw_spreads", ", ".join(f"{n}: {s:.2f}" for n, s in zip(names, spread[dims])))
 glue("median_spread", float(np.median(spread)))
@@ -196,9 +203,7 @@ values = {
     "n_fit": len(fit),
     "n_held_out": len(held),
     "k_quarter_d": K,
-    "energy_top3_last_layer": energy[:3].sum(),
-    "energy_u1_last_layer": energy[0],
-    **b1.dimension_summary(counts, per_layer, L),
+    **b1.claim_values(energy, counts, per_layer, L),
 }
 why = "a cloud with the same coordinate variances passes: wide coordinates suffice"
 conclude("b1_lines_of_thought", values, model, why_not_diagnostic=why)

@@ -68,9 +68,9 @@
 #   the sample's value (a draw with replacement holds fewer distinct pilots, which shifts these fitted
 #   scores as a whole).
 #
-# The split, the predictions and the SVM scores are `lotlib.lines_of_thought.extrapolation`
-# (`HeldOutBases`, `prediction_errors`, `svm_by_tau`, `repeated_svm`, `same_pilot_svm`; the paper's pilots by `ensemble.authors_pilots`);
-# the study and figures are `lotlib.chapters.b3_extrapolation`.
+# Eq. 1 and the split are `lotlib.lines_of_thought.extrapolation` (`HeldOutBases`; the paper's pilots by
+# `ensemble.authors_pilots`); the predictions, the SVM scores (`prediction_errors`, `svm_by_tau`,
+# `repeated_svm`, `same_pilot_svm`) and the figures are `lotlib.chapters.b3_extrapolation`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]
@@ -96,10 +96,15 @@ seed: int = 0  # the split, the subsamples, the paper's pilots, the resamples
 n_boot: int = 2000  # bootstrap resamples of held-out pilots for the error ratios
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 from lotlib import plots
 from lotlib.chapters import b3_extrapolation as b3
 from lotlib.chapters.b3_extrapolation import (
+    BASES_FROM,
+    VerdictSvm,
     prediction_errors,
+    repeated_svm,
+    same_pilot_svm,
     subsamples,
     svm_by_tau,
     svm_features,
@@ -107,12 +112,7 @@ from lotlib.chapters.b3_extrapolation import (
     versus_paper,
 )
 from lotlib.lines_of_thought.ensemble import authors_pilots_label, open_ensemble
-from lotlib.lines_of_thought.extrapolation import (
-    BASES_FROM,
-    HeldOutBases,
-    repeated_svm,
-    same_pilot_svm,
-)
+from lotlib.lines_of_thought.extrapolation import HeldOutBases
 from lotlib.stats import side_word
 from lotlib.summary import glue
 from lotlib.verdicts import conclude
@@ -125,12 +125,9 @@ study = HeldOutBases.split(ens.X, first=ens.L // 2, seed=seed, rank=rank)
 first, L, tau_max = study.first, ens.L, min(tau_max, ens.L - study.first)
 pilots = subsamples(study, seed, n_plot=n_plot, n_svm=n_svm)
 svm = {"seed": seed, "C": svm_c, "top_k": svm_top_k}
-verdict = {
-    "n_rep": n_rep,
-    "seed": seed,
-    "C": svm_c,
-    "train_fraction": train_fraction,
-}
+verdict = VerdictSvm(
+    n_rep=n_rep, seed=seed, C=svm_c, train_fraction=train_fraction, top_k=svm_top_k
+)
 glue("n_held", len(study.held))
 ens
 
@@ -153,6 +150,7 @@ b3.extrapolation_grid(
     pilots.drawn,
     f"True vs extrapolated, {model}",
 )
+plt.show()
 
 # %% [markdown]
 # **What to notice.** Look at where the orange cloud covers the blue one and where the two only share their
@@ -175,10 +173,13 @@ title = (
     "pilots"
 )
 b3.prediction_error_figure(errors, n_boot, seed, title)
+plt.show()
 found = errors.summary(n_boot=n_boot, seed=seed)
-for when in ("tau1", "tau_max"):
-    ratio = found[f"error_ratio_eq1_{when}"].value
-    glue(f"eq1_{when}_word", "below" if ratio < 1 else "above")
+for word, key in (
+    ("eq1_tau1_word", "error_ratio_eq1_tau1"),
+    ("eq1_tau_max_word", "error_ratio_eq1_tau_max"),
+):
+    glue(word, "below" if found[key].value < 1 else "above")
 
 # %% [markdown]
 # **What to notice.** One block moves a state by a fraction of its norm, so the naive prediction is hard to
@@ -210,7 +211,8 @@ curves = svm_by_tau(study, pilots.test, errors.taus, **svm)
 true_vs_true = svm_true_vs_true(study, pilots.shuffled, (1, tau_max), **svm)
 title = f"Linear SVM from t = {first}, {len(pilots.test)} pilots per class, {model}"
 b3.svm_figure(curves, true_vs_true, errors.taus, title)
-for key, curve in zip(("eq1", "cloud", "naive"), curves.values()):
+plt.show()
+for key, curve in curves.items():
     glue(f"svm_{key}_near", curve[0])
     glue(f"svm_{key}_far", curve[-1])
 
@@ -232,9 +234,7 @@ for key, curve in zip(("eq1", "cloud", "naive"), curves.values()):
 
 # %%
 svm_starts = study.starts(n_starts, last=L - tau_max)
-verdicts = repeated_svm(
-    study, svm_starts, tau_max, n_svm=n_svm, top_k=svm_top_k, **verdict
-)
+verdicts = repeated_svm(study, svm_starts, tau_max, n_svm, verdict)
 growth = verdicts["svm_extrapolated_growth"]
 glue("growth_word", side_word(growth, ("falls", "shows no clear trend", "grows")))
 
@@ -276,10 +276,11 @@ glue("growth_word", side_word(growth, ("falls", "shows no clear trend", "grows")
 paper = {}
 for bases in BASES_FROM:
     paper |= same_pilot_svm(
-        ens.X[authors_set], first, svm_starts, tau_max, bases_from=bases, **verdict
+        ens.X[authors_set], first, svm_starts, tau_max, verdict, bases
     )
 title = f"Extrapolated vs true ensembles, three protocols, {model}"
 b3.svm_protocols_figure(paper, verdicts, tau_max, title)
+plt.show()
 for key, word in versus_paper(paper, verdicts).items():
     glue(key, word)
 
@@ -340,10 +341,7 @@ values = {
     "tau_max": tau_max,
     **verdicts,
     **paper,
-    "svm_extrapolated_middle_by_tau": curves["Eq. 1"],
-    "svm_cloud_middle_by_tau": curves["structureless cloud"],
-    "svm_naive_by_tau": curves["naive x(t)"],
-    "svm_true_vs_true": true_vs_true.mean(),
+    **b3.svm_curve_values(curves, true_vs_true),
     **found,
 }
 why = (

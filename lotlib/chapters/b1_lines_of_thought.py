@@ -1,4 +1,4 @@
-"""Chapter B1's figures: the pilots' paths and how many directions hold the ensemble."""
+"""Chapter B1's study and figures: how many directions hold the ensemble, and the values it claims."""
 
 from __future__ import annotations
 
@@ -6,27 +6,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 from threadpoolctl import threadpool_limits
 
-from .. import plots
 from ..lines_of_thought.nulls import gaussian_cloud
 from ..stats import bootstrap, draw_pilots, split_pilots
 
 
-def show_paths(
-    P: np.ndarray, layers: np.ndarray, title: str, axis_names=("u1", "u2", "u3")
-) -> None:
-    """B1: trajectories `P` `(N, T, 3)` drawn twice, rotatable (`plots.paths_3d`) and static
-    (`plots.paths_static`), points colored by `layers` `(T,)`."""
-
-    plots.show(plots.paths_3d(P, layers, title, axis_names=axis_names))
-    plots.paths_static(P, layers, title, axis_names=axis_names)
-    plt.show()
-
-
 def direction_counts_figure(
     counts: dict[str, np.ndarray], span: int, title: str, share: float = 0.9
-) -> None:
+) -> Figure:
     """B1: per layer, the directions that carry `share` in each reading of `counts` (`direction_counts`,
     each `(L+1,)`), as a share of `span` = min(N_s - 1, D)."""
     label = f"directions for {share:.0%} / min(N_s - 1, D)"
@@ -37,18 +26,18 @@ def direction_counts_figure(
             for t, k in enumerate(per_layer)
         ]
     )
-    _, ax = plt.subplots(figsize=(7.5, 3.6))
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
     sns.lineplot(frame, x="layer t", y=label, hue="reading", marker="o", ax=ax)
     ax.set(title=title, ylim=(0, None))
-    plt.show()
+    return fig
 
 
 def held_out_share_figure(
     per_layer: dict[str, list], k: int, title: str, share: float = 0.9
-) -> None:
+) -> Figure:
     """B1: the held-out share of variance in `k` principal directions per layer, with its bootstrap band,
     for each curve of `per_layer` (`held_out_shares`: name -> `Estimate` values over layers)."""
-    _, ax = plt.subplots(figsize=(7.5, 3.6))
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
     for name, estimates in per_layer.items():
         t = np.arange(len(estimates))
         frame = pd.DataFrame({"layer t": t, "share": [e.value for e in estimates]})
@@ -62,7 +51,7 @@ def held_out_share_figure(
         title=title,
     )
     ax.legend(fontsize=8)
-    plt.show()
+    return fig
 
 
 def project(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
@@ -202,18 +191,23 @@ def widest_coordinates(x: np.ndarray, n: int = 3) -> np.ndarray:
     return np.argsort(x.var(axis=0))[::-1][:n]
 
 
-def dimension_summary(
-    counts: dict[str, np.ndarray], per_layer: dict[str, list], t: int
-) -> dict:
-    """B1's summary at layer t: the `direction_counts` of each reading (`k90_uncentered_last_layer`,
-    `k90_centered_...`, `k90_cloud_...`, floats) and the `held_out_shares` of the ensemble and its cloud
-    (`held_out_share_quarter_d_last_layer[_cloud]`, Estimates; `..._by_layer[_cloud]`, values per layer)."""
+def claim_values(
+    energy: np.ndarray,
+    counts: dict[str, np.ndarray],
+    per_layer: dict[str, list],
+    t: int,
+) -> dict[str, object]:
+    """B1's summary at layer t: the shares of the squared norm on u1 and on u1..u3 (`energy`, from
+    `squared_norm_shares`), the `direction_counts` of each reading (floats) and the `held_out_shares` of
+    the ensemble and its cloud (Estimates at t, and values per layer)."""
     ours, cloud = per_layer["ensemble"], per_layer["structureless cloud"]
+    uncentered, centered, structureless = (counts[reading][t] for reading in READINGS)
     return {
-        **{
-            f"k90_{name}_last_layer": float(counts[reading][t])
-            for name, reading in zip(("uncentered", "centered", "cloud"), READINGS)
-        },
+        "energy_top3_last_layer": energy[:3].sum(),
+        "energy_u1_last_layer": energy[0],
+        "k90_uncentered_last_layer": float(uncentered),
+        "k90_centered_last_layer": float(centered),
+        "k90_cloud_last_layer": float(structureless),
         "held_out_share_quarter_d_last_layer": ours[t],
         "held_out_share_quarter_d_last_layer_cloud": cloud[t],
         "held_out_share_quarter_d_by_layer": [e.value for e in ours],

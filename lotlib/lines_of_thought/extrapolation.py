@@ -1,26 +1,22 @@
-"""Linear extrapolation of an ensemble between layers (Lines of Thought, Eq. 1) and the SVMs that tell it from the truth."""
+"""Linear extrapolation of an ensemble between layers (Lines of Thought, Eq. 1), its held-out bases and the
+SVMs that tell it from the truth."""
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
 from ..stats import (
     Estimate,
-    centered_percentile,
     split_pilots,
     training_rows,
 )
 from .ensemble import align_bases
 from .nulls import gaussian_cloud
 from .resampling import refit_bootstrap
-
-T = TypeVar("T")
 
 
 def extrapolate(
@@ -160,76 +156,6 @@ def weighted_svd(
             lam[lam <= lam[0] * D * np.finfo(np.float64).eps] = 0.0
             U[t], S[t] = vec, np.sqrt(lam)
     return U, S
-
-
-BASES_FROM = ("all", "training")  # the pilots the same-pilot SVM's bases are fit on
-
-
-def same_pilot_svm(
-    X: np.ndarray,
-    first: int,
-    starts,
-    tau_max: int,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    C: float = 0.1,
-    train_fraction: float = 0.5,
-    rank: int | None = None,
-    bases_from: str = "all",
-) -> dict[str, Estimate]:
-    """The reviewers' SVM by the paper's protocol (`dx_calculate.m`): on the pilots of X `(N, L+1, D)` (the
-    paper's N_s = round(2.8 D), `ensemble.authors_pilots`), the
-    bases of layers `first`..max(`starts`) + `tau_max` are fit on the pilots (aligned from layer `first`), Eq. 1
-    extrapolates those same pilots, and the SVM tells x(t + tau) from x~(t, tau), trained on a random
-    `train_fraction` of them and scored on the rest. `paper_svm_tau1` and `paper_svm_tau10` (tau = `tau_max`:
-    10, or fewer in a shallower model), each the mean over `starts`, with `refit_bootstrap` intervals: every
-    repetition refits the bases on its draw of pilots.
-
-    `bases_from="all"` (the authors' code): the bases are fit on all N pilots, test pilots included, each
-    (start, tau) with its own split (`svm_split_accuracy`). Then Eq. 1 gives the N pilots exactly their own
-    second moments, so whatever the training pilots lean towards the test pilots lean away from, and the score
-    falls below what the classifier would reach on new pilots (below chance when Eq. 1 holds). `"training"`:
-    one split per repetition, the bases fit on its training pilots only and applied to all of them (keys
-    `..._training_bases`): the same statistic without that coupling."""
-    if bases_from not in BASES_FROM:
-        raise ValueError(f"bases_from must be one of {BASES_FROM}, got {bases_from!r}")
-    Xs = X[:, first : max(starts) + tau_max + 1]
-    suffix = "" if bases_from == "all" else "_training_bases"
-
-    def accuracies(pilots: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
-        distinct, rows = np.unique(pilots, return_inverse=True)
-        sample = Xs[distinct].astype(np.float64)
-        fit = rows  # the draw's rows the bases are fit on
-        if bases_from == "training":
-            train = training_rows(pilots, rng, train_fraction)
-            fit = rows[train]
-        counts = np.bincount(fit, minlength=len(distinct))
-        U, S = align_bases(*weighted_svd(sample, counts), reference=0)
-
-        def accuracy(t: int, tau: int) -> float:
-            A = extrapolate(sample, U, S, t - first, tau, rank)[rows]
-            B = sample[rows, t - first + tau]
-            if bases_from == "training":
-                return split_accuracy(A, B, train, C=C)
-            return svm_split_accuracy(
-                A, B, pilots, rng, C=C, train_fraction=train_fraction
-            )
-
-        return {
-            f"{key}{suffix}": np.mean([accuracy(t, tau) for t in starts])
-            for key, tau in (("paper_svm_tau1", 1), ("paper_svm_tau10", tau_max))
-        }
-
-    return refit_bootstrap(
-        accuracies,
-        len(X),
-        n_rep=n_rep,
-        seed=seed,
-        unit="pilots (bases refit)",
-        desc=f"same-pilot SVM resamples (bases from {bases_from} pilots)",
-        bounds=(0.0, 1.0),
-    )
 
 
 def _check_pairs(A: np.ndarray, B: np.ndarray) -> None:
@@ -387,91 +313,3 @@ def _split(
     fit, held = split_pilots(n, n // 2, rng)
     U, S = align_bases(*weighted_svd(Xs, np.bincount(fit, minlength=n)), reference=0)
     return HeldOutBases(Xs, first, fit, held, U, S, rank)
-
-
-SVM_VERDICTS = {"Eq. 1": "svm_extrapolated", "cloud": "svm_cloud"}
-
-
-def repeated_svm(
-    study: HeldOutBases,
-    starts: np.ndarray,
-    tau_max: int,
-    n_rep: int,
-    n_svm: int,
-    *,
-    seed: int = 0,
-    C: float = 0.1,
-    top_k: int | None = None,
-    train_fraction: float = 0.5,
-) -> dict[str, Estimate]:
-    """The book's held-out SVM verdicts `svm_{extrapolated,cloud}_{tau1,tau_max,growth}`: accuracy of Eq. 1
-    and of the cloud (`HeldOutBases.pair`) at tau = 1, at `tau_max` and their difference, each the mean over
-    `starts`, by `svm_split_accuracy` on `n_svm` held-out pilots.
-
-    The values: `study`'s split, `n_svm` held-out pilots drawn without replacement (`seed`). Each of the
-    `n_rep` repetitions resamples the data and refits every step: a new random half of the pilots fits new
-    bases (`resplit`; drawn without replacement: a bootstrap draw repeats pilots, and its fit half then holds
-    about 0.63 N / 2 distinct ones, too few for a full basis at N = 3 D, where Eq. 1 and the cloud turn
-    separable for that reason alone), the scored pilots are a bootstrap draw of `n_svm` from the new
-    held-out half, and the SVM's split and fit are new. Percentile intervals over the repetitions, re-centered
-    on the values (`centered_percentile`: scored pilots drawn twice leave the SVM fewer to learn from)."""
-    rows = []
-    for r in tqdm(range(n_rep + 1), desc="held-out SVM repetitions"):
-        rng = np.random.default_rng(seed if r == 0 else [seed, r])
-        split = study if r == 0 else study.resplit(rng)
-        n = min(n_svm, len(split.held))
-        scored = rng.choice(split.held, size=n, replace=r > 0)
-        rows.append(
-            _held_out_verdicts(
-                split, scored, starts, tau_max, rng, C, top_k, train_fraction
-            )
-        )
-    return {
-        key: centered_percentile(
-            [row[key] for row in rows],
-            len(study.Xs),
-            unit="pilots (split, bases refit)",
-            bounds=(-1.0, 1.0) if key.endswith("growth") else (0.0, 1.0),
-        )
-        for key in rows[0]
-    }
-
-
-def _held_out_verdicts(
-    split: HeldOutBases,
-    scored: np.ndarray,
-    starts,
-    tau_max: int,
-    rng: np.random.Generator,
-    C: float,
-    top_k: int | None,
-    train_fraction: float,
-) -> dict[str, float]:
-    found = {}
-    for against, prefix in SVM_VERDICTS.items():
-        accuracy = np.mean(
-            [
-                [
-                    svm_split_accuracy(
-                        *split.pair(
-                            scored,
-                            t,
-                            tau,
-                            against,
-                            seed=int(rng.integers(2**31)),
-                            top_k=top_k,
-                        ),
-                        scored,
-                        rng,
-                        C=C,
-                        train_fraction=train_fraction,
-                    )
-                    for tau in (1, tau_max)
-                ]
-                for t in starts
-            ],
-            axis=0,
-        )
-        found[f"{prefix}_tau1"], found[f"{prefix}_tau_max"] = accuracy
-        found[f"{prefix}_growth"] = accuracy[1] - accuracy[0]
-    return found

@@ -109,10 +109,11 @@ def test_direction_counts_follow_each_reading():
 
 def test_held_out_share_is_one_for_states_inside_k_directions_and_summarised_per_layer():
     from lotlib.chapters.b1_lines_of_thought import (
-        dimension_summary,
+        claim_values,
         direction_counts,
         held_out_shares,
         picture_and_halves,
+        squared_norm_shares,
     )
 
     rng = np.random.default_rng(5)
@@ -127,7 +128,10 @@ def test_held_out_share_is_one_for_states_inside_k_directions_and_summarised_per
     assert all(
         e.value < 0.9 for e in per_layer["structureless cloud"]
     )  # spread over 12 coordinates
-    summary = dimension_summary(direction_counts(X, ensemble_svd(X)[1]), per_layer, 1)
+    U, S = ensemble_svd(X)
+    energy = squared_norm_shares(S[1])
+    summary = claim_values(energy, direction_counts(X, S), per_layer, 1)
+    assert summary["energy_top3_last_layer"] == energy[:3].sum()
     assert summary["held_out_share_quarter_d_last_layer"] is per_layer["ensemble"][1]
     assert summary["k90_centered_last_layer"] <= 3.0
     assert len(summary["held_out_share_quarter_d_by_layer_cloud"]) == 2

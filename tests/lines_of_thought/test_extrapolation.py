@@ -1,25 +1,19 @@
 """Eq. 1 extrapolation, residuals, angles between aligned bases, and the SVM distinguishability metric."""
 import numpy as np
-import pytest
 from scipy.linalg import expm
 from scipy.stats import norm
 
-from lotlib.lines_of_thought.coverage import LangevinGenerator
 from lotlib.lines_of_thought.ensemble import align_bases, basis_angles, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import (
-    BASES_FROM,
     HeldOutBases,
     eq1_residuals,
     extrapolate,
-    same_pilot_svm,
-    split_accuracy,
     svm_accuracy,
     svm_accuracy_interval,
     svm_split_accuracy,
     weighted_svd,
 )
 from lotlib.lines_of_thought.resampling import refit_bootstrap
-from lotlib.stats import training_rows
 
 
 def _linear_chain(N=300, T=6, D=8, rank=None, seed=0):
@@ -167,50 +161,6 @@ def test_refit_bootstrap_resamples_pilots_in_every_repetition():
     assert all(np.array_equal(a, b) for a, b in zip(again, seen))  # seeded
 
 
-
-
-def test_same_pilot_svm_is_the_paper_protocol():
-    X = _growing(N=300, T=6, loc=10.0)  # Eq. 1 is exact on any pilots: the classes are identical
-    found = same_pilot_svm(X, 2, [2, 3], 2, n_rep=4, seed=1)
-    assert set(found) == {"paper_svm_tau1", "paper_svm_tau10"}
-    tau1 = found["paper_svm_tau1"]
-    assert tau1.n == 300 and tau1.value <= 0.56 and tau1.lo <= tau1.hi
-    # the value: bases from all 300 pilots, the same pilots extrapolated and classified
-    Xs = X[:, 2:6].astype(np.float64)
-    U, S = align_bases(*ensemble_svd(Xs), reference=0)
-    rng = np.random.default_rng(1)
-    direct = [svm_split_accuracy(extrapolate(Xs, U, S, t, 1), Xs[:, t + 1], np.arange(300), rng) for t in (0, 1)]
-    assert tau1.value == pytest.approx(np.mean(direct))
-    # a nonlinear step: Eq. 1 still matches the second moments, not the shape, and the SVM sees it
-    x = np.random.default_rng(9).normal(size=(300, 6))
-    bent = np.stack([x, x**2 * np.sign(x) + 1.0], axis=1)
-    assert same_pilot_svm(bent, 0, [0], 1, n_rep=2)["paper_svm_tau1"].value > 0.65
-
-
-def test_the_two_readings_of_the_same_pilot_split_err_on_opposite_sides_where_eq1_holds():
-    """B3's two readings of the paper's unpublished split, on a Langevin generator that Eq. 1 describes by
-    construction (D = 16, 96 pilots, from layer 1, tau 1 and 3, 8 seeds): bases fit on all pilots score below
-    chance (0.45: the pooled moments tie the split's halves), bases fit on the training pilots only score above
-    it (0.56-0.59: the classifier learns on extrapolations of the fit pilots and is scored on others). The
-    figures B3's prose quotes."""
-    generator = LangevinGenerator(D=16, L=8, alpha=1.0)
-    mean = {}
-    for bases in BASES_FROM:
-        found = [same_pilot_svm(generator.sample(96, s), 1, [2], 3, n_rep=0, seed=s, bases_from=bases)
-                 for s in range(8)]
-        mean[bases] = np.mean([[e.value for e in f.values()] for f in found], axis=0)
-    assert set(found[0]) == {"paper_svm_tau1_training_bases", "paper_svm_tau10_training_bases"}
-    assert (0.43 <= mean["all"]).all() and (mean["all"] <= 0.47).all()
-    assert (0.55 <= mean["training"]).all() and (mean["training"] <= 0.60).all()
-    # the training reading's bases see the training pilots only: its value is a direct computation
-    X, rng = generator.sample(96, 0), np.random.default_rng(0)
-    train = training_rows(np.arange(96), rng)
-    U, S = align_bases(*weighted_svd(X[:, 1:6].astype(np.float64), train.astype(float)), reference=0)
-    direct = split_accuracy(extrapolate(X[:, 1:6].astype(np.float64), U, S, 1, 1), X[:, 3], train)
-    got = same_pilot_svm(X, 1, [2], 3, n_rep=0, seed=0, bases_from="training")["paper_svm_tau1_training_bases"]
-    assert got.value == pytest.approx(direct)
-    with pytest.raises(ValueError, match="bases_from must be one of"):
-        same_pilot_svm(X, 1, [2], 3, n_rep=0, bases_from="held out")
 
 
 def test_the_same_pilot_trap_pooled_moments_agree_and_a_split_then_scores_below_chance():
