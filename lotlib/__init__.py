@@ -1,6 +1,13 @@
-"""lotlib, the executable companion to "Traveling Words" and "Lines of Thought in LLMs", shaped as the book:
-`lotlib.models` (loading, the model view, capture, trajectories, corpora), `lotlib.traveling_words` (paper A),
-`lotlib.lines_of_thought` (paper B) and `lotlib.book` (execution, sweeps, the report)."""
+"""lotlib, the executable companion to "Traveling Words" and "Lines of Thought in LLMs", shaped as the book.
+
+Top to bottom: `lotlib.cli` (the command line) over `lotlib.book` (execution, the book build, sweeps);
+`lotlib.chapters` (one module per chapter: its study, its claim values, its figures); `lotlib.verdicts` (claims,
+the tolerance rule, the report) over `lotlib.summary` (what a chapter records); the papers' building blocks,
+`lotlib.traveling_words` (paper A) and `lotlib.lines_of_thought` (paper B); and under them `lotlib.models`
+(loading, the model-agnostic view, capture, trajectories, corpora), `lotlib.stats`, `lotlib.plots` and
+`lotlib.storage`. `lotlib.project` carries the notebooks and the book inside the wheel. docs/architecture.md
+draws the rooms.
+"""
 
 from importlib import import_module
 

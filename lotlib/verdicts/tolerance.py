@@ -46,7 +46,7 @@ def band(
 ) -> tuple[float, float]:
     """The band of values that agree with a paper number printed as `printed` ("0.18", "50-51%", "1-1.5",
     "~0"), under `TOLERANCE_RULE`: the printed precision, widened by `CROSS_MODEL_FACTOR` for a `rate`;
-    "~0" is `intervals.zero_band` of `floor`, the range (low, high) of the statistic on Gaussian samples
+    "~0" is `stats.zero_band` of `floor`, the range (low, high) of the statistic on Gaussian samples
     of the same size."""
     if printed.replace(" ", "") in ("~0", "0"):
         if floor is None or not all(math.isfinite(x) for x in floor):
@@ -149,7 +149,7 @@ def interval_of(value, deterministic: bool):
     estimate = as_estimate(value) if not isinstance(value, bool) else None
     if estimate is None or not math.isfinite(estimate.value):
         return "missing"
-    # `intervals.exact`: a point value, no sampling behind it
+    # `stats.exact`: a point value, no sampling behind it
     sampled = estimate.method != "exact"
     if sampled and math.isfinite(estimate.lo) and math.isfinite(estimate.hi):
         return estimate.lo, estimate.hi
