@@ -65,6 +65,7 @@ n_rep: int = 50  # repetitions of the intervals (pilots resampled, basis refit)
 seed: int = 0  # the scored pilots, the paper's subset, random directions, resamples
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 import numpy as np
 from lotlib import plots
 from lotlib.chapters import b2_ensemble_svd as b2
@@ -99,6 +100,7 @@ ens
 # %%
 turning = ensemble.basis_turning(U_al, S, S_al, n=4)
 b2.angle_maps(turning.angles, f"Angles between aligned singular vectors, {model}")
+plt.show()
 glue("angle_u1_embedding", turning.embedding[0])
 b2.turning_table(turning)
 
@@ -120,6 +122,7 @@ b2.turning_table(turning)
 
 # %%
 b2.spectra_figure(S, f"Singular-value spectra per layer, {model}")
+plt.show()
 slopes, gap = b2.spectrum_slopes(S), S[:, 0] / S[:, 1]
 glue("sigma1_over_sigma2_first", gap[1])
 glue("sigma1_over_sigma2_middle", gap[L // 2])
@@ -166,24 +169,17 @@ glue("spectrum_slope_first", slopes[1])
 # fewer distinct pilots fits them more closely, which shifts every repetition the same way).
 
 # %%
-ks = truncation.truncation_grid(D)
-runs = b2.truncation_at_sizes(
-    ens.lm,
-    ens.corpus.ids,
-    X,
-    ks,
-    {
-        f"N_s = {ens.n_s}": np.arange(ens.n_s),
-        f"paper's N_s = {len(authors_set)}": authors_set,
-    },
-    n_truncated,
-    n_propagated,
-    n_rep=n_rep,
-    seed=seed,
-    top=top,
+study = b2.TruncationStudy(
+    truncation.truncation_grid(D), n_rep, n_truncated, n_propagated, top, seed
 )
+samples = {
+    f"N_s = {ens.n_s}": np.arange(ens.n_s),
+    f"paper's N_s = {len(authors_set)}": authors_set,
+}
+runs = b2.truncation_at_sizes(ens.lm, ens.corpus.ids, X, samples, study)
 book, paper = runs.values()
 b2.truncation_bands(runs, D, model)
+plt.show()
 
 # %% [markdown]
 # **What to notice.** Both curves fall as K grows and reach 0 at K = D (the full basis reproduces the
@@ -279,22 +275,6 @@ glue("kl_k1_last_layer", kl_k1)
 # scrambles.
 
 # %% tags=["remove-input"]
-values = {
-    **ens.sizes,
-    "n_s_paper": paper.n_s,
-    "n_rep": n_rep,
-    "n_truncated": book.scored("last layer"),
-    "n_propagated": book.scored("every layer"),
-    "ks": ks,
-    "top": top,
-    **b2.turning_summary(turning),
-    "sigma1_over_sigma2_last": gap[L],
-    "spectrum_slope_middle": slopes[L // 2],
-    "spectrum_slope_last": slopes[L],
-    **book.summary(),
-    **paper.summary(b2.PAPER_NS),
-    "kl_baseline_median": base,
-    "kl_k1_over_baseline": kl_k1 / base,
-}
+values = b2.claim_values(ens.sizes, turning, S, runs, study, base)
 why = "the uncentered basis carries the readout of any ensemble"
 conclude("b2_ensemble_svd", values, model, why_not_diagnostic=why)

@@ -47,6 +47,7 @@ seed: int = 0  # the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 from lotlib import plots
 from lotlib.chapters import c8_truncation_cost as c8
 from lotlib.lines_of_thought.ensemble import open_ensemble
@@ -66,6 +67,7 @@ ens
 # %%
 cost = c8.truncation_cost(ens, n_scored, n_boot=n_boot, seed=seed)
 c8.truncation_cost_figure(cost, ens.D, model)
+plt.show()
 
 # %% [markdown]
 # **What to notice.** At K = D/4 the held-out KL is {glue:text}`kl_quarter_d_held_out` nats (Lines of
@@ -78,5 +80,5 @@ c8.truncation_cost_figure(cost, ens.D, model)
 # ## The claims on this model
 
 # %% tags=["remove-input"]
-values = {**ens.sizes, **cost.summary(ens.D)}
+values = c8.claim_values(ens, cost)
 conclude("c8_truncation_cost", values, model)

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
+from matplotlib import cm, colors
+from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from ..lines_of_thought.ensemble import (
-    Turning,
-)
+from ..lines_of_thought.ensemble import Turning
 from ..lines_of_thought.extrapolation import weighted_svd
 from ..lines_of_thought.resampling import centered_estimates, resample_rows
 from ..lines_of_thought.truncation import (
-    PROTOCOLS,
-    ResampledTruncation,
     Truncation,
     kl,
     next_token_logprobs,
@@ -30,7 +28,7 @@ from ..models.view import ModelView
 from ..stats import draw_pilots
 
 
-def angle_maps(angles: np.ndarray, title: str) -> None:
+def angle_maps(angles: np.ndarray, title: str) -> Figure:
     """B2: one L x L map per direction of the angles `(n, T, T)` (degrees) between layers t1 and t2."""
     T = angles.shape[1]
     fig, axes = plt.subplots(1, len(angles), figsize=(15, 3.8), constrained_layout=True)
@@ -51,7 +49,7 @@ def angle_maps(angles: np.ndarray, title: str) -> None:
         ylabel = "layer t1" if i == 0 else None
         ax.set(title=f"u{i + 1}", xlabel="layer t2", ylabel=ylabel)
     fig.suptitle(title)
-    plt.show()
+    return fig
 
 
 def turning_table(turning) -> pd.DataFrame:
@@ -69,10 +67,8 @@ def turning_table(turning) -> pd.DataFrame:
     ).round(1)
 
 
-def spectra_figure(S: np.ndarray, title: str) -> None:
+def spectra_figure(S: np.ndarray, title: str) -> Figure:
     """B2: the sorted singular values `(T, k)` of every layer on log-log axes, colored by layer."""
-    from matplotlib import cm, colors
-
     T, k = S.shape
     index = np.arange(1, k + 1)
     spectra = pd.DataFrame(
@@ -96,7 +92,7 @@ def spectra_figure(S: np.ndarray, title: str) -> None:
     ax.set(xscale="log", yscale="log", title=title)
     mappable = cm.ScalarMappable(norm=colors.Normalize(0, T - 1), cmap="viridis")
     fig.colorbar(mappable, ax=ax, label="layer t")
-    plt.show()
+    return fig
 
 
 PROTOCOL_LABELS = {
@@ -106,7 +102,7 @@ PROTOCOL_LABELS = {
 
 
 def truncation_table(found: dict, random: dict, top: int = 5) -> pd.DataFrame:
-    """B2: the authors' numbers per protocol (`found`: name -> `truncation.truncation_criteria`), for the
+    """B2: the authors' numbers per protocol (`found`: name -> `criteria` as `Estimate`s), for the
     random-directions null (`random`) and as the paper gives them for GPT-2 medium."""
     paper = {
         "kl_drop": "≈ 0.1",
@@ -130,12 +126,12 @@ def truncation_table(found: dict, random: dict, top: int = 5) -> pd.DataFrame:
     return table
 
 
-def truncation_bands(results: dict, d: int, model: str) -> None:
+def truncation_bands(results: dict, d: int, model: str) -> Figure:
     """B2: mean KL(p_K || p) and top-`top` overlap against K (K = d left out) for each protocol of each
-    `truncation.ResampledTruncation` of `results` (label -> result; a result shared by two labels is drawn
+    `ResampledTruncation` of `results` (label -> result; a result shared by two labels is drawn
     once): the sample's curve with a 95% band from the repetitions that refit the basis (their percentile
     band moved onto the sample's curve, as the intervals are); the paper's K = d/4 and 2.5 of 5 marked."""
-    _, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     drawn = []
     for label, result in results.items():
         if any(result is seen for seen in drawn):
@@ -164,7 +160,7 @@ def truncation_bands(results: dict, d: int, model: str) -> None:
     axes[0].set_yscale("log")
     axes[1].axhline(2.5, color="k", ls="--", lw=1, label="paper: 2.5 of 5 at K = D/4")
     axes[1].legend(fontsize=8)
-    plt.show()
+    return fig
 
 
 @torch.inference_mode()
@@ -186,6 +182,125 @@ def consecutive_kl(
 
 PAPER_DROP = 0.1  # the authors' criterion: the mean KL falls to about a tenth of its value at K = 1
 
+# the two readings of the truncation (the paper leaves the choice open): `truncation_scores` and
+# `propagated_truncation`
+PROTOCOLS = ("last layer", "every layer")
+
+RANDOM = "random directions"
+
+
+@dataclass(frozen=True)
+class TruncationStudy:
+    """How B2 truncates: the grid `ks` (increasing, with 1 and D/4), the `top` next tokens compared, `n_rep`
+    repetitions that refit the bases, the pilots each protocol scores per sample (`n_truncated` for the last
+    layer, None: all; `n_propagated` for every layer, fewer than 2: left out) and the `seed` of the scored
+    pilots, the random directions and the repetitions."""
+
+    ks: list[int]
+    n_rep: int
+    n_truncated: int | None = None
+    n_propagated: int = 128
+    top: int = 5
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ScoredPilots:
+    """The pilots each protocol of B2 scores, as indices into the sample: `last` (the last-layer protocol)
+    and `every` (the every-layer protocol; left out with fewer than 2)."""
+
+    last: np.ndarray
+    every: np.ndarray
+
+
+# each criterion's summary key per protocol, on the book's N_s and on the paper's (`ResampledTruncation.summary`)
+CRITERION_KEYS = {
+    ("last layer", "kl_drop"): ("kl_drop_last_layer", "kl_drop_last_layer_paper_ns"),
+    ("last layer", "kl_quarter_d"): (
+        "kl_quarter_d_last_layer",
+        "kl_quarter_d_last_layer_paper_ns",
+    ),
+    ("last layer", "overlap_quarter_d"): (
+        "overlap_quarter_d_last_layer",
+        "overlap_quarter_d_last_layer_paper_ns",
+    ),
+    ("last layer", "k0_over_d"): (
+        "k0_over_d_last_layer",
+        "k0_over_d_last_layer_paper_ns",
+    ),
+    ("every layer", "kl_drop"): ("kl_drop_every_layer", "kl_drop_every_layer_paper_ns"),
+    ("every layer", "kl_quarter_d"): (
+        "kl_quarter_d_every_layer",
+        "kl_quarter_d_every_layer_paper_ns",
+    ),
+    ("every layer", "overlap_quarter_d"): (
+        "overlap_quarter_d_every_layer",
+        "overlap_quarter_d_every_layer_paper_ns",
+    ),
+    ("every layer", "k0_over_d"): (
+        "k0_over_d_every_layer",
+        "k0_over_d_every_layer_paper_ns",
+    ),
+    (RANDOM, "kl_drop"): (
+        "kl_drop_random_directions",
+        "kl_drop_random_directions_paper_ns",
+    ),
+    (RANDOM, "kl_quarter_d"): (
+        "kl_quarter_d_random_directions",
+        "kl_quarter_d_random_directions_paper_ns",
+    ),
+    (RANDOM, "overlap_quarter_d"): (
+        "overlap_quarter_d_random_directions",
+        "overlap_quarter_d_random_directions_paper_ns",
+    ),
+}
+
+# each protocol's mean curve's summary key, on the book's N_s and on the paper's
+CURVE_KEYS = {
+    ("last layer", "kl"): ("kl_last_layer_mean", "kl_last_layer_mean_paper_ns"),
+    ("last layer", "overlap"): (
+        "overlap_last_layer_mean",
+        "overlap_last_layer_mean_paper_ns",
+    ),
+    ("every layer", "kl"): ("kl_every_layer_mean", "kl_every_layer_mean_paper_ns"),
+    ("every layer", "overlap"): (
+        "overlap_every_layer_mean",
+        "overlap_every_layer_mean_paper_ns",
+    ),
+}
+
+
+@dataclass
+class ResampledTruncation:
+    """B2's truncation on `n_s` pilots: `protocols` (name -> `Truncation` of the sample, `truncation_protocols`),
+    `found` (name -> `criteria` as `Estimate`s, the random-directions null under `RANDOM`) and `curves`
+    (name -> `(n_rep, 2, len(ks))`: each repetition's mean KL and mean overlap per K)."""
+
+    n_s: int
+    protocols: dict[str, Truncation]
+    found: dict[str, dict]
+    curves: dict[str, np.ndarray]
+
+    def scored(self, name: str) -> int:
+        """How many pilots protocol `name` scores on the sample (0 when it was not run)."""
+        result = self.protocols.get(name)
+        return 0 if result is None else result.kl.shape[1]
+
+    def summary(self, paper: bool = False) -> dict:
+        """Mean KL and overlap per K of each protocol (None for a protocol not run) and every criterion of
+        every protocol run, under `CURVE_KEYS` and `CRITERION_KEYS`: the book's N_s keys, or with `paper`
+        the paper's N_s keys."""
+        out = {}
+        for (name, score), keys in CURVE_KEYS.items():
+            result = self.protocols.get(name)
+            out[keys[paper]] = (
+                None if result is None else getattr(result, score).mean(1)
+            )
+        for (name, criterion), keys in CRITERION_KEYS.items():
+            if criterion in self.found.get(name, {}):
+                out[keys[paper]] = self.found[name][criterion]
+        return out
+
 
 def random_orthonormal(d: int, seed: int = 0) -> np.ndarray:
     """`d` random orthonormal directions `(d, d)` (QR of a standard normal matrix): the null basis of B2."""
@@ -197,23 +312,22 @@ def truncation_protocols(
     ids: np.ndarray,
     x_last: np.ndarray,
     bases: np.ndarray,
-    ks: list[int],
-    picked: np.ndarray,
-    sub: np.ndarray,
-    top: int = 5,
-    progress: bool = True,
+    scored: ScoredPilots,
+    study: TruncationStudy,
 ) -> dict[str, Truncation]:
-    """Both protocols of B2 on the grid `ks`: "last layer" (`truncation_scores` of the pilots `picked`,
-    states `x_last` `(N, D)` on the basis `bases[-1]`) and "every layer" (`propagated_truncation` of the
-    pseudo-sentences `ids[sub]` `(n, T)` with `bases` `(L+1, D, k)`; left out with fewer than 2 pilots)."""
+    """Both protocols of B2 on the grid `study.ks`: "last layer" (`truncation_scores` of the pilots
+    `scored.last`, states `x_last` `(N, D)` on the basis `bases[-1]`) and "every layer"
+    (`propagated_truncation` of the pseudo-sentences `ids[scored.every]` `(n, T)` with `bases` `(L+1, D, k)`;
+    left out with fewer than 2 pilots)."""
+    ks, top = study.ks, study.top
     out = {
         "last layer": truncation_scores(
-            model.view, x_last[picked], bases[-1], ks, top=top, progress=progress
+            model.view, x_last[scored.last], bases[-1], ks, top=top, progress=False
         )
     }
-    if len(sub) > 1:
+    if len(scored.every) > 1:
         out["every layer"] = propagated_truncation(
-            model, ids[sub], bases, ks, top=top, progress=progress
+            model, ids[scored.every], bases, ks, top=top, progress=False
         )
     return out
 
@@ -239,41 +353,29 @@ def criteria(
     return out
 
 
-RANDOM = "random directions"
-
-
-PAPER_NS = "_paper_ns"
-
-
 def resampled_truncation(
     model: Model,
     ids: np.ndarray,
     X: np.ndarray,
-    ks: list[int],
-    picked: np.ndarray,
-    sub: np.ndarray,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    top: int = 5,
+    scored: ScoredPilots,
+    study: TruncationStudy,
 ) -> ResampledTruncation:
     """B2's truncation by the paper's protocol, the basis fit on the very pilots it truncates, with intervals
     that refit it.
 
     X `(N, L+1, D)`, ids `(N, T)`: the pilots. The sample: the uncentered per-layer bases of all N pilots
     (`weighted_svd`, sorted by decreasing singular value), both protocols (`truncation_protocols`: the last
-    layer on `picked`, every layer on `sub`) and the random-directions null (the last-layer protocol of
-    `picked` on D random orthonormal directions, seeded, K = 1 and D/4). Each of the `n_rep` repetitions
-    (`resampling.resample_rows`, kept for a resumed run) draws N pilots with replacement, **refits the
-    bases on the draw**,
-    draws new random directions, and rescores the draw's pilots in the positions `picked` and `sub` (as
-    many as the sample scores; each distinct pilot once, weighted by its count). Criteria (`criteria`):
-    the sample's values, percentile intervals over the repetitions re-centered on them
-    (`extrapolation.centered_percentile`; K0's interval, moved like the others, need not fall on the
-    grid, and stops at 1)."""
+    layer on `scored.last`, every layer on `scored.every`) and the random-directions null (the last-layer
+    protocol of `scored.last` on D random orthonormal directions, seeded, K = 1 and D/4). Each of the
+    `study.n_rep` repetitions (`resampling.resample_rows`, kept for a resumed run) draws N pilots with
+    replacement, **refits the bases on the draw**, draws new random directions, and rescores the draw's
+    pilots in the positions `scored` (as many as the sample scores; each distinct pilot once, weighted by
+    its count). Criteria (`criteria`): the sample's values, percentile intervals over the repetitions
+    re-centered on them (`extrapolation.centered_percentile`; K0's interval, moved like the others, need not
+    fall on the grid, and stops at 1)."""
 
     N, D = len(X), X.shape[2]
-    layers = X if len(sub) > 1 else X[:, -1:]
+    layers = X if len(scored.every) > 1 else X[:, -1:]
 
     def run(
         pilots: np.ndarray, rng: np.random.Generator
@@ -281,21 +383,50 @@ def resampled_truncation(
         distinct, rows = np.unique(pilots, return_inverse=True)
         bases = weighted_svd(layers[distinct], np.bincount(rows))[0]
         (last, n_last), (every, n_every) = (
-            np.unique(pilots[s], return_counts=True) for s in (picked, sub)
+            np.unique(pilots[s], return_counts=True)
+            for s in (scored.last, scored.every)
         )
-        scored = truncation_protocols(
-            model, ids, X[:, -1], bases, ks, last, every, top, progress=False
+        found = truncation_protocols(
+            model, ids, X[:, -1], bases, ScoredPilots(last, every), study
         )
         directions = random_orthonormal(D, int(rng.integers(2**31)))
-        scored[RANDOM] = truncation_scores(
-            model.view, X[last, -1], directions, [1, D // 4], top=top, progress=False
+        found[RANDOM] = truncation_scores(
+            model.view,
+            X[last, -1],
+            directions,
+            [1, D // 4],
+            top=study.top,
+            progress=False,
         )
         weights = {"last layer": n_last, "every layer": n_every, RANDOM: n_last}
-        return {name: (result, weights[name]) for name, result in scored.items()}
+        return {name: (result, weights[name]) for name, result in found.items()}
 
     runs = resample_rows(
-        run, N, n_rep=n_rep, seed=seed, desc="truncation resamples (bases refit)"
+        run,
+        N,
+        n_rep=study.n_rep,
+        seed=study.seed,
+        desc="truncation resamples (bases refit)",
     )
+    return ResampledTruncation(
+        N,
+        {name: runs[0][name][0] for name in PROTOCOLS if name in runs[0]},
+        _grouped_criteria(runs, N, D),
+        {
+            name: np.array(
+                [
+                    np.stack([r.kl @ w, r.overlap @ w]) / w.sum()
+                    for r, w in (one[name] for one in runs[1:])
+                ]
+            )
+            for name in runs[0]
+        },
+    )
+
+
+def _grouped_criteria(runs: list[dict], N: int, D: int) -> dict[str, dict]:
+    """The criteria of the sample (`runs[0]`) with their intervals over the repetitions, by protocol and
+    criterion (`resampled_truncation`)."""
     values = [
         {
             f"{key}|{name}": value
@@ -313,36 +444,20 @@ def resampled_truncation(
         if criterion == "k0_over_d":  # a share of D: at most 1
             estimate = replace(estimate, hi=min(estimate.hi, 1.0))
         grouped.setdefault(name, {})[criterion] = estimate
-    curves = {
-        name: np.array(
-            [
-                np.stack([r.kl @ w, r.overlap @ w]) / w.sum()
-                for r, w in (one[name] for one in runs[1:])
-            ]
-        )
-        for name in runs[0]
-    }
-    protocols = {name: runs[0][name][0] for name in PROTOCOLS if name in runs[0]}
-    return ResampledTruncation(N, protocols, grouped, curves)
+    return grouped
 
 
 def truncation_at_sizes(
     model: Model,
     ids: np.ndarray,
     X: np.ndarray,
-    ks: list[int],
     samples: dict[str, np.ndarray],
-    n_truncated: int | None,
-    n_propagated: int,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    top: int = 5,
+    study: TruncationStudy,
 ) -> dict[str, ResampledTruncation]:
     """`resampled_truncation` of each sample of pilots (label -> sorted indices into X `(N, L+1, D)` and ids
     `(N, T)`: the book's N_s, the paper's 2.8 D), its bases fit on that sample alone, scoring
-    `n_truncated` (None: all) and `n_propagated` of its pilots (`stats.draw_pilots`, one generator seeded by `seed`). A sample
-    equal to one already run shares its result."""
+    `study.n_truncated` (None: all) and `study.n_propagated` of its pilots (`stats.draw_pilots`, one generator
+    seeded by `study.seed`). A sample equal to one already run shares its result."""
 
     out: dict[str, ResampledTruncation] = {}
     for label, pilots in samples.items():
@@ -350,19 +465,11 @@ def truncation_at_sizes(
         if same:
             out[label] = same[0]
             continue
-        sizes = [n_truncated or len(pilots), n_propagated]
-        rng = np.random.default_rng(seed)
-        picked, sub = (draw_pilots(len(pilots), size, rng) for size in sizes)
+        sizes = [study.n_truncated or len(pilots), study.n_propagated]
+        rng = np.random.default_rng(study.seed)
+        last, every = (draw_pilots(len(pilots), size, rng) for size in sizes)
         out[label] = resampled_truncation(
-            model,
-            ids[pilots],
-            X[pilots],
-            ks,
-            picked,
-            sub,
-            n_rep=n_rep,
-            seed=seed,
-            top=top,
+            model, ids[pilots], X[pilots], ScoredPilots(last, every), study
         )
     return out
 
@@ -372,7 +479,10 @@ def turning_summary(turning: Turning) -> dict:
     u_2 from the middle to the last layer, u_1's last step, and the largest rank of u_1..u_4."""
     medians = np.median(turning.step, axis=1)
     return {
-        **{f"median_consecutive_angle_u{i + 1}": medians[i] for i in range(4)},
+        "median_consecutive_angle_u1": medians[0],
+        "median_consecutive_angle_u2": medians[1],
+        "median_consecutive_angle_u3": medians[2],
+        "median_consecutive_angle_u4": medians[3],
         "angle_u1_middle_to_last": turning.middle_to_last[0],
         "angle_u2_middle_to_last": turning.middle_to_last[1],
         "angle_u1_last_step": turning.last_step[0],
@@ -386,3 +496,38 @@ def spectrum_slopes(S: np.ndarray, first: int = 10) -> np.ndarray:
     index = np.arange(1, S.shape[1] + 1)
     mid = (index >= first) & (index <= S.shape[1] // 2)
     return np.array([np.polyfit(np.log(index[mid]), np.log(s[mid]), 1)[0] for s in S])
+
+
+def claim_values(
+    sizes: dict,
+    turning: Turning,
+    S: np.ndarray,
+    runs: dict[str, ResampledTruncation],
+    study: TruncationStudy,
+    baseline: float,
+) -> dict[str, object]:
+    """B2's recorded values: the ensemble's `sizes`, the study's settings, `turning_summary`, the last
+    layer's spectrum (S `(L+1, k)`, sorted), both samples' truncations (`runs`: the book's N_s, then the
+    paper's; `ResampledTruncation.summary`) and the median KL between consecutive pseudo-sentences
+    (`baseline`, nats) with the last-layer mean KL at K = 1 over it."""
+    book, paper = runs.values()
+    L = len(S) - 1
+    slopes, gap = spectrum_slopes(S), S[:, 0] / S[:, 1]
+    kl_k1 = book.protocols["last layer"].kl[0].mean()
+    return {
+        **sizes,
+        "n_s_paper": paper.n_s,
+        "n_rep": study.n_rep,
+        "n_truncated": book.scored("last layer"),
+        "n_propagated": book.scored("every layer"),
+        "ks": study.ks,
+        "top": study.top,
+        **turning_summary(turning),
+        "sigma1_over_sigma2_last": gap[L],
+        "spectrum_slope_middle": slopes[L // 2],
+        "spectrum_slope_last": slopes[L],
+        **book.summary(),
+        **paper.summary(paper=True),
+        "kl_baseline_median": baseline,
+        "kl_k1_over_baseline": kl_k1 / baseline,
+    }

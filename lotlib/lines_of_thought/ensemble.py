@@ -161,9 +161,6 @@ def open_ensemble(
     return Ensemble(lm, corpus, X)
 
 
-# --- B1: how many directions the bundle uses ------------------------------------------------------------
-
-
 # --- B2: how the singular basis turns across layers, and its spectra -------------------------------------
 
 

@@ -7,14 +7,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..models.loading import Model
 from ..models.view import ModelView
-from ..stats import Estimate, bootstrap_mean
 
 
 @dataclass(frozen=True)
@@ -273,115 +271,7 @@ def _pilot_last_state(
     return states[view.n_layers]
 
 
-# --- B2: the authors' criterion read off the truncation curves ---------------------------------------------
-
-# the two readings of the truncation (the paper leaves the choice open): `truncation_scores` and
-# `propagated_truncation`
-PROTOCOLS = ("last layer", "every layer")
-
-
 def truncation_grid(d: int) -> list[int]:
-    """The K of B2: the powers of two below `d`, the multiples of d/16 from d/8 to d/2, and `d`, sorted."""
+    """The grid of K of B2 and C8: the powers of two below `d`, the multiples of d/16 from d/8 to d/2, and `d`, sorted."""
     powers = {2**j for j in range(int(np.log2(d)) + 1) if 2**j < d}
     return sorted(powers | {j * d // 16 for j in range(2, 9)} | {d})
-
-
-@dataclass
-class ResampledTruncation:
-    """B2's truncation on `n_s` pilots: `protocols` (name -> `Truncation` of the sample, `truncation_protocols`),
-    `found` (name -> `criteria` as `Estimate`s, the random-directions null under `RANDOM`) and `curves`
-    (name -> `(n_rep, 2, len(ks))`: each repetition's mean KL and mean overlap per K)."""
-
-    n_s: int
-    protocols: dict[str, Truncation]
-    found: dict[str, dict]
-    curves: dict[str, np.ndarray]
-
-    def scored(self, name: str) -> int:
-        """How many pilots protocol `name` scores on the sample (0 when it was not run)."""
-        result = self.protocols.get(name)
-        return 0 if result is None else result.kl.shape[1]
-
-    def summary(self, suffix: str = "") -> dict:
-        """Mean KL and overlap per K of each protocol (`kl_{last,every}_layer_mean`, None for a protocol not
-        run) and every criterion as `<criterion>_{last_layer,every_layer,random_directions}`, each key
-        ending in `suffix`."""
-        out = {}
-        for name in PROTOCOLS:
-            result = self.protocols.get(name)
-            for score in ("kl", "overlap"):
-                mean = None if result is None else getattr(result, score).mean(1)
-                out[f"{score}_{name.replace(' ', '_')}_mean{suffix}"] = mean
-        for name, found in self.found.items():
-            label = name.replace(" ", "_")
-            out.update({f"{key}_{label}{suffix}": v for key, v in found.items()})
-        return out
-
-
-# --- C8: what the truncation costs downstream ----------------------------------------------------------------
-
-
-@dataclass
-class TruncationCost:
-    """Held-out pilots truncated after every block to the top-K directions of bases fit on other pilots
-    (`truncation_cost`): `scores` (a `Truncation` with next-token loss and top-1 hits), the pilots the bases
-    were fit on (`n_fit`) and, per K, the mean KL(p_K || p), the rise of the next-token loss over p's and p_K's
-    top-1 accuracy, each with a bootstrap interval over the scored pilots (`table`, `at`)."""
-
-    scores: Truncation
-    n_fit: int
-    n_boot: int
-    seed: int = 0
-
-    def at(self, K: int) -> dict[str, Estimate]:
-        """KL, loss rise (nats) and top-1 accuracy of p_K at K (a value of the grid), with intervals."""
-
-        j = self.scores.ks.index(K)
-        per_pilot = {
-            "kl": self.scores.kl[j],
-            "loss_rise": self.scores.loss[j] - self.scores.full_loss,
-            "top1": self.scores.top1[j],
-        }
-        return {
-            name: bootstrap_mean(
-                v, unit="held-out pilots", n_boot=self.n_boot, seed=self.seed
-            )
-            for name, v in per_pilot.items()
-        }
-
-    def full(self) -> dict[str, Estimate]:
-        """The untruncated model's next-token loss (nats) and top-1 accuracy on the scored pilots."""
-
-        return {
-            name: bootstrap_mean(
-                v, unit="held-out pilots", n_boot=self.n_boot, seed=self.seed
-            )
-            for name, v in (
-                ("loss", self.scores.full_loss),
-                ("top1", self.scores.full_top1),
-            )
-        }
-
-    def summary(self, d: int) -> dict:
-        """The chapter's values: pilots fit and scored, and at K = d/4 (`d` the width) the KL, the loss rise
-        and the top-1 accuracy, with the untruncated model's loss and top-1 accuracy."""
-        quarter, full = self.at(d // 4), self.full()
-        return {
-            "n_fit": self.n_fit,
-            "n_scored": self.scores.kl.shape[1],
-            "kl_quarter_d_held_out": quarter["kl"],
-            "loss_rise_quarter_d": quarter["loss_rise"],
-            "top1_quarter_d": quarter["top1"],
-            "loss_full": full["loss"],
-            "top1_full": full["top1"],
-        }
-
-    def table(self) -> pd.DataFrame:
-        """One row per K: the estimates of `at`, as numbers (`value`, `lo`, `hi` per column)."""
-        rows = []
-        for K in self.scores.ks:
-            for name, e in self.at(K).items():
-                rows.append(
-                    {"K": K, "score": name, "value": e.value, "lo": e.lo, "hi": e.hi}
-                )
-        return pd.DataFrame(rows)

@@ -109,7 +109,12 @@ def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(
     tiny_gpt2_dir, monkeypatch
 ):
     from lotlib.chapters import b2_ensemble_svd as truncation
-    from lotlib.chapters.b2_ensemble_svd import criteria, resampled_truncation
+    from lotlib.chapters.b2_ensemble_svd import (
+        ScoredPilots,
+        TruncationStudy,
+        criteria,
+        resampled_truncation,
+    )
     from lotlib.lines_of_thought.ensemble import authors_pilots
 
     model = load_model(str(tiny_gpt2_dir))
@@ -128,7 +133,8 @@ def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(
     )
     ks = [1, 4, D // 4, D]
     picked, sub = np.arange(0, 179, 9), np.arange(3)
-    result = resampled_truncation(model, ids[P], X[P], ks, picked, sub, n_rep=1, seed=1)
+    study = TruncationStudy(ks, n_rep=1, seed=1)
+    result = resampled_truncation(model, ids[P], X[P], ScoredPilots(picked, sub), study)
     assert (
         result.n_s == 179
         and len(fitted) == 2
@@ -148,7 +154,7 @@ def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(
     assert result.curves["last layer"].shape == (1, 2, len(ks)) and result.protocols[
         "every layer"
     ].kl.shape == (len(ks), 3)
-    summary = result.summary("_paper_ns")
+    summary = result.summary(paper=True)
     assert summary["kl_quarter_d_last_layer_paper_ns"] is value
     assert set(result.found) == {"last layer", "every layer", "random directions"}
     assert (
@@ -158,18 +164,27 @@ def test_resampled_truncation_fits_the_bases_on_the_n_s_pilots_it_is_given(
 
 
 def test_truncation_protocols_run_both_readings(tiny):
-    from lotlib.chapters.b2_ensemble_svd import truncation_protocols
+    from lotlib.chapters.b2_ensemble_svd import (
+        ScoredPilots,
+        TruncationStudy,
+        truncation_protocols,
+    )
 
     model, ids, X = tiny
     U, _ = ensemble_svd(X)
     D = X.shape[2]
     picked, sub = np.arange(10), np.arange(3)
-    both = truncation_protocols(model, ids, X[:, -1], U, [1, D], picked, sub)
+    study = TruncationStudy([1, D], n_rep=0)
+    both = truncation_protocols(
+        model, ids, X[:, -1], U, ScoredPilots(picked, sub), study
+    )
     np.testing.assert_allclose(
         both["last layer"].kl,
         truncation_scores(model.view, X[picked, -1], U[-1], [1, D], progress=False).kl,
     )
     assert both["every layer"].kl.shape == (2, 3)
     assert list(
-        truncation_protocols(model, ids, X[:, -1], U, [1, D], picked, sub[:1])
+        truncation_protocols(
+            model, ids, X[:, -1], U, ScoredPilots(picked, sub[:1]), study
+        )
     ) == ["last layer"]

@@ -1,4 +1,5 @@
 """Next-token KL after truncating states to their top-K singular directions (both protocols)."""
+
 import numpy as np
 import pytest
 import torch
@@ -18,12 +19,16 @@ from lotlib.lines_of_thought.truncation import (
 
 def truncated_kl(view, x, basis, ks, batch_size=256, progress=True):
     """Test oracle: the `kl` of `truncation_scores`, `(len(ks), n)`."""
-    return truncation_scores(view, x, basis, ks, batch_size=batch_size, progress=progress).kl
+    return truncation_scores(
+        view, x, basis, ks, batch_size=batch_size, progress=progress
+    ).kl
 
 
 def propagated_truncated_kl(model, ids, bases, ks, batch_size=32, progress=True):
     """Test oracle: the `kl` of `propagated_truncation`, `(len(ks), n)`."""
-    return propagated_truncation(model, ids, bases, ks, batch_size=batch_size, progress=progress).kl
+    return propagated_truncation(
+        model, ids, bases, ks, batch_size=batch_size, progress=progress
+    ).kl
 
 
 @pytest.fixture(params=["tiny_gpt2_dir", "tiny_llama_dir"])
@@ -38,7 +43,9 @@ def test_logprobs_from_the_last_block_match_the_model(tiny):
     with torch.no_grad():
         logits = model.hf(input_ids=torch.as_tensor(ids[:5])).logits[:, -1]
     expected = logits.log_softmax(-1)
-    np.testing.assert_allclose(next_token_logprobs(model.view, torch.as_tensor(X[:5, -1])), expected, atol=1e-4)
+    np.testing.assert_allclose(
+        next_token_logprobs(model.view, torch.as_tensor(X[:5, -1])), expected, atol=1e-4
+    )
 
 
 def test_kl_is_zero_at_full_rank_and_non_negative(tiny):
@@ -58,12 +65,17 @@ def test_truncated_kl_matches_a_direct_computation(tiny):
     U, _ = ensemble_svd(X[:, -1:])
     b = U[0][:, :3]
     x = torch.as_tensor(X[:, -1])
-    logp, logq = next_token_logprobs(model.view, torch.as_tensor(X[:, -1] @ b @ b.T)), next_token_logprobs(model.view, x)
+    logp, logq = (
+        next_token_logprobs(model.view, torch.as_tensor(X[:, -1] @ b @ b.T)),
+        next_token_logprobs(model.view, x),
+    )
     direct = (logp.exp() * (logp - logq)).sum(-1).numpy()
-    np.testing.assert_allclose(truncated_kl(model.view, X[:, -1], U[0], [3], batch_size=7, progress=False)[0],
-                               direct, rtol=1e-4, atol=1e-6)
-
-
+    np.testing.assert_allclose(
+        truncated_kl(model.view, X[:, -1], U[0], [3], batch_size=7, progress=False)[0],
+        direct,
+        rtol=1e-4,
+        atol=1e-6,
+    )
 
 
 def test_propagated_truncation_matches_full_forward_passes_with_hooks(tiny):
@@ -73,7 +85,9 @@ def test_propagated_truncation_matches_full_forward_passes_with_hooks(tiny):
     view, D = model.view, X.shape[-1]
     U, _ = ensemble_svd(X)
     K = 5
-    ours = propagated_truncated_kl(model, ids[:9], U, [K, D], batch_size=4, progress=False)
+    ours = propagated_truncated_kl(
+        model, ids[:9], U, [K, D], batch_size=4, progress=False
+    )
     np.testing.assert_allclose(ours[1], 0.0, atol=1e-5)
 
     bases, last = torch.as_tensor(U[:, :, :K], dtype=torch.float32), {}
@@ -84,8 +98,10 @@ def test_propagated_truncation_matches_full_forward_passes_with_hooks(tiny):
         last[t] = hidden[:, -1]
         return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
-    hooks = [block.register_forward_hook(lambda m, a, o, t=t: replace(m, a, o, t))
-             for t, block in enumerate(view.blocks, start=1)]
+    hooks = [
+        block.register_forward_hook(lambda m, a, o, t=t: replace(m, a, o, t))
+        for t, block in enumerate(view.blocks, start=1)
+    ]
     try:
         with torch.no_grad():
             view.base(input_ids=torch.as_tensor(ids[:9]), use_cache=False)
@@ -99,22 +115,40 @@ def test_propagated_truncation_matches_full_forward_passes_with_hooks(tiny):
 
 
 def test_top_tokens_and_the_count_of_shared_ones():
-    logp = torch.log_softmax(torch.tensor([[5.0, 4.0, 3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]), -1)
-    logq = torch.log_softmax(torch.tensor([[5.0, 0.0, 4.0, 1.0, 2.0, 3.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]]), -1)
+    logp = torch.log_softmax(
+        torch.tensor([[5.0, 4.0, 3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]),
+        -1,
+    )
+    logq = torch.log_softmax(
+        torch.tensor([[5.0, 0.0, 4.0, 1.0, 2.0, 3.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]]),
+        -1,
+    )
     np.testing.assert_array_equal(top_tokens(logp, 3).numpy(), [[0, 1, 2], [5, 4, 3]])
-    np.testing.assert_array_equal(shared_tokens(top_tokens(logp, 3), top_tokens(logq, 3)).numpy(), [2, 0])
-    np.testing.assert_array_equal(shared_tokens(top_tokens(logp, 3), top_tokens(logp, 3)).numpy(), [3, 3])
+    np.testing.assert_array_equal(
+        shared_tokens(top_tokens(logp, 3), top_tokens(logq, 3)).numpy(), [2, 0]
+    )
+    np.testing.assert_array_equal(
+        shared_tokens(top_tokens(logp, 3), top_tokens(logp, 3)).numpy(), [3, 3]
+    )
 
 
 def test_scores_keep_every_top_token_at_full_rank_and_lose_some_at_rank_one(tiny):
     model, ids, X = tiny
     U, _ = ensemble_svd(X)
     D = X.shape[-1]
-    last = truncation_scores(model.view, X[:, -1], U[-1], [1, D], top=5, batch_size=16, progress=False)
+    last = truncation_scores(
+        model.view, X[:, -1], U[-1], [1, D], top=5, batch_size=16, progress=False
+    )
     np.testing.assert_array_equal(last.overlap[1], 5)
     assert last.overlap[0].mean() < 5 and last.overlap.min() >= 0
-    np.testing.assert_allclose(last.kl, truncated_kl(model.view, X[:, -1], U[-1], [1, D], progress=False), rtol=1e-6)
-    every = propagated_truncation(model, ids[:6], U, [1, D], top=5, batch_size=4, progress=False)
+    np.testing.assert_allclose(
+        last.kl,
+        truncated_kl(model.view, X[:, -1], U[-1], [1, D], progress=False),
+        rtol=1e-6,
+    )
+    every = propagated_truncation(
+        model, ids[:6], U, [1, D], top=5, batch_size=4, progress=False
+    )
     np.testing.assert_array_equal(every.overlap[1], 5)
     assert every.overlap[0].mean() < 5
 
@@ -126,17 +160,11 @@ def test_propagated_truncation_runs_on_a_half_precision_model(tiny_llama_dir):
     X = capture(model, ids, progress=False)
     U, _ = ensemble_svd(X)
     D = X.shape[-1]
-    out = propagated_truncation(model, ids[:4], U, [2, D], top=3, batch_size=4, progress=False)
+    out = propagated_truncation(
+        model, ids[:4], U, [2, D], top=3, batch_size=4, progress=False
+    )
     assert np.isfinite(out.kl).all() and (out.kl >= 0).all()
     assert out.overlap.shape == (2, 4) and out.overlap.max() <= 3
-
-
-
-
-
-
-
-
 
 
 def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkeypatch):
@@ -145,24 +173,27 @@ def test_truncation_at_sizes_fits_each_sample_alone_and_shares_equal_ones(monkey
 
     calls = []
 
-    def fake(model, ids, X, ks, picked, sub, **kw):
-        calls.append((ids.copy(), X.copy(), picked, sub))
+    def fake(model, ids, X, scored, study):
+        calls.append((ids.copy(), X.copy(), scored.last, scored.every))
         return len(calls)
 
     monkeypatch.setattr(truncation, "resampled_truncation", fake)
-    X, ids = np.arange(50.0)[:, None, None] * np.ones((50, 2, 3)), np.arange(50)[:, None]
-    subset = np.array([3, 7, 8, 20, 41])
-    runs = truncation.truncation_at_sizes(
-        None, ids, X, [1], {"all": np.arange(50), "subset": subset, "again": np.arange(50)}, None, 2, n_rep=1, seed=4
+    X, ids = (
+        np.arange(50.0)[:, None, None] * np.ones((50, 2, 3)),
+        np.arange(50)[:, None],
     )
+    subset = np.array([3, 7, 8, 20, 41])
+    study = truncation.TruncationStudy([1], n_rep=1, n_propagated=2, seed=4)
+    samples = {"all": np.arange(50), "subset": subset, "again": np.arange(50)}
+    runs = truncation.truncation_at_sizes(None, ids, X, samples, study)
     assert runs == {"all": 1, "subset": 2, "again": 1} and len(calls) == 2
     ids_sub, X_sub, picked, sub = calls[1]
-    assert np.array_equal(ids_sub[:, 0], subset) and np.array_equal(X_sub[:, 0, 0], subset)
+    assert np.array_equal(ids_sub[:, 0], subset) and np.array_equal(
+        X_sub[:, 0, 0], subset
+    )
     rng = np.random.default_rng(4)
     expected = [draw_pilots(5, 5, rng), draw_pilots(5, 2, rng)]
     assert np.array_equal(picked, expected[0]) and np.array_equal(sub, expected[1])
-
-
 
 
 def test_the_readout_of_a_whole_grid_equals_reading_each_truncation_from_scratch(tiny):
@@ -198,7 +229,9 @@ def test_top_tokens_by_blocks_equal_topk_over_the_whole_row(shape):
     logp[0, 5 * TOP_BLOCK : 5 * TOP_BLOCK + 5] += 50.0  # the whole top in one block
     logp[1, -3:] += 50.0  # in the last (partial) block
     for top in (1, 5, 20):
-        np.testing.assert_array_equal(top_tokens(logp, top).numpy(), topk_tokens(logp, top).numpy())
+        np.testing.assert_array_equal(
+            top_tokens(logp, top).numpy(), topk_tokens(logp, top).numpy()
+        )
 
 
 def test_top_tokens_at_a_tie_keep_the_largest_values():
@@ -207,7 +240,9 @@ def test_top_tokens_at_a_tie_keep_the_largest_values():
     logp[:, ::97] = -1.0  # 43 ties for the 5 places
     logp[1, 7] = 0.0
     ids = top_tokens(logp, 5)
-    np.testing.assert_array_equal(logp.gather(1, ids).numpy(), logp.topk(5, dim=-1).values.numpy())
+    np.testing.assert_array_equal(
+        logp.gather(1, ids).numpy(), logp.topk(5, dim=-1).values.numpy()
+    )
 
 
 def allocating_kl(logp: torch.Tensor, logq: torch.Tensor, work=None) -> torch.Tensor:
@@ -218,15 +253,22 @@ def allocating_kl(logp: torch.Tensor, logq: torch.Tensor, work=None) -> torch.Te
 def test_kl_in_work_tensors_equals_kl_in_fresh_ones():
     generator = torch.Generator().manual_seed(0)
     logits = 4 * torch.randn(3, 16, 50257, generator=generator) - 60
-    logp, logq = logits[0].log_softmax(-1), (logits[0] + 0.5 * logits[1]).log_softmax(-1)
+    logp, logq = (
+        logits[0].log_softmax(-1),
+        (logits[0] + 0.5 * logits[1]).log_softmax(-1),
+    )
     work = torch.empty_like(logp), torch.empty_like(logp)
     expected = allocating_kl(logp, logq)
     torch.testing.assert_close(kl(logp, logq, work), expected, rtol=0, atol=0)
-    torch.testing.assert_close(kl(logq, logp, work), allocating_kl(logq, logp), rtol=0, atol=0)  # reused
+    torch.testing.assert_close(
+        kl(logq, logp, work), allocating_kl(logq, logp), rtol=0, atol=0
+    )  # reused
     torch.testing.assert_close(kl(logp, logq), expected, rtol=0, atol=0)
 
 
-def test_truncation_scores_equal_the_scores_with_topk_over_whole_rows(tiny, monkeypatch):
+def test_truncation_scores_equal_the_scores_with_topk_over_whole_rows(
+    tiny, monkeypatch
+):
     """KL bit for bit and the overlaps of the top-5 sets, against the scores with `topk` over every row and
     fresh tensors for every KL."""
     from lotlib.lines_of_thought import truncation
@@ -234,9 +276,13 @@ def test_truncation_scores_equal_the_scores_with_topk_over_whole_rows(tiny, monk
     model, _, X = tiny
     U, _ = ensemble_svd(X[:, -1:])
     ks = [1, 2, 8, 32, X.shape[-1]]
-    ours = truncation_scores(model.view, X[:, -1], U[0], ks, top=5, batch_size=16, progress=False)
+    ours = truncation_scores(
+        model.view, X[:, -1], U[0], ks, top=5, batch_size=16, progress=False
+    )
     monkeypatch.setattr(truncation, "top_tokens", topk_tokens)
     monkeypatch.setattr(truncation, "kl", allocating_kl)
-    old = truncation_scores(model.view, X[:, -1], U[0], ks, top=5, batch_size=16, progress=False)
+    old = truncation_scores(
+        model.view, X[:, -1], U[0], ks, top=5, batch_size=16, progress=False
+    )
     np.testing.assert_array_equal(ours.kl, old.kl)
     np.testing.assert_array_equal(ours.overlap, old.overlap)
