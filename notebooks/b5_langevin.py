@@ -131,10 +131,9 @@ ens = open_ensemble(model, n_k=n_k, n_s=n_s, device=device, dtype=dtype)
 # **Code:** `lotlib.lines_of_thought.langevin.matched_noise`, `lotlib.lines_of_thought.langevin_held_out.held_out_langevin`.
 
 # %%
-sde = langevin_held_out.held_out_langevin(
-    ens.X,
-    t_start,
+protocol = langevin_held_out.LangevinProtocol(
     n_layers,
+    t_start,
     held_out=held_out,
     dt=dt,
     scheme=scheme,
@@ -142,8 +141,8 @@ sde = langevin_held_out.held_out_langevin(
     noise=noise,
     noise_convention=noise_convention,
     seed=seed,
-    model=ens.lm.name,
 )
+sde = langevin_held_out.held_out_langevin(ens.X, protocol, ens.lm.name)
 t0 = sde.t0
 glue("t_end", t0 + n_layers)
 glue(
@@ -391,16 +390,10 @@ values = {
     "noiseless_scheme_vs_eq1": drift_error,
     "residual_share_fitted": shares["fitted"].tolist(),
     "residual_share_held_out": shares["held out"].tolist(),
-    "variance_ratio_top4_langevin_last": ratios[lang_name]["u1..u4"],
-    "variance_ratio_all_langevin_last": ratios[lang_name]["all D"],
-    "variance_ratio_all_other_noise_last": ratios[list(predicted)[1]]["all D"],
-    "variance_ratio_all_linear_last": ratios[list(predicted)[3]]["all D"],
+    **b5.variance_ratio_values(ratios),
     **b5.energy_summary(energy, lang_name, margins),
-    **fp.summary(lang_name),
-    **{
-        f"variance_ratio_{s}_{'log' if spline == 'ln sigma' else 'sigma'}": v
-        for (s, spline), v in variants["total variance, predicted / true"].items()
-    },
+    **b5.fokker_planck_values(fp, lang_name),
+    **b5.scheme_variant_values(variants),
 }
 conclude(
     "b5_langevin",

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 
 from ..lines_of_thought.extrapolation import extrapolate
 from ..lines_of_thought.langevin import (
@@ -23,12 +24,14 @@ from ..lines_of_thought.langevin import (
 )
 from ..lines_of_thought.langevin_held_out import (
     ENERGY_COLUMNS,
+    FP_STATS,
     EnergyMargins,
     FokkerPlanck,
     HeldOutLangevin,
     fp_stats,
     noiseless_map,
 )
+from ..stats import Estimate
 
 
 def top_share(model: HeldOutLangevin, k: int = 4) -> float:
@@ -192,7 +195,7 @@ def langevin_scatter(
     return fig
 
 
-def energy_figure(energy: pd.DataFrame, title: str):
+def energy_figure(energy: pd.DataFrame, title: str) -> Figure:
     """The energy distances of `energy_distances` against the layer, mean and
     95% CI over seeds, symlog scale."""
     long = energy.drop(columns="scale").melt(
@@ -213,13 +216,9 @@ def energy_figure(energy: pd.DataFrame, title: str):
     return fig
 
 
-def fokker_planck_figure(by_layer: pd.DataFrame, title: str):
+def fokker_planck_figure(by_layer: pd.DataFrame, title: str) -> Figure:
     """The three Fokker-Planck statistics of `lotlib.lines_of_thought.langevin_held_out.fokker_planck` per layer and model."""
-    columns = [
-        "mean error / spread",
-        "covariance distance",
-        "total variance, predicted / true",
-    ]
+    columns = FP_STATS
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for ax, column in zip(axes, columns):
         sns.lineplot(
@@ -275,14 +274,53 @@ def energy_summary(energy: pd.DataFrame, langevin: str, margins: EnergyMargins) 
     bootstrap intervals (`energy_margins`), and each mean energy distance at the last layer of `energy`
     (`energy_distances`, column `langevin` for the Langevin model), under the chapter's summary keys."""
     last = energy[energy["layer t"] == energy["layer t"].max()]
-    columns = {"langevin": langevin, **ENERGY_COLUMNS}
+    mean = {name: float(last[column].mean()) for name, column in ENERGY_COLUMNS.items()}
     return {
         "energy_margin_over_constant": margins.estimate(ENERGY_COLUMNS["constant"]),
         "energy_margin_over_linear": margins.estimate(ENERGY_COLUMNS["linear"]),
-        **{
-            f"energy_{key}_last": float(last[name].mean())
-            for key, name in columns.items()
-        },
+        "energy_langevin_last": float(last[langevin].mean()),
+        "energy_constant_last": mean["constant"],
+        "energy_linear_last": mean["linear"],
+        "energy_floor_last": mean["floor"],
+    }
+
+
+def variance_ratio_values(
+    ratios: dict[str, dict[str, Estimate]],
+) -> dict[str, Estimate]:
+    """The total-variance ratios at the last simulated layer (`variance_ratios` of `predictions`, in its order:
+    the chosen noise, the other noise, constant-variance noise, the noiseless map), under the chapter's keys."""
+    langevin, other, _, linear = ratios.values()
+    return {
+        "variance_ratio_top4_langevin_last": langevin["u1..u4"],
+        "variance_ratio_all_langevin_last": langevin["all D"],
+        "variance_ratio_all_other_noise_last": other["all D"],
+        "variance_ratio_all_linear_last": linear["all D"],
+    }
+
+
+def fokker_planck_values(fp: FokkerPlanck, langevin: str) -> dict[str, object]:
+    """The Langevin model's (`langevin`, a key of `fp.last`) Fokker-Planck estimates, the noiseless drift's
+    covariance distance and the sample check, under the chapter's keys."""
+    mean_error, cov_distance, variance_ratio = FP_STATS
+    lang = fp.last[langevin]
+    return {
+        "fp_mean_error_last": lang[mean_error],
+        "fp_cov_distance_last": lang[cov_distance],
+        "fp_variance_ratio_last": lang[variance_ratio],
+        "fp_cov_distance_noiseless_last": fp.last["noiseless drift"][cov_distance],
+        "fp_cov_distance_fitted_vs_held_out": fp.sample_check,
+    }
+
+
+def scheme_variant_values(variants: pd.DataFrame) -> dict[str, float]:
+    """The total-variance ratio of each scheme and spline of `scheme_variants`, under the chapter's keys."""
+    ratio = variants["total variance, predicted / true"]
+    return {
+        "variance_ratio_euler_sigma": ratio["euler", "sigma"],
+        "variance_ratio_euler_log": ratio["euler", "ln sigma"],
+        "variance_ratio_exact_sigma": ratio["exact", "sigma"],
+        "variance_ratio_exact_log": ratio["exact", "ln sigma"],
     }
 
 

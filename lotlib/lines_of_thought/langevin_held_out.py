@@ -100,33 +100,43 @@ class HeldOutLangevin:
         return self.U[t][:, np.argsort(self.S[t])[::-1][:k]]
 
 
-def held_out_langevin(
-    X: np.ndarray,
-    t_start,
-    n_layers: int,
-    *,
-    held_out: float = 0.25,
-    dt: float = 0.1,
-    scheme: str = "euler",
-    log_spline: bool = True,
-    noise: str = "eq2",
-    noise_convention: str = "log_mean",
-    seed: int = 0,
-    model: str = "the model",
-) -> HeldOutLangevin:
-    """Fit Eq. 3 on a share 1 - `held_out` of the pilots of X `(N, L+1, D)` (seeded split): aligned full bases,
-    the noise law of B4 over all pairs of layers 1..L, the flow and steps from t0 (`t_start`, None: L // 2)
-    over `n_layers`, and the noise rates: "eq2" (`matched_noise` to Eq. 2), "paper" (alpha lambda e^(lambda t))
-    and "constant" (the simulated noise's final variance, injected evenly). Raises ParameterError on bounds."""
+@dataclass(frozen=True)
+class LangevinProtocol:
+    """How B5 fits Eq. 3 and scores it: the layers simulated (`n_layers` from `t_start`, None: L // 2), the
+    share of pilots held out (`held_out`, split by `seed`), the Euler-Maruyama step `dt`, the `scheme`
+    ("euler", the authors' code, or "exact"), a spline of ln sigma (`log_spline`) or of sigma, the simulated
+    noise rate (`noise`: "eq2" or "paper") and the convention of B4's noise fit (`noise_convention`:
+    "log_mean" or "mean_log")."""
 
+    n_layers: int
+    t_start: int | None = None
+    held_out: float = 0.25
+    dt: float = 0.1
+    scheme: str = "euler"
+    log_spline: bool = True
+    noise: str = "eq2"
+    noise_convention: str = "log_mean"
+    seed: int = 0
+
+
+def held_out_langevin(
+    X: np.ndarray, protocol: LangevinProtocol, model: str = "the model"
+) -> HeldOutLangevin:
+    """Fit Eq. 3 on a share 1 - `protocol.held_out` of the pilots of X `(N, L+1, D)` (seeded split): aligned
+    full bases, the noise law of B4 over all pairs of layers 1..L, the flow and steps from t0 over
+    `protocol.n_layers`, and the noise rates: "eq2" (`matched_noise` to Eq. 2), "paper" (alpha lambda
+    e^(lambda t)) and "constant" (the simulated noise's final variance, injected evenly). Raises ParameterError
+    on bounds, naming `model`."""
+
+    p, n_layers, held_out = protocol, protocol.n_layers, protocol.held_out
     N, T, D = X.shape
     L = T - 1
-    t0 = L // 2 if t_start is None else layer_index(t_start, L, "t_start", model)
+    t0 = L // 2 if p.t_start is None else layer_index(p.t_start, L, "t_start", model)
     if not 1 <= n_layers <= L - t0:
         raise ParameterError(
             f"parameter n_layers = {n_layers}: from t_start = {t0}, {model} (L = {L}) allows 1..{L - t0}"
         )
-    held, fitted = split_pilots(N, round(held_out * N), np.random.default_rng(seed))
+    held, fitted = split_pilots(N, round(held_out * N), np.random.default_rng(p.seed))
     if len(fitted) < D or len(held) < 2:
         raise ParameterError(
             f"parameter held_out = {held_out}: {len(fitted)} pilots to fit and {len(held)} held out of {N}; "
@@ -135,15 +145,30 @@ def held_out_langevin(
     U, S = align_bases(*ensemble_svd(X[fitted]))
     layers = np.arange(1, T)
     st = pair_statistics(singular_coordinates(X[fitted], U), S, layers)
-    log_var = st.log_mean_var() if noise_convention == "log_mean" else st.mean_log_var()
+    log_var = (
+        st.log_mean_var() if p.noise_convention == "log_mean" else st.mean_log_var()
+    )
     pairs = pair_mask(T, 1, L)
     fit, accumulated = fit_variance(log_var, pairs), fit_accumulated(log_var, pairs)
     flow = langevin_flow(
-        U, S, layers, intervals=range(t0, t0 + n_layers), log=log_spline
+        U, S, layers, intervals=range(t0, t0 + n_layers), log=p.log_spline
     )
-    plan = steps(flow, t0, n_layers, dt, scheme)
+    plan = steps(flow, t0, n_layers, p.dt, p.scheme)
     sde = HeldOutLangevin(
-        X, held, fitted, U, S, t0, n_layers, flow, plan, fit, accumulated, {}, {}, noise
+        X,
+        held,
+        fitted,
+        U,
+        S,
+        t0,
+        n_layers,
+        flow,
+        plan,
+        fit,
+        accumulated,
+        {},
+        {},
+        p.noise,
     )
     sde.rates = {
         "eq2": matched_noise(plan, sde.eq2_variance),
@@ -152,7 +177,7 @@ def held_out_langevin(
     zero = (np.zeros(D), np.zeros((D, D)))
     sde.noise_cov = {name: moments(*zero, plan, r)[1] for name, r in sde.rates.items()}
     unit = moments(*zero, plan, lambda t: 1.0)[1]
-    flat = float(np.trace(sde.noise_cov[noise][-1]) / np.trace(unit[-1]))
+    flat = float(np.trace(sde.noise_cov[p.noise][-1]) / np.trace(unit[-1]))
     sde.rates["constant"], sde.noise_cov["constant"] = (
         (lambda t: flat),
         flat * unit,
@@ -372,18 +397,6 @@ class FokkerPlanck:
     by_layer: pd.DataFrame
     last: dict[str, dict[str, Estimate]]
     sample_check: float
-
-    def summary(self, langevin: str) -> dict:
-        """The Langevin model's (`langevin`, a key of `last`) estimates, the noiseless drift's covariance distance
-        and the sample check, under the chapter's summary keys."""
-        lang = self.last[langevin]
-        return {
-            "fp_mean_error_last": lang[FP_STATS[0]],
-            "fp_cov_distance_last": lang[FP_STATS[1]],
-            "fp_variance_ratio_last": lang[FP_STATS[2]],
-            "fp_cov_distance_noiseless_last": self.last["noiseless drift"][FP_STATS[1]],
-            "fp_cov_distance_fitted_vs_held_out": self.sample_check,
-        }
 
 
 def fokker_planck(model: HeldOutLangevin, n_boot: int, seed: int = 0) -> FokkerPlanck:

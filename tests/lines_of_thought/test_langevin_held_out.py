@@ -7,6 +7,7 @@ from lotlib.lines_of_thought.langevin import energy_distance, pilot_distances
 from lotlib.lines_of_thought.langevin_held_out import (
     ENERGY_COLUMNS,
     FP_STATS,
+    LangevinProtocol,
     _weighted_energy,
     energy_margins,
     fp_stats,
@@ -24,8 +25,8 @@ def test_held_out_langevin_refuses_too_few_pilots_and_matches_the_constant_noise
     from lotlib.models.bounds import ParameterError
 
     with pytest.raises(ParameterError):
-        held_out_langevin(_walks(N=7), None, 2)
-    sde = held_out_langevin(_walks(), None, 2, seed=1)
+        held_out_langevin(_walks(N=7), LangevinProtocol(2))
+    sde = held_out_langevin(_walks(), LangevinProtocol(2, seed=1))
     assert sde.t0 == 3 and len(sde.held) == 20
     final = {name: np.trace(c[-1]) for name, c in sde.noise_cov.items()}
     assert final["constant"] == pytest.approx(final["eq2"]) and final["noiseless"] == 0
@@ -109,7 +110,7 @@ def test_weighted_energy_is_the_energy_distance_of_the_drawn_points():
 
 
 def test_energy_margins_on_the_sample_and_their_bootstrap_interval():
-    sde = held_out_langevin(_walks(), None, 2, seed=0)
+    sde = held_out_langevin(_walks(), LangevinProtocol(2, seed=0))
     margins = energy_margins(sde, n_samples=3, n_points=50, n_boot=40, seed=0)
     assert margins.n == min(50, len(sde.held))
     assert set(margins.margins) == {
