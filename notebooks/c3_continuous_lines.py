@@ -66,6 +66,7 @@ n_boot: int = 1000  # bootstrap resamples of the pilots
 seed: int = 0  # which pilots are drawn, and the bootstrap's resamples
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 import numpy as np
 from lotlib import plots
 from lotlib.chapters import c3_continuous_lines as c3
@@ -102,10 +103,11 @@ ens
 rng, n = np.random.default_rng(seed), len(held)
 shown, summary_pilots = (draw_pilots(n, k, rng) for k in (n_show, n_summary))
 times, paths = continuous.restarted_paths(held[shown], flow, layers, per_layer)
-bridged = c3.bridged_paths(held[shown], paths, layers)
 basis = fit.U[L][:, np.argsort(fit.S[L])[::-1][:3]]
 title = f"Continuous lines of thought, {model}, t = {first}..{last}"
-c3.continuous_lines(held, shown, paths, bridged, basis, layers, title)
+rotatable, _ = c3.continuous_lines(held, shown, paths, basis, layers, title)
+plots.show(rotatable)
+plt.show()
 
 # %% [markdown]
 # **What to notice.** Between two layers the curves can bend: the flow turns with the singular basis (the
@@ -123,6 +125,7 @@ c3.continuous_lines(held, shown, paths, bridged, basis, layers, title)
 anchoring = c3.anchoring(X, fit, layers, n_boot=n_boot, seed=seed)
 title = f"How far the flow from x(t) lands from x(t+1) (median, quartiles), {model}"
 c3.medians_by_layer(anchoring.ratios, layers[1:], "relative gap", title)
+plt.show()
 glue("landing_word", side_word(anchoring.landing_gap, STRADDLES, 1.0))
 glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 
@@ -143,6 +146,7 @@ glue("norm_name", "LayerNorm" if ens.lm.view.final_norm.centers else "RMSNorm")
 
 # %%
 c3.stability_figure(anchoring.overlap, anchoring.partial_gap)
+plt.show()
 gaps = anchoring.partial_gap.items()
 glue("partial_gaps", ", ".join(f"k = {k}: {v:.2f}" for k, v in gaps))
 
@@ -170,6 +174,7 @@ summary = c3.path_summary(held[summary_pilots], flow, layers, per_layer=8)
 ratio = {"bridged length / chord": summary["length_ratio"]}  # (n_summary, n_seg)
 title = "Curvature of the continuous lines (median, quartiles over pilots)"
 c3.medians_by_layer(ratio, layers[1:], "bridged length / chord", title)
+plt.show()
 curvature = c3.median_over_pilots(summary["length_ratio"], n_boot, seed)
 
 # %% [markdown]
@@ -213,10 +218,7 @@ values = {
     "last_layer": last,
     "flipped_layers": sum(c is not None for c in flow.flipped.values()),
     **anchoring.summary(),
-    "length_ratio_median": curvature,
-    "t_free": t_free,
-    "free_flow_error_by_tau": free_err[1:].tolist(),
-    "free_flow_vs_eq1": eq1,
+    **c3.line_values(curvature, t_free, free_err, eq1),
 }
 why = "the untrained model passes too: barely moving on stable directions suffices"
 conclude("c3_continuous_lines", values, model, why_not_diagnostic=why)

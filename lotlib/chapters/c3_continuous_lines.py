@@ -1,22 +1,24 @@
-"""Chapter C3's figures: continuous lines between layers and their stability."""
+"""Chapter C3's study and figures: continuous lines between layers, where they land and their stability."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import seaborn as sns
+from matplotlib.figure import Figure
 
-from .. import plots
 from ..lines_of_thought.continuous import flow_segment
 from ..lines_of_thought.ensemble import align_bases, ensemble_svd
 from ..lines_of_thought.extrapolation import extrapolate
 from ..lines_of_thought.langevin import Flow, langevin_flow
 from ..lines_of_thought.residuals import split_for_bases
 from ..models.bounds import ParameterError, layer_index
-from ..stats import bootstrap
+from ..stats import Estimate, bootstrap
 
 
 def _with_breaks(P: np.ndarray) -> np.ndarray:
@@ -28,63 +30,46 @@ def continuous_lines(
     X: np.ndarray,
     pilots: np.ndarray,
     paths: np.ndarray,
-    bridged: np.ndarray,
     basis: np.ndarray,
     layers: np.ndarray,
     title: str,
-) -> None:
+) -> tuple[go.Figure, Figure]:
     """C3: continuous lines of thought drawn twice, rotatable (plotly) and static: the bridged paths
-    (solid), the flow segments (dotted) ending at crosses where the flow lands, and the true positions
-    colored by layer. X `(N, T, D)` the trajectories, pilots `(n,)` those drawn; paths, bridged `(n, n_seg, m, D)`
-    (`continuous.restarted_paths`, `bridged_paths`); basis `(D, 3)` the axes."""
-    import matplotlib
-    import plotly.graph_objects as go
-
+    (solid, `bridged_paths`), the flow segments (dotted) ending at crosses where the flow lands, and the true
+    positions colored by layer. X `(N, T, D)` the trajectories, pilots `(n,)` those drawn; paths
+    `(n, n_seg, m, D)` their `continuous.restarted_paths`; basis `(D, 3)` the axes."""
     true = X[pilots][:, layers] @ basis  # (n, len(layers), 3)
-    paths, bridged = paths @ basis, bridged @ basis
+    bridged = bridged_paths(X[pilots], paths, layers) @ basis
+    paths = paths @ basis
     colors = [
         matplotlib.colors.to_hex(c)
         for c in matplotlib.colormaps["viridis"](np.linspace(0, 1, len(layers)))
     ]
     fig = go.Figure()
-    ax = plt.figure(figsize=(8, 7)).add_subplot(projection="3d")
+    static = plt.figure(figsize=(8, 7))
+    ax = static.add_subplot(projection="3d")
     for n in range(len(true)):
         curve, dotted = bridged[n].reshape(-1, 3), _with_breaks(paths[n])
         lands = paths[n, :, -1]
-        fig.add_trace(
-            go.Scatter3d(
-                **dict(zip("xyz", curve.T)),
-                mode="lines",
-                line={"width": 4},
-                name=f"pilot {pilots[n]}: bridged path",
-            )
+        traces = (
+            (curve, "lines", {"line": {"width": 4}}),
+            (dotted, "lines", {"line": {"width": 2, "dash": "dot", "color": "grey"}}),
+            (true[n], "markers", {"marker": {"size": 3, "color": colors}}),
+            (
+                lands,
+                "markers",
+                {"marker": {"size": 2, "symbol": "x", "color": "black"}},
+            ),
         )
-        fig.add_trace(
-            go.Scatter3d(
-                **dict(zip("xyz", dotted.T)),
-                mode="lines",
-                showlegend=False,
-                line={"width": 2, "dash": "dot", "color": "grey"},
-                hoverinfo="skip",
+        for i, (points, mode, style) in enumerate(traces):
+            fig.add_trace(
+                go.Scatter3d(
+                    **dict(zip("xyz", points.T)),
+                    mode=mode,
+                    **style,
+                    **_trace_extras(i, pilots[n], layers),
+                )
             )
-        )
-        fig.add_trace(
-            go.Scatter3d(
-                **dict(zip("xyz", true[n].T)),
-                mode="markers",
-                showlegend=False,
-                marker={"size": 3, "color": colors},
-                text=[f"t = {t}" for t in layers],
-            )
-        )
-        fig.add_trace(
-            go.Scatter3d(
-                **dict(zip("xyz", lands.T)),
-                mode="markers",
-                showlegend=False,
-                marker={"size": 2, "symbol": "x", "color": "black"},
-            )
-        )
         ax.plot(*curve.T, lw=1.2)
         ax.plot(*dotted.T, ":", color="grey", lw=0.8)
         ax.scatter(*true[n].T, c=layers, cmap="viridis", s=10, depthshade=False)
@@ -95,14 +80,26 @@ def continuous_lines(
         margin={"l": 0, "r": 0, "t": 40, "b": 0},
         scene={"xaxis_title": "u1", "yaxis_title": "u2", "zaxis_title": "u3"},
     )
-    plots.show(fig)
     ax.set(xlabel="u1", ylabel="u2", zlabel="u3", title=f"{title} (static view)")
-    plt.show()
+    return fig, static
+
+
+def _trace_extras(i: int, pilot: int, layers: np.ndarray) -> dict:
+    """The legend and hover settings of trace i of a pilot in `continuous_lines`: the bridged path is named,
+    the flow segments skip hovering, the true positions show their layer."""
+    if i == 0:
+        return {"name": f"pilot {pilot}: bridged path"}
+    extras = {"showlegend": False}
+    if i == 1:
+        extras["hoverinfo"] = "skip"
+    if i == 2:
+        extras["text"] = [f"t = {t}" for t in layers]
+    return extras
 
 
 def medians_by_layer(
     curves: dict[str, np.ndarray], arrival: np.ndarray, ylabel: str, title: str
-) -> None:
+) -> Figure:
     """C3: per arrival layer t + 1 `(n_seg,)`, the median and quartiles over pilots of each curve of
     `curves` (name -> `(N, n_seg)`), with a grey line at 1."""
     frame = pd.concat(
@@ -117,7 +114,7 @@ def medians_by_layer(
             for name, values in curves.items()
         ]
     )
-    _, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     sns.lineplot(
         frame,
         x="arrival layer t + 1",
@@ -130,15 +127,15 @@ def medians_by_layer(
     )
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set(title=title)
-    plt.show()
+    return fig
 
 
-def stability_figure(overlap: np.ndarray, partial_gap: dict[int, float]) -> None:
+def stability_figure(overlap: np.ndarray, partial_gap: dict[int, float]) -> Figure:
     """C3: the median overlap `|u_i(t).u_i(t+1)|` by rank of sigma (`overlap` `(n_seg, D)`), and the median
     landing gap / true step of the partial flow against the k directions it maps (`partial_gap`, k -> median;
     k = 0, staying put, scores 1)."""
     D = overlap.shape[1]
-    _, axes = plt.subplots(1, 2, figsize=(13, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
     axes[0].plot(np.arange(1, D + 1), np.median(overlap, axis=0))
     axes[0].set(
         xscale="log",
@@ -156,7 +153,7 @@ def stability_figure(overlap: np.ndarray, partial_gap: dict[int, float]) -> None
         ylabel="median gap / true step",
         title="Landing gap of a partial flow",
     )
-    plt.show()
+    return fig
 
 
 def bridged_paths(X: np.ndarray, paths: np.ndarray, layers) -> np.ndarray:
@@ -433,3 +430,17 @@ def anchoring(
         best_k=best_k,
         best_partial=median_over_pilots(partial[best_k], n_boot, seed),
     )
+
+
+def line_values(
+    curvature: Estimate, t_free: int, free_error: np.ndarray, free_vs_eq1: float
+) -> dict[str, object]:
+    """C3's summary of the lines' shape: the median bridged length over chord (`curvature`), and the flow
+    never restarted from `t_free` (`free_flow_errors`: its error per tau `(n + 1,)`, tau = 0 dropped, and its
+    end against Eq. 1)."""
+    return {
+        "length_ratio_median": curvature,
+        "t_free": t_free,
+        "free_flow_error_by_tau": free_error[1:].tolist(),
+        "free_flow_vs_eq1": free_vs_eq1,
+    }

@@ -41,6 +41,3 @@ def restarted_paths(
         [flow_segment(X[:, t], flow, int(t), a) for t in layers[:-1]], axis=1
     )
     return layers[:-1, None] + a, paths
-
-
-# --- C3: how well the continuous lines are anchored in the model ------------------------------------------

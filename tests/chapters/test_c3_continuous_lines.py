@@ -190,3 +190,19 @@ def test_path_summary_matches_the_paths():
     np.testing.assert_allclose(
         landing_gaps(X, flow, np.arange(1, 5)), summary["gap"], atol=1e-12
     )
+
+
+def test_continuous_lines_returns_its_two_figures():
+    import matplotlib.pyplot as plt
+
+    from lotlib.chapters.c3_continuous_lines import continuous_lines, line_values
+
+    X, U, _, flow = _ensemble()
+    layers = np.arange(1, X.shape[1])
+    pilots = np.array([0, 3])
+    _, paths = restarted_paths(X[pilots], flow, layers, per_layer=4)
+    rotatable, static = continuous_lines(X, pilots, paths, U[-1][:, :3], layers, "t")
+    assert len(rotatable.data) == 4 * len(pilots) and static.axes
+    plt.close(static)
+    found = line_values(median_over_pilots(np.ones((5, 2)), 10), 2, np.arange(3.0), 0.5)
+    assert found["free_flow_error_by_tau"] == [1.0, 2.0]
