@@ -66,6 +66,7 @@ seed: int = 0  # the bootstrap resamples
 n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 from lotlib import plots
 from lotlib.chapters import c7_open_questions as c7
 from lotlib.lines_of_thought.ensemble import open_ensemble
@@ -88,6 +89,7 @@ ens
 # %%
 norms = c7.state_norms(ens.lm.view, ens.X, n_boot, seed)
 c7.state_norms_figure(norms, model)
+plt.show()
 found = norms.summary()
 glue(
     "growth_word",
@@ -117,6 +119,7 @@ norms.table().iloc[:: max(1, ens.L // 8)].round(3)
 # %%
 reads = c7.read_shares(ens.lm.view, ens.X, list(range(ens.L)), n_boot, seed)
 c7.read_share_figure(reads, model)
+plt.show()
 ratio = reads.median_ratio()
 glue("read_ratio_word", side_word(ratio, ("less", "no more or less", "more"), 1.0))
 reads.table()

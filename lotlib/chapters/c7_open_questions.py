@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
+from matplotlib.figure import Figure
 
 from ..models.view import ModelView
 from ..stats import Estimate, percentile_estimate, resampling_weights
@@ -103,12 +104,12 @@ def state_norms(
     return StateNorms(raw, ellipsoid, resampling_weights(len(X), n_boot, seed))
 
 
-def state_norms_figure(found, model: str) -> None:
+def state_norms_figure(found: StateNorms, model: str) -> Figure:
     """C7: per layer, the raw norm ||x(t)|| / sqrt(d) (left) and the ellipsoid ratio of the norm reading x(t)
     (right) of `StateNorms`: the median over pilots with the 5-95% band, and 1 (the sphere's
     radius; a state on its reading norm's ellipsoid) dashed."""
     table = found.table()
-    _, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     for ax, name, title in zip(
         axes,
         ("raw ||x|| / √d", "ellipsoid ratio"),
@@ -123,11 +124,9 @@ def state_norms_figure(found, model: str) -> None:
         ax.plot(table.index, table[f"{name}, median"], marker="o", ms=3)
         ax.axhline(1.0, color="k", ls="--", lw=1)
         ax.set(xlabel="layer t", yscale="log", title=title)
-    axes[0].figure.suptitle(
-        f"{model}: how far the states are from the sphere, layer by layer"
-    )
-    plt.tight_layout()
-    plt.show()
+    fig.suptitle(f"{model}: how far the states are from the sphere, layer by layer")
+    fig.tight_layout()
+    return fig
 
 
 @dataclass
@@ -214,7 +213,7 @@ def read_shares(
     return ReadShares(list(blocks), shares, view.d_head, view.d_model, len(X))
 
 
-def read_share_figure(found, model: str) -> None:
+def read_share_figure(found: ReadShares, model: str) -> Figure:
     """C7: each head's read share (`ReadShares`, the sample) by block, one dot per head, with the
     share d_head / d of evenly spread directions as a dashed line."""
     rows = [
@@ -222,7 +221,7 @@ def read_share_figure(found, model: str) -> None:
         for i, b in enumerate(found.blocks)
         for share in found.shares[0, i]
     ]
-    _, ax = plt.subplots(figsize=(11, 4))
+    fig, ax = plt.subplots(figsize=(11, 4))
     sns.stripplot(
         pd.DataFrame(rows), x="block", y="read share", ax=ax, size=4, jitter=0.2
     )
@@ -234,4 +233,4 @@ def read_share_figure(found, model: str) -> None:
         title=f"{model}: the share of the normalized states' variance each head's queries read",
     )
     ax.legend(fontsize=8)
-    plt.show()
+    return fig
