@@ -54,6 +54,8 @@ class Reachability:
         """The chapter's recorded values (`beta_score_gap` as a number even without beta)."""
         best, V = self.scores["max logit"], len(self.scores)
         rho = float(self.rho.loc["||e||", "||gamma*e||"])
+        top = {n: v.tolist() for n, v in self.extremes["top"].items()}
+        bottom = {n: v.tolist() for n, v in self.extremes["bottom"].items()}
         return {
             "vocab_size": V,
             "final_norm": view.final_norm.kind,
@@ -61,8 +63,16 @@ class Reachability:
             "tied": view.tied,
             "beta_score_gap": self.beta_gap,
             "spearman_norm_vs_gamma_norm": exact(rho, n=V, unit="tokens"),
-            **{f"top_{n}": self.extremes["top"][n].tolist() for n in self.scores},
-            **{f"bottom_{n}": self.extremes["bottom"][n].tolist() for n in self.scores},
+            "top_||e||": top["||e||"],
+            "top_||gamma*e||": top["||gamma*e||"],
+            "top_||e|| + beta.e": top["||e|| + beta.e"],
+            "top_||gamma*e|| + beta.e": top["||gamma*e|| + beta.e"],
+            "top_max logit": top["max logit"],
+            "bottom_||e||": bottom["||e||"],
+            "bottom_||gamma*e||": bottom["||gamma*e||"],
+            "bottom_||e|| + beta.e": bottom["||e|| + beta.e"],
+            "bottom_||gamma*e|| + beta.e": bottom["||gamma*e|| + beta.e"],
+            "bottom_max logit": bottom["max logit"],
             "max_logit_top": float(best.max()),
             "max_logit_bottom": float(best.min()),
             "tokens_without_best_state": self.n_without_best_state,

@@ -23,3 +23,6 @@ def test_reachability_study_shares_and_their_difference(tiny_llama_dir):
     assert values["vocab_size"] == model.view.vocab_size and values["max_logit_vs_model_gap"].value < 1e-3
     assert values["spearman_norm_vs_gamma_norm"].value == pytest.approx(study.rho.loc["||e||", "||gamma*e||"])
     assert values["top_max logit"] == study.extremes["top"]["max logit"].tolist()
+    for end in ("top", "bottom"):
+        for n in study.scores:
+            assert values[f"{end}_{n}"] == study.extremes[end][n].tolist()
