@@ -46,7 +46,7 @@
 #   is below 0.001 at the paper's 2,900 pilots, the same number as the code's, and keeps the interval on its
 #   target at ours (`authors_protocol.log_variance_bias`).
 #
-# **Code:** `lotlib.lines_of_thought.authors_protocol`.
+# **Code:** `lotlib.chapters.b4_authors_protocol`, `lotlib.lines_of_thought.authors_protocol`.
 # :::
 #
 # :::{dropdown} How sure we are
@@ -59,7 +59,7 @@
 #
 # The resamples of Eq. 2's fit move too, in a direction that
 # depends on the residual's law; their interval holds both the resamples' percentile interval and that
-# interval moved to the sample's value (`authors_protocol.authors_summary` says why). What "about zero" means
+# interval moved to the sample's value (`b4_authors_protocol.authors_summary` says why). What "about zero" means
 # at this size: on an i.i.d. Gaussian residual of N_s pilots and D coordinates, ⟨|m|/√v⟩ is
 # {glue:text}`paper_mean_abs_z_gaussian` and ⟨|k|⟩ − 3 is {glue:text}`paper_kurtosis_gaussian` (median and 95%
 # range over 200 samples): the paper's "~0" is that range (from 0 for ⟨|m|/√v⟩, which cannot be negative).
@@ -79,9 +79,10 @@ n_boot: int = 100  # bootstrap resamples of the pilots (each refits the bases)
 seed: int = 0  # the pilots drawn, the resamples, the cloud and the Gaussian floor
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 from lotlib import plots
 from lotlib.chapters import b4_authors_protocol as b4
-from lotlib.lines_of_thought.authors_protocol import AuthorsProtocol
+from lotlib.chapters.b4_authors_protocol import AuthorsProtocol, PaperProtocol
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import PairLayers
 from lotlib.summary import glue
@@ -102,11 +103,11 @@ ens
 # model with x(L) before the final norm, the same with x(L) after it, and the structureless cloud.
 
 # %%
-authors = AuthorsProtocol.run(
-    ens, pairs, n_s_paper, n_boot, seed, cap=n_s, device=ens.lm.device
-)
+protocol = PaperProtocol(n_s_paper, n_boot, seed, cap=n_s, device=ens.lm.device)
+authors = AuthorsProtocol.run(ens, pairs, protocol)
 title = f"The authors' protocol, N_s = {authors.n_s}, {model}"
 b4.authors_heatmaps(authors.runs, pairs, title)
+plt.show()
 
 # %% [markdown]
 # **What to notice.** λ is {glue:text}`paper_lambda_log_mean` per layer from the log of the mean variance and
@@ -152,12 +153,26 @@ authors.law_table()
 # protocol (⟨|m|/√v⟩, ⟨|k|⟩ − 3, above) are the paper's side of those claims in the report.
 
 # %% tags=["remove-input"]
+bands = {"lambda": band("0.18", "rate"), "alpha": band("0.64", "rate")}
+model_law = authors.summaries["model"]
+hf_law = authors.summaries["after the final norm"]
+
+
+def against(e, name: str) -> str:
+    """Whether the interval of `e` meets the band of the paper's `name` number, in words."""
+    lo, hi = bands[name]
+    return "agrees with" if e.lo <= hi and e.hi >= lo else "differs from"
+
+
 values = {
     **ens.sizes,
-    **authors.words(
-        {"lambda": band("0.18", "rate"), "alpha": band("0.64", "rate")}
-    ),
-    **authors.values(),
+    "lambda_band": "{:.3g} to {:.3g}".format(*bands["lambda"]),
+    "lambda_vs_paper": against(model_law.lambda_log_mean, "lambda"),
+    "lambda_hf_vs_paper": against(hf_law.lambda_log_mean, "lambda"),
+    "alpha_band": "{:.3g} to {:.3g}".format(*bands["alpha"]),
+    "alpha_vs_paper": against(model_law.alpha_log_mean, "alpha"),
+    "alpha_hf_vs_paper": against(hf_law.alpha_log_mean, "alpha"),
+    **authors.claim_values(),
     "early_layers": pairs.early_layers,
     "fit_first": pairs.fit_first,
     "fit_last": pairs.fit_last,

@@ -1,26 +1,18 @@
-"""The authors' protocol for Fig. B4 and Eq. 2 (`dx_calculate.m`): raw-coordinate residual moments, the fits,
-and a bootstrap that refits the bases."""
+"""The authors' statistic for Fig. B4 and Eq. 2 (`dx_calculate.m`): raw-coordinate residual moments and a
+bootstrap that refits the bases (the protocol and its fits: tests/chapters/test_b4_authors_protocol.py)."""
 
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from scipy import stats
-from scipy.linalg import expm
 
 from lotlib.lines_of_thought.authors_protocol import (
-    ENSEMBLES,
     SUMMARIES,
-    authors_ensembles,
     authors_pairs,
-    authors_residual_statistics,
-    authors_summary,
-    authors_trajectories,
     coordinate_summaries,
-    gaussian_floor,
     pair_moments,
     weighted_bases,
 )
@@ -34,7 +26,6 @@ from lotlib.lines_of_thought.extrapolation import eq1_residuals
 
 ROOT = Path(__file__).resolve().parents[2]
 from lotlib.models.bounds import ParameterError
-from lotlib.stats import resampling_weights
 
 
 def _direct_summaries(X: np.ndarray) -> dict[str, np.ndarray]:
@@ -95,26 +86,6 @@ def test_the_mean_log_variance_is_corrected_for_its_small_sample_bias():
     plain = torch.log(sq.sum(1) / (n - 1)).mean(-1)
     assert abs(float(got.mean())) < 0.006
     assert float(plain.mean()) < -0.045
-
-
-def test_the_paper_zero_mean_verdict_holds_on_a_zero_mean_cloud():
-    """A zero-mean Gaussian cloud (D = 64, N = 3 D, independent layers) has residuals of zero mean: its
-    mean abs(m) / sqrt(v) must meet the band of the paper's "~0" (0 to the same statistic on Gaussian samples of
-    this size, as the report sets it). Resampling adds noise to the mean, so the resamples' own percentile
-    interval lies above the band here; the interval the protocol reports is moved to the sample's value."""
-    from lotlib.lines_of_thought.coverage import GaussianCloud
-    from lotlib.verdicts import band
-
-    D, n = 64, 192
-    floor = gaussian_floor(n, D)["mean_abs_z"]
-    low, high = band("~0", "share", (floor.lo, floor.hi))
-    X = GaussianCloud(D=D, L=4, decay=0.97).sample(n, 7)[:, 1:]
-    weights = resampling_weights(n, 30, 0)
-    pairs = authors_pairs(X, weights, progress=False)[0]
-    got = authors_summary(pairs, 1, 4, 1)["mean_abs_z"]
-    assert got.lo <= high and got.hi >= low
-    resampled = np.nanmean(pairs.mean_abs_z[1:, 1:, 1:], axis=(1, 2))
-    assert np.quantile(resampled, 0.025) > high  # the unmoved interval would read "differs"
 
 
 def test_kurtosis_is_matlabs_bias_corrected_non_excess():
@@ -197,60 +168,6 @@ def test_another_reading_of_the_last_layer_equals_a_separate_run():
     assert not np.allclose(before.mean_var[:, 1:5, 5], after.mean_var[:, 1:5, 5])
 
 
-def _growing_noise(N=600, T=7, D=5, lam=0.3, alpha=0.5, seed=0):
-    """x(t) = e^(lam t / 2) Q_t z + noise of variance alpha e^(lam t) per coordinate: the signal and the noise
-    grow alike, Eq. 1 carries x(t) onto x(s) with Lambda = e^(lam (s - t) / 2) and the residual variance is
-    2 alpha e^(lam s) per coordinate (the arrival's noise plus the departure's carried), up to basis errors
-    that scale the same way. Q_t turns a little from one layer to the next (Eq. 1 assumes slowly turning
-    directions)."""
-    rng = np.random.default_rng(seed)
-    z = rng.normal(size=(N, D)) * np.array([40.0, 25.0, 15.0, 9.0, 5.0])[:D] + 3.0
-    X, q = np.empty((N, T, D)), np.eye(D)
-    for t in range(T):
-        a = rng.normal(size=(D, D))
-        q = q @ expm(0.1 * (a - a.T))  # a small rotation
-        scale = math.exp(lam * (t + 1) / 2)
-        X[:, t] = scale * (z @ q.T + rng.normal(size=(N, D)) * math.sqrt(alpha))
-    return X
-
-
-def test_a_built_in_exponential_law_is_recovered_within_its_interval():
-    lam = 0.3
-    est = authors_residual_statistics(
-        _growing_noise(lam=lam), n_boot=60, seed=1, progress=False
-    )
-    for key in ("lambda_log_mean", "lambda_mean_log"):
-        e = est[key]
-        assert e.lo <= lam <= e.hi, (key, e)
-        assert e.hi - e.lo < 0.1 and e.n == 600 and e.unit == "pilots"
-    assert 0.8 < est["alpha_log_mean"].value < 1.6  # 2 alpha, plus the basis errors
-    assert (
-        abs(est["kurtosis_late"].value) < 0.5
-    )  # Gaussian residuals: mean |k| - 3 about 0
-    assert est["mean_abs_z"].value < 0.15
-    assert set(est) == {
-        "lambda_log_mean",
-        "alpha_log_mean",
-        "lambda_mean_log",
-        "alpha_mean_log",
-        "mean_abs_z",
-        "mean_abs_m_over_v",
-        "kurtosis_late",
-    }
-
-
-def test_fit_and_late_pairs_follow_their_parameters():
-    X = _growing_noise(N=200, T=6)
-    full = authors_residual_statistics(X, n_boot=0, progress=False)
-    part = authors_residual_statistics(
-        X, fit_first=2, fit_last=5, late_from=3, n_boot=0, progress=False
-    )
-    assert full["lambda_log_mean"].value != part["lambda_log_mean"].value
-    assert full["kurtosis_late"].value != part["kurtosis_late"].value
-    with pytest.raises(ValueError, match="fit_last"):
-        authors_residual_statistics(X, fit_last=7, n_boot=0, progress=False)
-
-
 def test_authors_pilots_is_a_seeded_subset_of_the_papers_size():
     picked = authors_pilots(3000, 1024, cap=None)
     assert len(picked) == math.ceil(2.8 * 1024) and np.all(np.diff(picked) > 0)
@@ -267,51 +184,6 @@ def test_authors_pilots_is_a_seeded_subset_of_the_papers_size():
         authors_pilots(2000, 1024, cap=2000)
     with pytest.raises(ParameterError, match="n_s_paper"):  # all of the corpus, but fewer than D
         authors_pilots(1000, 1024, cap=None)
-
-
-def test_authors_trajectories_drop_the_embedding_and_read_the_last_layer_after_the_norm():
-    X = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3) + 1.0
-    view = SimpleNamespace(
-        device="cpu", final_norm=lambda x: x / x.norm(dim=-1, keepdim=True)
-    )
-    before, after = authors_trajectories(X), authors_trajectories(X, view, batch_size=1)
-    np.testing.assert_array_equal(before, X[:, 1:])
-    np.testing.assert_array_equal(after[:, :-1], X[:, 1:-1])
-    np.testing.assert_allclose(
-        after[:, -1], X[:, -1] / np.linalg.norm(X[:, -1], axis=-1, keepdims=True)
-    )
-
-
-def test_gaussian_floor_is_the_sampling_level_of_the_statistics():
-    floor = gaussian_floor(400, 50, n_draws=100, seed=0)
-    z, k = floor["mean_abs_z"], floor["kurtosis"]
-    assert z.value == pytest.approx(math.sqrt(2 / math.pi) / math.sqrt(400), rel=0.05)
-    assert 0 < z.lo < z.value < z.hi and z.unit == "Gaussian samples"
-    assert k.lo < 0 < k.hi and k.hi < 3 * math.sqrt(
-        24 / 400 / 50
-    )  # |k| = k > 0: mean |k| - 3 about 0
-
-
-def test_authors_ensembles_share_resamples_and_read_x_l_after_the_norm():
-    X = _growing_noise(N=120, T=5)
-    X = np.concatenate(
-        [np.zeros_like(X[:, :1]), X], axis=1
-    )  # x(0): an embedding row, dropped
-    view = SimpleNamespace(
-        device="cpu", final_norm=lambda x: 3 * x / x.norm(dim=-1, keepdim=True)
-    )
-    runs = authors_ensembles(X, view, n_boot=3, seed=0, progress=False)
-    assert list(runs) == list(ENSEMBLES) and runs["model"].mean_var.shape == (4, 6, 6)
-    normed = np.concatenate(
-        [X[:, 1:-1], 3 * X[:, -1:] / np.linalg.norm(X[:, -1:], axis=-1, keepdims=True)],
-        axis=1,
-    )
-    alone = authors_pairs(normed, resampling_weights(120, 3, 0), progress=False)[0]
-    np.testing.assert_allclose(
-        runs["after the final norm"].mean_var, alone.mean_var, rtol=2e-3
-    )
-    model, cloud = runs["model"].mean_var, runs["structureless cloud"].mean_var
-    assert not np.allclose(model[0, 1:, 1:], cloud[0, 1:, 1:], equal_nan=True)
 
 
 def test_the_papers_pilot_count_is_checked_against_n_s_before_any_model_work(
