@@ -10,9 +10,9 @@ can be projected:
 
 - ensemble SVD: `align_bases(*ensemble_svd(X))`, the aligned bases of every Lines of Thought chapter (the
   Gram matrices and their eigenvectors on the device, the alignment on the host);
-- authors' protocol: `authors_protocol.authors_ensembles` (B4, the paper's protocol): the model, x(L) after a
+- authors' protocol: `b4_authors_protocol.authors_ensembles` (B4, the paper's protocol): the model, x(L) after a
   final norm and the structureless cloud, every resample refitting every layer's basis;
-- resampled pairs: `residuals.residual_nulls` (B4): held-out bases of the model and of both nulls, and the
+- resampled pairs: `b4_residuals.residual_nulls` (B4): held-out bases of the model and of both nulls, and the
   resampled pairs of each;
 - singular expansion: `residuals.pair_statistics` of the whole ensemble in its aligned bases (B4's heatmaps).
 
@@ -44,12 +44,12 @@ import torch
 
 from lotlib.book.build import book_parameters
 from lotlib.book.spec import read_spec
-from lotlib.lines_of_thought.authors_protocol import authors_ensembles
+from lotlib.chapters.b4_authors_protocol import authors_ensembles
+from lotlib.chapters.b4_residuals import residual_nulls
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.residuals import (
     PairLayers,
     pair_statistics,
-    residual_nulls,
     singular_coordinates,
 )
 

@@ -3,7 +3,7 @@
     python benchmarks/coverage.py [--replications 100] [--quick] [--seed 0] [--only TEXT] [--min-coverage 0.9]
 
 Each case draws `--replications` seeded data sets from a generator whose truth is known
-(`lotlib.lines_of_thought.coverage`): the book's Langevin generator, a Gaussian cloud and a heavy-tailed cloud
+(`benchmarks/coverage_cases.py`): the book's Langevin generator, a Gaussian cloud and a heavy-tailed cloud
 for B4 (the authors' protocol with the bases refitted in every resample, and the chapter's held-out scoring:
 bases fitted on half the pilots, the other half's residuals bootstrapped), the Langevin generator for B5, and paired Gaussian classes for the SVM accuracy. One line per
 statistic: the truth (closed form, or the value on one sample 50 times larger: `large`), the share of
@@ -29,7 +29,7 @@ import argparse
 import sys
 import time
 
-from lotlib.lines_of_thought.coverage import binomial_floor, book_cases, replicate
+from coverage_cases import binomial_floor, book_cases, replicate
 
 
 def main() -> int:

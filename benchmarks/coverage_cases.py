@@ -1,4 +1,5 @@
-"""Coverage of the book's 95% intervals: seeded replications on synthetic ensembles whose truth is known."""
+"""Coverage of the book's 95% intervals: seeded replications on synthetic ensembles whose truth is known
+(`benchmarks/coverage.py` runs them, `tests/lines_of_thought/test_coverage.py` a small version)."""
 
 from __future__ import annotations
 
@@ -13,20 +14,26 @@ from scipy.linalg import expm
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..stats import (
+from lotlib.chapters.b4_authors_protocol import (
+    authors_residual_statistics,
+    gaussian_floor,
+)
+from lotlib.chapters.b4_residuals import (
+    HELD_OUT,
+    ResidualNulls,
+    held_out_pairs,
+)
+from lotlib.lines_of_thought import langevin, langevin_held_out
+from lotlib.lines_of_thought.extrapolation import (
+    svm_accuracy_interval,
+    svm_split_accuracy,
+)
+from lotlib.lines_of_thought.residuals import PairLayers, split_for_bases
+from lotlib.stats import (
     Estimate,
     bootstrap_and_jackknife_weights,
     resampling_weights,
     zero_band,
-)
-from . import langevin, langevin_held_out
-from .authors_protocol import authors_residual_statistics, gaussian_floor
-from .extrapolation import svm_accuracy_interval, svm_split_accuracy
-from .residuals import (
-    PairLayers,
-    ResidualNulls,
-    held_out_pairs,
-    split_for_bases,
 )
 
 TRUTH_SEED = (
@@ -167,6 +174,16 @@ class PairedClasses:
 # the estimators, as the chapters call them
 
 
+HELD_OUT_STATISTICS = (
+    "lambda_L_log_mean",
+    "lambda_L_mean_log",
+    "alpha_relative",
+    "mean_offset",
+    "kurtosis_late",
+)
+"""The chapter's held-out statistics (`b4_residuals.EnsembleClaims` fields) whose coverage is measured."""
+
+
 def _b4_values(
     X_scored: np.ndarray,
     bases: tuple[np.ndarray, np.ndarray],
@@ -176,22 +193,19 @@ def _b4_values(
     n_boot: int,
 ) -> dict[str, Estimate]:
     """B4's statistics of the scored pilots X_scored `(n, L+1, D)` with their `ResampledPairs` `found` in
-    `bases` over the rows `weights` (`intervals.bootstrap_and_jackknife_weights` of `n_boot`): lambda L and alpha of both
-    conventions, alpha_rel, the rms offset and the median late kurtosis (the nulls left out)."""
+    `bases` over the rows `weights` (`bootstrap_and_jackknife_weights` of `n_boot`): the chapter's
+    `HELD_OUT_STATISTICS` of the model (`ResidualNulls.claims`, the nulls left out) and alpha of both
+    conventions."""
     nulls = ResidualNulls(
         {"model": X_scored}, {"model": bases}, {"model": found}, weights, pairs, n_boot
     )
-    laws = nulls.laws()["model"]
-    dimensionless = nulls.dimensionless({"model": laws})["model"]
-    return {
-        "lambda_L_log_mean": dimensionless["λ·L, ln(mean variance)"],
-        "lambda_L_mean_log": dimensionless["λ·L, mean(ln variance)"],
-        "alpha_log_mean": nulls.estimate(laws["ln(mean variance)"]["alpha"]),
-        "alpha_mean_log": nulls.estimate(laws["mean(ln variance)"]["alpha"]),
-        "alpha_relative": dimensionless["α_rel (geometric mean of ρ)"],
-        "mean_offset": nulls.offsets()["model"],
-        "kurtosis_late": nulls.kurtosis()["model"],
+    laws = nulls.laws()
+    claims = nulls.claims(laws, "model")
+    alpha = {
+        "alpha_log_mean": nulls.estimate(laws["model"]["log_mean"]["alpha"]),
+        "alpha_mean_log": nulls.estimate(laws["model"]["mean_log"]["alpha"]),
     }
+    return {name: getattr(claims, name) for name in HELD_OUT_STATISTICS} | alpha
 
 
 def _b4_pairs(L: int) -> PairLayers:
@@ -199,13 +213,13 @@ def _b4_pairs(L: int) -> PairLayers:
 
 
 def held_out_b4(
-    X: np.ndarray, *, n_boot: int = 100, seed: int = 0, held_out: float = 0.5
+    X: np.ndarray, *, n_boot: int = 100, seed: int = 0
 ) -> dict[str, Estimate]:
-    """B4's intervals as the chapter computes them (`residuals.residual_nulls`: bases fitted on a seeded
+    """B4's intervals as the chapter computes them (`b4_residuals.residual_nulls`: bases fitted on a seeded
     share of the pilots, the others' residual moments reweighted per resample) for trajectories X
     `(N, L+1, D)`, under `_b4_values`' names."""
     pairs = _b4_pairs(X.shape[1] - 1)
-    held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed)
+    held, fitted = split_for_bases(len(X), X.shape[2], HELD_OUT, seed)
     weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)
     bases, found = held_out_pairs(
         X, fitted, held, pairs.layers, weights, progress=False
@@ -218,14 +232,13 @@ def b4_fitted_truth(
     X: np.ndarray,
     *,
     seed: int,
-    held_out: float = 0.5,
     scale: int = 50,
 ) -> dict[str, float]:
     """What `held_out_b4`'s intervals estimate on the replication X `(N, L+1, D)`: its statistics in the bases
     fitted on X's fitted pilots (the same seeded split), scored on `scale` times as many fresh pilots from
     `generator` (`sample(n, seed)`, seeded apart from every replication)."""
     pairs = _b4_pairs(X.shape[1] - 1)
-    held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed)
+    held, fitted = split_for_bases(len(X), X.shape[2], HELD_OUT, seed)
     fresh = generator(scale * len(held), TRUTH_SEED + 1 + seed)
     both = np.concatenate([X[fitted], fresh])
     weights = resampling_weights(len(fresh), 1, seed)
@@ -246,12 +259,13 @@ def b4_fitted_truth(
 def authors_b4(
     X: np.ndarray, *, n_boot: int = 100, seed: int = 0
 ) -> dict[str, Estimate]:
-    """B4 in the authors' protocol (`authors_protocol.authors_residual_statistics`: moments per raw coordinate,
-    the bases refitted in every resample) for X `(N, L+1, D)`: its layers 1..L (the embedding left out)."""
-
-    return authors_residual_statistics(
+    """B4 in the authors' protocol (`b4_authors_protocol.authors_residual_statistics`: moments per raw
+    coordinate, the bases refitted in every resample) for X `(N, L+1, D)`: its layers 1..L (the embedding left
+    out), under the names of `b4_authors_protocol.AuthorsSummary`."""
+    found = authors_residual_statistics(
         X[:, 1:], n_boot=n_boot, seed=seed, progress=False
     )
+    return dict(vars(found))
 
 
 AUTHORS_UNGATED = {
@@ -273,12 +287,11 @@ HELD_OUT_UNGATED = {
 
 def paper_floor_bands(n: int, d: int) -> dict[str, tuple[float, float]]:
     """The bands of the paper's "~0" for the authors' statistics at n pilots and d coordinates, as the report
-    sets them (`intervals.zero_band` of `authors_protocol.gaussian_floor`)."""
-
+    sets them (`intervals.zero_band` of `b4_authors_protocol.gaussian_floor`)."""
     floor = gaussian_floor(n, d)
     return {
-        key: zero_band(floor[name].lo, floor[name].hi)
-        for key, name in (("mean_abs_z", "mean_abs_z"), ("kurtosis_late", "kurtosis"))
+        "mean_abs_z": zero_band(floor.mean_abs_z.lo, floor.mean_abs_z.hi),
+        "kurtosis_late": zero_band(floor.kurtosis.lo, floor.kurtosis.hi),
     }
 
 

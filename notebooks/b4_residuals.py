@@ -71,8 +71,9 @@
 # :::
 #
 # **Code:** `lotlib.lines_of_thought.ensemble.align_bases`, `lotlib.lines_of_thought.extrapolation`,
-# `lotlib.lines_of_thought.residuals` (`pair_statistics`, `resampled_pairs`, `residual_nulls`), the figures
-# `lotlib.chapters.b4_residuals`; `benchmarks/coverage.py` for the intervals' coverage.
+# `lotlib.lines_of_thought.residuals` (`pair_statistics`, `resampled_pairs`), the chapter's nulls, claims
+# and figures `lotlib.chapters.b4_residuals` (`residual_nulls`); `benchmarks/coverage.py` for the intervals'
+# coverage.
 
 # %% tags=["parameters", "remove-cell"]
 model: str = "smollm2-135m"  # embedded name, local folder or hub id
@@ -93,6 +94,7 @@ n_boot: int = 200  # bootstrap resamples of the pilots (offset, correlation)
 seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian reference
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 from lotlib import plots
 from lotlib.chapters import b4_residuals as b4
 from lotlib.chapters.b4_residuals import (
@@ -102,13 +104,13 @@ from lotlib.chapters.b4_residuals import (
     law_subsets,
     moment_table,
     residual_consistency,
+    residual_nulls,
     tau1_variances,
 )
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import (
     PairLayers,
     pair_statistics,
-    residual_nulls,
     singular_coordinates,
 )
 from lotlib.summary import glue
@@ -148,8 +150,10 @@ moment_table({"aligned singular basis": st, "raw coordinates": raw}, pairs)
 b4.residual_heatmaps(
     st, pairs, f"Residual coordinates in the basis U(t+τ), {model}"
 )
+plt.show()
 if raw is not None:
     b4.residual_heatmaps(raw, pairs, f"Residual in raw coordinates, {model}")
+    plt.show()
 
 # %% [markdown]
 # **What to notice.** The left panel: |μ/σ| averages {glue:text}`mean_abs_z:.4f` against the Gaussian
@@ -188,13 +192,14 @@ if raw is not None:
 # beyond the norm growth says ρ still depends on t + τ only, exponentially.
 #
 # **Code:** `lotlib.lines_of_thought.nulls.structureless_cloud`,
-# `lotlib.lines_of_thought.nulls.shuffled_pilots`, `residual_nulls`.
+# `lotlib.lines_of_thought.nulls.shuffled_pilots`, `lotlib.chapters.b4_residuals.residual_nulls`.
 
 # %%
 nulls = residual_nulls(
     ens.X, pairs, n_boot, seed, model=ens.lm.name, device=ens.lm.device
 )
 laws = nulls.laws()
+claims = {name: nulls.claims(laws, name) for name in b4.NULL_ENSEMBLES}
 nulls.law_table(laws)
 
 # %%
@@ -202,6 +207,7 @@ title = (
     f"Residual variance by arrival layer, colored by τ: model and nulls, {model}"
 )
 b4.relative_variance_facets(nulls.resampled, pairs, title)
+plt.show()
 by_tau = nulls.rho_by_tau()
 rho_by_tau = ", ".join(f"{v:.2f} at τ = {t}" for t, v in by_tau.items())
 glue("rho_by_tau_text", rho_by_tau)
@@ -226,7 +232,7 @@ glue("rho_by_tau_text", rho_by_tau)
 
 # %%
 fits = law_subsets(st, pairs)
-fit_lm, fit_ml = fits["log_mean", "default"], fits["mean_log", "default"]
+fit_lm = fits["log_mean", "default"]
 law_subset_table(fits, pairs)
 
 # %% [markdown]
@@ -244,7 +250,7 @@ law_subset_table(fits, pairs)
 #   no paper value to hold against: it is shown for comparison across models (the atlas), with no verdict.
 
 # %%
-nulls.dimensionless_table(laws)
+b4.dimensionless_table(claims)
 
 # %% [markdown]
 # **What to notice.** The structureless cloud's λ·L is {glue:text}`lambda_L_log_mean_cloud`, the model's
@@ -290,6 +296,7 @@ glue("z_rest", rest_z)
 b4.noise_pdfs(
     Y, S, pairs.t_pdf, [tau for tau in pdf_taus if pairs.t_pdf + tau <= ens.L]
 )
+plt.show()
 
 # %% [markdown]
 # **What to notice.** The bulk follows the Gaussian; the excess kurtosis κ in each title measures the tails.
@@ -308,7 +315,7 @@ b4.noise_pdfs(
 
 # %%
 b4.kurtosis_figure(nulls.resampled, pairs)
-tails = nulls.model_kurtosis()
+plt.show()
 
 # %% [markdown]
 # **What to notice.** The median κ̄ over pairs with t ≥ {glue:text}`early_layers` is {glue:text}`kurtosis_late`
@@ -334,6 +341,7 @@ tails = nulls.model_kurtosis()
 var_tau1, spread = tau1_variances(st, pairs)
 title = f"Per-coordinate residual variance, τ = 1, {model}"
 b4.coordinate_variance_figure(var_tau1, pairs, fit_lm, title)
+plt.show()
 
 # %% [markdown]
 # **What to notice.** Eq. 2 says every coordinate has the same variance. The width of the grey band (up to
@@ -356,6 +364,7 @@ b4.coordinate_variance_figure(var_tau1, pairs, fit_lm, title)
 w, consistency = residual_consistency(ens.X, Y, U, S, pairs.t_pdf)
 title = f"Residual correlations, t = {pairs.t_pdf}, τ = 1, top {n_corr} directions"
 b4.correlation_heatmap(w, S[pairs.t_pdf + 1], n_corr, title)
+plt.show()
 
 # %% [markdown]
 # **What to notice.** The fast coordinates and the direct Eq. 1 residual agree to a relative
@@ -385,18 +394,9 @@ values = {
     "early_layers": pairs.early_layers,
     "fit_first": pairs.fit_first,
     "fit_last": pairs.fit_last,
-    **nulls.claim_values(laws),
-    **tails,
-    "alpha_log_mean": fit_lm["alpha"],
-    "lambda_log_mean": fit_lm["lambda"],
-    "alpha_mean_log": fit_ml["alpha"],
-    "lambda_mean_log": fit_ml["lambda"],
-    **{
-        f"{name}_{c}_{s}": f[name]
-        for (c, s), f in fits.items()
-        if s != "default"
-        for name in ("alpha", "lambda")
-    },
+    **b4.claim_values(claims),
+    **nulls.model_values(laws),
+    **b4.law_subset_values(fits),
     "mean_abs_z": float(st.mean_abs_z()[pairs.all].mean()),
     "mean_abs_z_gaussian": null_z,
     "mean_abs_kurtosis_late": float(st.mean_abs_kurtosis()[pairs.late].mean()),
@@ -404,13 +404,6 @@ values = {
     "rho_by_tau": by_tau,
     "variance_spread_decades_max": spread,
     "residual_consistency": consistency,
-    **{
-        f"lambda_per_layer_{c}": nulls.estimate(laws["model"][q]["lambda"])
-        for c, q in (
-            ("log_mean", "ln(mean variance)"),
-            ("mean_log", "mean(ln variance)"),
-        )
-    },
 }
 why = (
     "an ensemble with the same norm growth and no lines of thought gives the same: "

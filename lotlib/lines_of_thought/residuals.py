@@ -12,17 +12,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ..models.bounds import ParameterError, layer_index
-from ..stats import (
-    Estimate,
-    bootstrap_and_jackknife_weights,
-    jackknife_estimate,
-    percentile_estimate,
-    split_pilots,
-)
+from ..stats import split_pilots
 from ..stats.backend import Device, as_tensor, no_tf32, stats_device, to_numpy
-from .ensemble import align_bases, ensemble_svd
-from .extrapolation import eq1_residuals
-from .nulls import shuffled_pilots, structureless_cloud
 
 
 def singular_coordinates(
@@ -368,22 +359,6 @@ def resampled_pairs(
     )
 
 
-def offdiagonal_correlation(W: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Root mean square correlation between distinct coordinates of W `(N, d)` for each row of `weights`
-    `(B, N)`: `(B,)`. The mean square is estimated from pairs of distinct pilots (n != m: (z_n . z_m)^2 minus
-    its diagonal terms estimates sum_{i != j} rho_ij^2), so independent coordinates give about 0 at any sample
-    size (a negative estimate reads as 0). Coordinates are standardized by the whole sample (held fixed)."""
-    Z = (W - W.mean(0)) / W.std(0)
-    squares = Z**2
-    A = (Z @ Z.T) ** 2 - squares @ squares.T  # (N, N)
-    pairs = np.einsum("bn,nm,bm->b", weights, A, weights) - (weights**2) @ np.diagonal(
-        A
-    )
-    count = weights.sum(1) ** 2 - np.sum(weights**2, 1)
-    d = W.shape[1]
-    return np.sqrt(np.clip(pairs / count / (d * (d - 1)), 0.0, None))
-
-
 @dataclass
 class PairLayers:
     """B4's layers: block outputs 1..L (`layers`), T = L + 1, and the pairs `[t, t + tau]` `(T, T)` it
@@ -459,225 +434,12 @@ class PairLayers:
         }
 
 
-QUANTITIES = {
-    "ln(mean variance)": "log_mean_var",
-    "mean(ln variance)": "mean_log_var",
-    "ln ρ (relative to the arrival spread)": "log_relative_var",
-}
-RELATIVE = "ln ρ (relative to the arrival spread)"
-SUFFIXES = {
-    "model": "",
-    "structureless cloud": "_cloud",
-    "shuffled pilots": "_shuffled",
-}
-
-
-@dataclass
-class ResidualNulls:
-    """The model's scored trajectories X `(N, T, D)` and two nulls with the same norm growth ("structureless
-    cloud", "shuffled pilots"), each with its own aligned bases (`bases`: name -> (U, S), fitted on other
-    pilots: `residual_nulls`) and its `ResampledPairs` over the same `weights` `(B, N)` of the scored pilots
-    (`resampled`, `bootstrap_and_jackknife_weights`): row 0 the sample, rows 1..n_boot bootstrap resamples, then the
-    delete-a-group jackknife.
-
-    Intervals as in B5 (`langevin_held_out.fokker_planck`): a statistic that reads 0 when the law holds (the offset
-    of the mean, the correlation between coordinates: norms) by its percentile bootstrap (`bootstrap`),
-    every other one by its jackknife (`estimate`): on a few dozen heavy-tailed pilots the percentile bootstrap
-    of lambda L, alpha_rel and the kurtosis covers the truth less often than its level, while the jackknife's
-    variance errs wide (`benchmarks/coverage.py` measures both)."""
-
-    ensembles: dict[str, np.ndarray]
-    bases: dict[str, tuple[np.ndarray, np.ndarray]]
-    resampled: dict[str, ResampledPairs]
-    weights: np.ndarray
-    pairs: PairLayers
-    n_boot: int
-
-    def estimate(self, values: np.ndarray) -> Estimate:
-        """`jackknife_estimate` of a statistic per row of `weights` `(B,)` (row 0: the sample) over the
-        pilots."""
-        values = np.asarray(values, dtype=np.float64)
-        return jackknife_estimate(
-            values[0], values[1 + self.n_boot :], self.weights.shape[1], unit="pilots"
-        )
-
-    def bootstrap(self, values: np.ndarray) -> Estimate:
-        """`percentile_estimate` of a statistic per row `(B,)` from its bootstrap rows, over the pilots."""
-        return percentile_estimate(
-            values[: 1 + self.n_boot], self.weights.shape[1], unit="pilots"
-        )
-
-    def laws(self) -> dict[str, dict[str, dict[str, np.ndarray]]]:
-        """`fit_laws` over the fit pairs of each quantity of `QUANTITIES`, per ensemble, per resample."""
-        fit = self.pairs.fit
-        return {
-            name: {
-                q: fit_laws(_quantity(r, attr), fit) for q, attr in QUANTITIES.items()
-            }
-            for name, r in self.resampled.items()
-        }
-
-    def law_table(self, laws: dict) -> pd.DataFrame:
-        """λ·L, R² and arrival R² of every quantity and ensemble, with their intervals, as text."""
-        rows = [
-            {
-                "ensemble": name,
-                "quantity": q,
-                "λ·L": format(self.estimate(fit["lambda"] * self.pairs.L), ".3g"),
-                "R²": format(self.estimate(fit["r2"]), ".3f"),
-                "arrival R²": format(self.estimate(fit["arrival_r2"]), ".3f"),
-            }
-            for name, fits in laws.items()
-            for q, fit in fits.items()
-        ]
-        return pd.DataFrame(rows).set_index(["quantity", "ensemble"]).sort_index()
-
-    def rho_by_tau(self) -> dict[str, float]:
-        """The model's geometric mean of rho over departures t >= 1 for tau = 1, 2, L/4, L/2."""
-        rho = self.resampled["model"].log_relative_var()[0]
-        L = self.pairs.L
-        return {
-            str(tau): float(np.exp(np.nanmean(np.diagonal(rho, tau)[1:])))
-            for tau in (1, 2, L // 4, L // 2)
-            if tau >= 1
-        }
-
-    def dimensionless(self, laws: dict) -> dict[str, dict[str, Estimate]]:
-        """λ·L of both conventions, α_rel (geometric mean of rho over the fit pairs) and the λ·L of rho,
-        per ensemble."""
-        L, fit = self.pairs.L, self.pairs.fit
-        return {
-            name: {
-                "λ·L, ln(mean variance)": self.estimate(
-                    law["ln(mean variance)"]["lambda"] * L
-                ),
-                "λ·L, mean(ln variance)": self.estimate(
-                    law["mean(ln variance)"]["lambda"] * L
-                ),
-                "α_rel (geometric mean of ρ)": self.estimate(
-                    np.exp(self.resampled[name].log_relative_var()[:, fit].mean(1))
-                ),
-                "λ·L of ρ (growth beyond the spread)": self.estimate(
-                    law[RELATIVE]["lambda"] * L
-                ),
-            }
-            for name, law in laws.items()
-        }
-
-    def dimensionless_table(self, laws: dict) -> pd.DataFrame:
-        """`dimensionless` as text with intervals, one column per ensemble."""
-        return pd.DataFrame(
-            {
-                name: {q: format(v, ".3g") for q, v in d.items()}
-                for name, d in self.dimensionless(laws).items()
-            }
-        )
-
-    def offsets(self) -> dict[str, Estimate]:
-        """Root mean square over all pairs of the offset abs(E w) / sqrt(tr Cov w), per ensemble."""
-        return {
-            name: self.bootstrap(
-                np.sqrt(np.clip(r.offset[:, self.pairs.all].mean(1), 0.0, None))
-            )
-            for name, r in self.resampled.items()
-        }
-
-    def kurtosis(self) -> dict[str, Estimate]:
-        """Median over late pairs of the variance-weighted excess kurtosis, per ensemble."""
-        late = self.pairs.late
-        return {
-            name: self.estimate(np.median(r.kurtosis[:, late], axis=1))
-            for name, r in self.resampled.items()
-        }
-
-    def model_kurtosis(self) -> dict:
-        """The model's kurtosis: mean over late pairs (`kurtosis_late_mean`), median over early ones
-        (`kurtosis_early`, None without early pairs) and the departures whose median over arrivals
-        exceeds 1 (`kurtosis_heavy_departures`)."""
-        k, pairs = self.resampled["model"].kurtosis, self.pairs
-        early = pairs.early
-        return {
-            "kurtosis_early": self.estimate(np.median(k[:, early], axis=1))
-            if early.any()
-            else None,
-            "kurtosis_late_mean": self.estimate(k[:, pairs.late].mean(1)),
-            "kurtosis_heavy_departures": [
-                int(t) for t in pairs.layers[:-1] if np.median(k[0, t, t + 1 :]) > 1.0
-            ],
-        }
-
-    def correlation(self) -> dict[str, Estimate]:
-        """`offdiagonal_correlation` of the raw Eq. 1 residual at t_pdf, tau = 1, per ensemble (0 for
-        independent coordinates: its bootstrap)."""
-        t = self.pairs.t_pdf
-        return {
-            name: self.bootstrap(
-                offdiagonal_correlation(
-                    eq1_residuals(Z, *self.bases[name], t, 1),
-                    self.weights[: 1 + self.n_boot],
-                )
-            )
-            for name, Z in self.ensembles.items()
-        }
-
-    def claim_values(self, laws: dict) -> dict:
-        """B4's claim values of every ensemble (suffix "", "_cloud", "_shuffled"): arrival R² and R² of rho
-        and of ln(mean variance), R² of mean(ln variance), the dimensionless numbers, offset, kurtosis and
-        correlation."""
-        dimensionless, offsets = self.dimensionless(laws), self.offsets()
-        kurtosis, correlation = self.kurtosis(), self.correlation()
-        values = {}
-        for name, suffix in SUFFIXES.items():
-            law, d = laws[name], dimensionless[name]
-            values |= {
-                f"arrival_r2_relative{suffix}": self.estimate(
-                    law[RELATIVE]["arrival_r2"]
-                ),
-                f"r2_relative{suffix}": self.estimate(law[RELATIVE]["r2"]),
-                f"arrival_r2_log_mean{suffix}": self.estimate(
-                    law["ln(mean variance)"]["arrival_r2"]
-                ),
-                f"r2_log_mean{suffix}": self.estimate(law["ln(mean variance)"]["r2"]),
-                f"r2_mean_log{suffix}": self.estimate(law["mean(ln variance)"]["r2"]),
-                f"lambda_L_log_mean{suffix}": d["λ·L, ln(mean variance)"],
-                f"lambda_L_mean_log{suffix}": d["λ·L, mean(ln variance)"],
-                f"alpha_relative{suffix}": d["α_rel (geometric mean of ρ)"],
-                f"lambda_L_relative{suffix}": d["λ·L of ρ (growth beyond the spread)"],
-                f"mean_offset{suffix}": offsets[name],
-                f"kurtosis_late{suffix}": kurtosis[name],
-                f"offdiag_corr_raw{suffix}": correlation[name],
-            }
-        return values
-
-
-def _quantity(r: ResampledPairs, attr: str) -> np.ndarray:
-    value = getattr(r, attr)
-    return value() if callable(value) else value
-
-
-def held_out_pairs(
-    Z: np.ndarray,
-    fitted: np.ndarray,
-    held: np.ndarray,
-    layers,
-    weights: np.ndarray,
-    progress: bool = True,
-    device: Device = "cpu",
-) -> tuple[tuple[np.ndarray, np.ndarray], ResampledPairs]:
-    """Eq. 1's residual scored out of sample: aligned bases U `(T, D, k)`, S `(T, k)` fitted on the pilots
-    `fitted` of Z `(N, T, D)`, and the `ResampledPairs` of the pilots `held` in those bases for every row of
-    `weights` `(B, len(held))`, scored on `device`. Returns ((U, S), the resampled pairs)."""
-    U, S = align_bases(*ensemble_svd(Z[fitted], device=device))
-    Y = singular_coordinates(Z[held], U, device)
-    found = resampled_pairs(Y, S, layers, weights, progress=progress, device=device)
-    return (U, S), found
-
-
 def split_for_bases(
     N: int, D: int, held_out: float, seed: int, model: str = "the model"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The seeded split (held, fitted) of N pilots for `held_out_pairs`; raises `ParameterError` when the
-    fitted share has fewer than D pilots (the bases would not span the space the residual lives in)."""
+    """The seeded split (held, fitted) of N pilots: bases fitted on one share, residuals scored on the other
+    (`held_out` of them). Raises `ParameterError` when the fitted share has fewer than D pilots (the bases
+    would not span the space the residual lives in)."""
 
     held, fitted = split_pilots(N, round(held_out * N), np.random.default_rng(seed))
     if len(fitted) < D or len(held) < 4:
@@ -687,38 +449,6 @@ def split_for_bases(
             f"to {int(np.ceil(D / (1 - held_out)))} or more"
         )
     return held, fitted
-
-
-def residual_nulls(
-    X: np.ndarray,
-    pairs: PairLayers,
-    n_boot: int,
-    seed: int = 0,
-    held_out: float = 0.5,
-    model: str = "the model",
-    device: Device = "cpu",
-) -> ResidualNulls:
-    """`ResidualNulls` of trajectories X `(N, T, D)` and its nulls (`structureless_cloud`, `shuffled_pilots`,
-    seeded), each scored out of sample (`held_out_pairs`): bases fitted on a seeded share 1 - `held_out` of
-    its pilots (the same split for all three), residuals of the others, over the same rows of weights of
-    the held-out pilots (`bootstrap_and_jackknife_weights`), scored on `device`. `ResidualNulls.ensembles` keeps the held-out pilots.
-    The intervals hold the bases fixed (`resampled_pairs`), and scoring out of sample leaves nothing fitted out
-    of them: the residuals are those of pilots the bases never saw, so each interval is about these bases."""
-
-    held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
-    weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)
-    ensembles = {
-        "model": X,
-        "structureless cloud": structureless_cloud(X, seed),
-        "shuffled pilots": shuffled_pilots(X, seed),
-    }
-    bases, resampled = {}, {}
-    for name, Z in ensembles.items():
-        bases[name], resampled[name] = held_out_pairs(
-            Z, fitted, held, pairs.layers, weights, device=device
-        )
-    scored = {name: Z[held] for name, Z in ensembles.items()}
-    return ResidualNulls(scored, bases, resampled, weights, pairs, n_boot)
 
 
 def pair_frame(values: np.ndarray, pairs) -> pd.DataFrame:

@@ -127,7 +127,7 @@ def test_the_two_readings_of_the_same_pilot_split_err_on_opposite_sides_where_eq
     chance (0.45: the pooled moments tie the split's halves), bases fit on the training pilots only score above
     it (0.56-0.59: the classifier learns on extrapolations of the fit pilots and is scored on others). The
     figures B3's prose quotes."""
-    from lotlib.lines_of_thought.coverage import LangevinGenerator
+    from benchmarks.coverage_cases import LangevinGenerator
 
     generator = LangevinGenerator(D=16, L=8, alpha=1.0)
     mean = {}

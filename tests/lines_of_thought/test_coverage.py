@@ -12,8 +12,7 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from lotlib.lines_of_thought import langevin
-from lotlib.lines_of_thought.coverage import (
+from benchmarks.coverage_cases import (
     Case,
     GaussianCloud,
     LangevinGenerator,
@@ -24,6 +23,7 @@ from lotlib.lines_of_thought.coverage import (
     held_out_b4,
     replicate,
 )
+from lotlib.lines_of_thought import langevin
 from lotlib.stats import Estimate, bootstrap_mean
 
 R = 20

@@ -12,12 +12,10 @@ from lotlib.lines_of_thought.residuals import (
     fit_accumulated,
     fit_laws,
     fit_variance,
-    offdiagonal_correlation,
     pair_mask,
     pair_statistics,
     resampled_pairs,
     residual_coordinates,
-    residual_nulls,
     singular_coordinates,
     singular_pair_moments,
 )
@@ -212,20 +210,6 @@ def test_shuffled_pilots_keep_every_layer_and_break_every_line():
     np.testing.assert_array_equal(shuffled, shuffled_pilots(X, seed=1))
 
 
-def test_offdiagonal_correlation_is_unbiased_and_finds_a_shared_factor():
-    rng = np.random.default_rng(11)
-    N, d = 400, 30
-    weights = np.vstack([np.ones(N), [np.bincount(rng.integers(0, N, N), minlength=N) for _ in range(50)]])
-    independent = offdiagonal_correlation(rng.normal(size=(N, d)), weights)
-    assert independent[0] < 0.02 and np.quantile(independent, 0.9) < 0.03  # no 1/sqrt(N) floor
-    shared = rng.normal(size=(N, d)) + 0.5 * rng.normal(size=(N, 1))  # correlation 0.25 / 1.25 = 0.2
-    assert offdiagonal_correlation(shared, weights)[0] == pytest.approx(0.2, abs=0.03)
-
-
-
-
-
-
 def _walk(N=80, T=9, D=12, seed=0):
     rng = np.random.default_rng(seed)
     return (np.cumsum(rng.normal(size=(N, T, D)), axis=1) + 3).astype(np.float32)
@@ -237,65 +221,3 @@ def test_pair_layers_split_the_pairs():
     assert np.array_equal(pairs.early | pairs.late, pairs.all) and not (pairs.early & pairs.late).any()
     assert pairs.all.sum() == 28 and pairs.late.sum() == pair_mask(9, 3, 8).sum()
     assert set(pairs.subsets()) == {"default", "all", "no_last", "no_early", "no_both"}
-
-
-def test_residual_nulls_summaries_against_direct_computations():
-    """Scored out of sample: the bases of the pilots a seeded split fits on, the residuals of the others."""
-    from lotlib.stats import split_pilots
-
-    X = _walk()
-    held, fitted = split_pilots(80, 40, np.random.default_rng(0))
-    pairs = PairLayers.of(8, "test")
-    nulls = residual_nulls(X, pairs, n_boot=10, seed=0)
-    U, S = align_bases(*ensemble_svd(X[fitted]))
-    np.testing.assert_array_equal(nulls.ensembles["model"], X[held])
-    np.testing.assert_allclose(nulls.bases["model"][1], S)
-    X = X[held]
-    laws = nulls.laws()
-    values = nulls.claim_values(laws)
-    assert len(values) == 36
-    model = nulls.resampled["model"]
-    offset = np.sqrt(max(np.mean(model.offset[0][pairs.all]), 0.0))
-    assert np.isclose(values["mean_offset"].value, offset)
-    rho = np.log(model.trace[0] / model.spread[0][None, :])
-    one = np.exp(np.mean([rho[t, t + 1] for t in range(1, 8)]))
-    assert np.isclose(nulls.rho_by_tau()["1"], one)
-    direct = offdiagonal_correlation(eq1_residuals(X, U, S, pairs.t_pdf, 1), np.ones((1, 40)))[0]
-    assert np.isclose(values["offdiag_corr_raw"].value, direct)
-    assert nulls.law_table(laws).shape == (9, 3)
-    # the structureless cloud lands about as far as a map that knows nothing: rho ~ 2
-    assert 1.5 < values["alpha_relative_cloud"].value < 2.5 > values["alpha_relative"].value
-
-
-def test_held_out_intervals_are_the_jackknife_of_the_statistic_and_the_offsets_bootstrap():
-    """Each jackknife row of `bootstrap_and_jackknife_weights` is the held-out pilots without one group: alpha_rel of that row
-    equals alpha_rel recomputed from scratch on those pilots, and the interval is the t-interval of those
-    values; the offset (0 when the law holds) takes the percentile interval of the bootstrap rows."""
-    from scipy.stats import t
-
-    from lotlib.lines_of_thought.residuals import resampled_pairs
-    from lotlib.stats import bootstrap_and_jackknife_weights, jackknife_weights
-
-    X, pairs = _walk(), PairLayers.of(8, "test")
-    nulls = residual_nulls(X, pairs, n_boot=10, seed=0)
-    held = nulls.ensembles["model"]
-    n = len(held)
-    weights = bootstrap_and_jackknife_weights(n, 10, 0)
-    np.testing.assert_array_equal(nulls.weights, weights)
-    assert weights.shape == (1 + 10 + n, n) and np.array_equal(weights[11:], jackknife_weights(n))
-    U, S = nulls.bases["model"]
-    Y = singular_coordinates(held, U)
-    left = []
-    for row in weights[11:]:
-        kept = np.ones((1, int(row.sum())))
-        alone = resampled_pairs(Y[row > 0], S, pairs.layers, kept, progress=False)
-        left.append(np.exp(alone.log_relative_var()[0][pairs.fit].mean()))
-    found = nulls.claim_values(nulls.laws())
-    alpha = found["alpha_relative"]
-    assert alpha.method == "jackknife"
-    se = np.sqrt((n - 1) / n * np.sum((np.array(left) - np.mean(left)) ** 2))
-    assert alpha.hi - alpha.lo == pytest.approx(2 * t.ppf(0.975, n - 1) * se, rel=1e-6)
-    offset = found["mean_offset"]
-    assert offset.method == "bootstrap" and offset.lo <= offset.hi
-
-
