@@ -10,7 +10,7 @@ from IPython.display import HTML
 from ..plots import block_tables, folded
 from ..stats import Estimate, bootstrap, bootstrap_mean, exact
 from ..traveling_words import head_svd
-from ..traveling_words.head_svd import KINDS, Spectra
+from ..traveling_words.head_svd import Spectra
 
 
 def svd_values(
@@ -26,10 +26,6 @@ def svd_values(
     heads of the probed blocks), the median rank for 90% at the first and last block, and the share of
     copying directions (`shared`) at the first and last block, a bootstrap over heads."""
     first, last = spec.layers[0], spec.layers[-1]
-    r99 = {
-        kind: np.concatenate([spec.rank_at(0.99, layer, kind) for layer in spec.layers])
-        for kind in KINDS
-    }
 
     def median_share(ranks: np.ndarray) -> Estimate:
         return bootstrap(
@@ -45,27 +41,30 @@ def svd_values(
         per_head = part.groupby("head")["shared"].mean().to_numpy()
         return bootstrap_mean(per_head, unit="heads", n_boot=n_boot, seed=seed)
 
-    values: dict[str, object] = {
+    qk, vo = (
+        np.concatenate([spec.rank_at(0.99, layer, kind) for layer in spec.layers])
+        for kind in ("qk", "vo")
+    )
+    return {
         "d_model": spec.d,
         "d_head": d_head,
         "null_space_dim": spec.d - d_head,
         "max_numerical_rank": int(gaps["rank"].max()),
         "null_space_verified": bool(gaps["rank"].max() <= d_head),
         "max_gap_after_d_head": exact(gaps.gap.max(), len(gaps), "head matrices"),
+        "qk_rank99_median": np.median(qk),
+        "vo_rank99_median": np.median(vo),
+        "qk_rank99_over_d_head": median_share(qk),
+        "vo_rank99_over_d_head": median_share(vo),
+        "qk_rank90_median_first": np.median(spec.rank_at(0.9, first, "qk")),
+        "vo_rank90_median_first": np.median(spec.rank_at(0.9, first, "vo")),
+        "qk_rank90_median_last": np.median(spec.rank_at(0.9, last, "qk")),
+        "vo_rank90_median_last": np.median(spec.rank_at(0.9, last, "vo")),
+        "qk_shared_first": shared_share(first, "QK"),
+        "vo_shared_first": shared_share(first, "VO"),
+        "qk_shared_last": shared_share(last, "QK"),
+        "vo_shared_last": shared_share(last, "VO"),
     }
-    for kind in KINDS:
-        values[f"{kind}_rank99_median"] = np.median(r99[kind])
-    for kind in KINDS:
-        values[f"{kind}_rank99_over_d_head"] = median_share(r99[kind])
-    for where, layer in (("first", first), ("last", last)):
-        for kind in KINDS:
-            values[f"{kind}_rank90_median_{where}"] = np.median(
-                spec.rank_at(0.9, layer, kind)
-            )
-    for where, layer in (("first", first), ("last", last)):
-        for kind in KINDS:
-            values[f"{kind}_shared_{where}"] = shared_share(layer, kind.upper())
-    return values
 
 
 def svd_side_by_side(tables: pd.DataFrame, layers: list[int], heads: list[int]) -> HTML:
