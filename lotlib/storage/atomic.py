@@ -25,6 +25,8 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as err:
+        raise not_writable(path, err) from err
     finally:
         tmp.unlink(missing_ok=True)
     return path

@@ -3,6 +3,7 @@ error a write into a read-only cache ends in."""
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 from pathlib import Path
@@ -41,6 +42,12 @@ def not_writable(path: str | Path, err: OSError) -> NotWritableError:
     """The one-line error for `path` that could not be created; inside the cache it says what to do."""
     path, root = Path(path), cache_root()
     reason = err.strerror or str(err)
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return NotWritableError(
+            f"cannot write {path} ({reason}): free space on the disk that holds {path.parent} "
+            f"(df -h {path.parent}), or write elsewhere ({CACHE_ENV} for the cache, --out for results); "
+            f"nothing half-written was left"
+        )
     if path == root or root in path.parents:
         return NotWritableError(
             f"cannot write {path} ({reason}): the lotlib cache {root} is not writable here and lacks this entry; "
