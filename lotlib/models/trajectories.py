@@ -116,7 +116,7 @@ def trajectories(
         )
 
         def compute(i: int) -> np.ndarray:
-            return capture(
+            X = capture(
                 model,
                 blocks[i],
                 all_positions=all_positions,
@@ -124,6 +124,7 @@ def trajectories(
                 dtype=dtype,
                 progress=False,
             )
+            return finite(X, f"model {model.name} ({model.revision}) on {corpus.name}")
 
         with bar:
             while missing:
@@ -162,6 +163,24 @@ def walden_trajectories(
     return lm, corpus, trajectories(lm, corpus, **options)
 
 
+class NonFiniteTrajectories(ValueError):
+    """A forward pass gave NaN or Inf: damaged weights or an overflowing dtype; nothing of it is cached."""
+
+
+def finite(X: np.ndarray, what: str) -> np.ndarray:
+    """`X` `(N, L+1, D)` unchanged when every value is finite; else `NonFiniteTrajectories` naming the layers."""
+    bad = ~np.isfinite(X)
+    if bad.any():
+        layers = np.flatnonzero(bad.reshape(-1, *bad.shape[-2:]).any(axis=(0, 2)))
+        raise NonFiniteTrajectories(
+            f"{what}: NaN or Inf in the states of layers {layers.tolist()} (0 = embeddings), in "
+            f"{int(bad.any(axis=tuple(range(1, bad.ndim))).sum())} of {len(X)} sequences; nothing was cached. "
+            f"Check the model's weights (a damaged download or cache: reinstall or remove it) or run in "
+            f"float32 (--dtype float32)"
+        )
+    return X
+
+
 def _find(folder: Path, name: str) -> tuple[Shard | None, list[tuple[Path, str]]]:
     """The shard of the ids named `name` that verifies (or None), and the files of that name that do not
     (with the reason). Writes nothing.
@@ -177,9 +196,14 @@ def _find(folder: Path, name: str) -> tuple[Shard | None, list[tuple[Path, str]]
             payload = path.read_bytes()
         except FileNotFoundError:  # replaced by a writer meanwhile
             continue
-        if hashlib.sha256(payload).hexdigest() == expected:
-            return Shard(path, expected, np.load(io.BytesIO(payload))), bad
-        bad.append((path, "does not match its recorded sha256"))
+        if hashlib.sha256(payload).hexdigest() != expected:
+            bad.append((path, "does not match its recorded sha256"))
+            continue
+        array = np.load(io.BytesIO(payload))
+        if not np.isfinite(array).all():  # written by weights that were damaged
+            bad.append((path, "holds NaN or Inf"))
+            continue
+        return Shard(path, expected, array), bad
     return None, bad
 
 
