@@ -4,6 +4,7 @@ chapters out."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import typing
@@ -19,7 +20,8 @@ from .book.spec import read_spec
 from .book.sweep import load_grid, run_sweep
 from .models import corpus
 from .models.bounds import check_context, check_reinit, model_shape
-from .models.sources import split_name
+from .models.devices import resolve_device
+from .models.sources import EMBEDDED, PACKAGED, split_name, split_revision
 from .project import bundled_project
 
 EPILOG = """examples:
@@ -44,6 +46,7 @@ def _model_parameters(args, source: Path) -> dict:
         for name in ("model", "device", "dtype")
         if getattr(args, name) is not None
     }
+    _checked_device(given.get("device"))
     if args.revision is not None:
         default = read_spec(source).defaults.get("model")
         given["model"] = _pinned(args.model or default, args.revision)
@@ -57,12 +60,56 @@ def _model_parameters(args, source: Path) -> dict:
 
 
 def _pinned(model: str | None, revision: str | None) -> str | None:
-    """`model` with `--revision` appended as MODEL@REVISION (the form every notebook's `model` takes)."""
+    """`model` with `--revision` appended as MODEL@REVISION (the form every notebook's `model` takes); only a hub
+    id has revisions."""
     if revision is None:
         return model
     if model is None:
-        raise ValueError("--revision needs --model: the hub id it pins")
+        raise ValueError(
+            f"--revision {revision} needs --model: the hub id it pins (--model ORG/NAME --revision {revision})"
+        )
+    base, untrained = split_name(model)
+    if (
+        base in EMBEDDED
+        or base in PACKAGED
+        or Path(base).expanduser().is_dir()
+        or untrained
+    ):
+        raise ValueError(
+            f"--revision {revision}: {model} is not a hub id (its weights are pinned by their sha256, not by a "
+            f"revision); drop --revision, or give a hub id: --model ORG/NAME --revision {revision}"
+        )
+    if split_revision(base)[1] is not None:
+        raise ValueError(
+            f"--revision {revision}: --model {model} already names a revision; give it once"
+        )
     return f"{model}@{revision}"
+
+
+def _checked_device(device: str | None) -> str | None:
+    """`device` unchanged when torch can use it here (checked once, before any kernel starts)."""
+    if device is not None:
+        try:
+            resolve_device(device)
+        except ValueError as err:
+            raise ValueError(f"--device {device}: {err}") from None
+    return device
+
+
+def _notebook_out(out: Path) -> Path:
+    """`--out` of `run`: a notebook file whose folder can be written, checked before the run starts."""
+    if out.is_dir() or out.suffix != ".ipynb":
+        raise ValueError(
+            f"--out {out}: expected the path of the executed notebook to write, ending in .ipynb "
+            f"(such as {out / 'run.ipynb' if out.is_dir() else out.with_suffix('.ipynb')})"
+        )
+    folder = out.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if not os.access(folder, os.W_OK):
+        raise ValueError(
+            f"--out {out}: the folder {folder} is not writable; pick another --out"
+        )
+    return out
 
 
 def _positive(text: str) -> int:
@@ -475,7 +522,7 @@ def _run(args) -> int:
     )
     parameters |= _model_parameters(args, source)
     parameters |= {name: yaml.safe_load(value) for name, value in args.parameter}
-    out = args.out or Path("build") / "runs" / f"{source.stem}.ipynb"
+    out = _notebook_out(args.out or Path("build") / "runs" / f"{source.stem}.ipynb")
     print(run_notebook(source, out, parameters))
     return 0
 
@@ -518,7 +565,7 @@ def _book(args) -> int:
     options = BookOptions(
         model=_pinned(args.model, args.revision),
         quick=args.quick,
-        device=args.device or "auto",
+        device=_checked_device(args.device) or "auto",
         dtype=args.dtype or "float32",
         null=args.null,
         build=args.out or (Path("build") if root == bundled_project() else None),

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..storage.atomic import write_text_atomic
 from .pipeline import project_root
 
 VIEWER = "Jupytext Notebook"
@@ -35,8 +36,7 @@ def open_python_as_notebooks(prefix: str | Path = sys.prefix) -> Path:
     path = settings_file(prefix)
     settings = json.loads(path.read_text()) if path.exists() else {}
     settings.setdefault(PLUGIN, {}).setdefault("defaultViewers", {})["python"] = VIEWER
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=2))
+    write_text_atomic(path, json.dumps(settings, indent=2))
     return path
 
 

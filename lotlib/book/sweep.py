@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import os
 import re
+import signal
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -60,6 +63,13 @@ def validate_grid(
             f"empty grid: give at least one value for at least one parameter "
             f"(-p name v1,v2); {notebook.name} takes: {', '.join(declared)}"
         )
+    for name, values in grid.items():
+        repeated = [v for i, v in enumerate(values) if v in values[:i]]
+        if repeated:
+            raise SweepError(
+                f"-p {name} {','.join(map(str, values))}: {', '.join(map(repr, dict.fromkeys(repeated)))} "
+                f"given more than once; each run is one combination of values, so give each value once"
+            )
     unknown = sorted(set(grid) - set(declared))
     if unknown:
         raise SweepError(
@@ -158,6 +168,39 @@ def run_sweep(
     validate_grid(spec, grid, base)
     runs = [{**(base or {}), **combo} for combo in expand(grid)]
     folders = {run_id(p): p for p in runs}
+    try:
+        _execute(spec, out, folders, workers, scheduler, progress)
+    finally:  # a SIGTERM or Ctrl-C raised anywhere above still leaves the table of what is done
+        with _signals_held():
+            table = results_table(out, folders, spec.name)
+            write_text_atomic(out / "results.csv", table.to_csv(index=False))
+    return table
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM held back (delivered on leaving) while a file that must be whole is written."""
+    main = threading.current_thread() is threading.main_thread()
+    held = {signal.SIGINT, signal.SIGTERM}
+    if main:
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        if main:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _execute(
+    spec: NotebookSpec,
+    out: Path,
+    folders: dict[str, dict],
+    workers: int | None,
+    scheduler: str | None,
+    progress: bool,
+) -> None:
+    """The runs of `folders` (run id -> parameters) that are not finished, on the worker pool, each run's
+    status written as it ends."""
     todo = {
         n: p for n, p in folders.items() if not _finished(out / "runs" / n, spec, p)
     }
@@ -180,14 +223,14 @@ def run_sweep(
         for name, parameters in todo.items()
     ]
     bar = tqdm(
-        total=len(runs),
-        initial=len(runs) - len(todo),
+        total=len(folders),
+        initial=len(folders) - len(todo),
         desc=f"sweep {spec.name}",
         unit="run",
         disable=not progress,
     )
-    counts = {"ok": len(runs) - len(todo), "failed": 0}
-    try:
+    counts = {"ok": len(folders) - len(todo), "failed": 0}
+    with bar:
         for event, run, status in run_pool(pool_runs, workers, scheduler):
             if event != DONE:
                 continue
@@ -207,11 +250,6 @@ def run_sweep(
                 f"{status['status']:6s} {run.label}"
                 + (f": {status['error']}" if "error" in status else "")
             )
-    finally:
-        bar.close()
-        table = results_table(out, folders, spec.name)
-        write_text_atomic(out / "results.csv", table.to_csv(index=False))
-    return table
 
 
 def _flat(values: dict) -> dict:
