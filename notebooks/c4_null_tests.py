@@ -142,12 +142,12 @@ glue("gibberish_example", repr(lm.tokenizer.decode(noise.ids[0])))
 # is fitted per layer and split, the same split at every layer, and the test accuracy of each is kept; then
 # the same is repeated on the bootstrap draws (every copy of a drawn pseudo-sentence on one side of the split,
 # so none is scored by a classifier fitted on it; the two gibberish pairs get the same draws). Code:
-# `null_tests.gibberish_pairs`, `null_tests.separability_by_split`, `null_tests.split_rows`.
+# `c4_null_tests.gibberish_pairs`, `null_tests.separability_by_split`, `null_tests.split_rows`.
 
 # %%
 pairs = c4.gibberish_pairs(lm, untrained, language, noise, seed)  # (n, L+1, D) each
 splits = [seed + i for i in range(n_splits)]
-separable = c4.separability_by_split(
+separable = nt.separability_by_split(
     pairs, splits, train_fraction, classifier, n_boot_splits, seed
 )
 c4.separability_figure(
@@ -162,7 +162,7 @@ glue(
 )
 glue("untrained_embedding", separable.accuracy[list(pairs)[2]][:, 0].mean())
 words = ("less separation than", "as much separation as", "more separation than")
-gap = separable.summary()["untrained_separability_gap"]
+gap = c4.separability_summary(separable)["untrained_separability_gap"]
 glue("untrained_keeps", side_word(gap, words))
 n_train = round(train_fraction * 2 * language.n_s)
 glue("n_train", n_train)
@@ -212,7 +212,7 @@ N, layers = walden.n_s, np.arange(1, L + 1)
 same_weights = np.array_equal(*compared.values())  # a model with random weights
 pilots = draw_pilots(N, n_pilots, np.random.default_rng(seed))
 weights = resampling_weights(N, n_boot, seed)  # (1 + n_boot, N), row 0: sample
-P_untrained = c4.last_layer_view(compared["untrained"], pilots)  # (n_pilots, L, 3)
+P_untrained = nt.last_layer_view(compared["untrained"], pilots)  # (n_pilots, L, 3)
 title = (
     f"{len(pilots)} lines of thought, untrained {model} (seed {seed}), t = 1..{L}"
 )
@@ -229,7 +229,7 @@ plots.show(plots.paths_3d(P_untrained, layers, f"{title}, on u1..u3 of U({L})"))
 # resample is a row of counts, the weighted mean one matrix product). Code: `null_tests.path_shapes`.
 
 # %%
-shapes = c4.path_shapes(compared, pilots, weights)
+shapes = nt.path_shapes(compared, pilots, weights)
 c4.path_shapes_figure(shapes, f"Paths of the trained and untrained {model}")
 plt.show()
 glue("random_walk", 1 / np.sqrt(L - 1))
@@ -280,7 +280,7 @@ glue("random_walk", 1 / np.sqrt(L - 1))
 # `refitted_pairs`.
 
 # %%
-law, arrival_r2_gap = c4.compare_noise_laws(
+law, arrival_r2_gap = nt.compare_noise_laws(
     compared, weights, n_boot_kurtosis, device=model_device
 )
 c4.noise_law_pairs_figure(law, model)
@@ -321,11 +321,11 @@ plt.show()
 # the trained book's model (no trained GPT-2 medium is read: the book runs offline): both resampled with
 # `n_boot_kurtosis` draws of the same seed, the same draws when both have as many pilots. The figure shows
 # the drawn pilots of both untrained models on u1..u3 of their own last layer. Code:
-# `null_tests.architecture_null` (the model, its trajectories, `path_shapes` and `residual_law`).
+# `c4_null_tests.architecture_null` (the model, its trajectories, `path_shapes` and `residual_law`).
 
 # %%
-sizes = (n_k, n_s_paper or n_s, n_pilots, n_boot)  # the paper model's
-paper = c4.architecture_null(paper_null, law["trained"], *sizes, seed, **where)
+sample = c4.PaperNullSample(n_k, n_s_paper or n_s, n_pilots, n_boot, seed)
+paper = c4.architecture_null(paper_null, law["trained"], sample, **where)
 views = {f"untrained {model} (seed {seed}), L = {L}, D = {D}": P_untrained}
 views.update(paper.views(seed))
 fig = plt.figure(figsize=(6.5 * len(views), 5.5))
@@ -367,7 +367,7 @@ for key, word in paper.words(skipped="not measured (paper_null is empty)").items
 # reference.
 # The model is loaded once per seed with the blocks from `split` on drawn afresh; the table below the figure
 # gives, per model, the median relative step before and after the split and the mean cosine of consecutive
-# steps on each side. Code: `null_tests.reinitialised_trajectories`, `null_tests.stalling_table`.
+# steps on each side. Code: `c4_null_tests.reinitialised_trajectories`, `c4_null_tests.stalling_table`.
 
 # %%
 first = L // 2 if reinit_from is None else reinit_from
@@ -400,7 +400,7 @@ stall
 # %%
 if X_reinit:  # an untrained model has nothing to re-initialise
     draw = reinit_seeds[0]
-    P_reinit = c4.last_layer_view(X_reinit[draw], pilots)
+    P_reinit = nt.last_layer_view(X_reinit[draw], pilots)
     title = f"blocks {split}.. re-initialised (seed {draw}), on u1..u3 of U({L})"
     c4.paths_side_by_side({"untrained": P_untrained, title: P_reinit}, layers)
     plt.show()
@@ -446,8 +446,12 @@ untrained_itself = (
     "has random weights itself, so there is no trained model to compare or to "
     "re-initialise"
 )
-paper_values = paper.summary(skipped=not_applicable("paper_null is empty"))
-gap_paper = "untrained_arrival_r2_gap_paper_arch"
+results = c4.NullTests(separable, shapes, law, arrival_r2_gap, stall, paper)
+measured = results.claim_values(
+    same_weights,
+    untrained_itself=not_applicable(untrained_itself),
+    paper_skipped=not_applicable("paper_null is empty"),
+)
 values = {
     "n_layers": L,
     "d_model": D,
@@ -464,19 +468,7 @@ values = {
     "n_boot": n_boot,
     "n_boot_kurtosis": n_boot_kurtosis,
     "paper_null": paper_null,
-    **separable.summary(),
-    **shapes.summary(),
-    **c4.noise_law_summary(law),
-    **{f"{name}_{key}": stall.loc[name, key] for name in compared for key in stall},
-    **paper_values,
-    **{
-        key: not_applicable(untrained_itself) if same_weights else value
-        for key, value in {
-            "untrained_arrival_r2_gap": arrival_r2_gap,
-            gap_paper: paper_values[gap_paper],
-        }.items()
-    },
-    **c4.reinit_stalling(stall, skipped=not_applicable(untrained_itself)),
+    **measured,
 }
 why = "the untrained model or two halves of Walden pass it too"
 conclude("c4_null_tests", values, model, why_not_diagnostic=why)

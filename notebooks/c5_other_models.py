@@ -135,24 +135,23 @@ glue("others_shown", ", ".join(names[1:]) or "none")
 # One pass per model gives its summary row and the arrays the figures draw. Code: `c5_other_models.measure_model`.
 
 # %%
+protocol = c5.MeasurementProtocol(
+    n_k=n_k,
+    n_s=n_s,
+    n_kl=n_kl,
+    ks=ks,
+    top=top,
+    n_k_gibberish=n_k_gibberish,
+    n_s_gibberish=n_s_gibberish,
+    classifier=classifier,
+    train_fraction=train_fraction,
+    n_bos=n_bos,
+    n_boot=n_boot,
+    seed=seed,
+)
 measures = {
     name: c5.measure_model(
-        name,
-        n_k=n_k,
-        n_s=n_s,
-        n_kl=n_kl,
-        ks=ks,
-        top=top,
-        n_k_gibberish=n_k_gibberish,
-        n_s_gibberish=n_s_gibberish,
-        classifier=classifier,
-        train_fraction=train_fraction,
-        n_bos=n_bos,
-        n_boot=n_boot,
-        seed=seed,
-        cloud=name == model,
-        device=device,
-        dtype=dtype,
+        name, protocol, cloud=name == model, device=device, dtype=dtype
     )
     for name in names
 }
@@ -275,19 +274,9 @@ c5.measures_table({name: m.row for name, m in measures.items()}, top)
 # interval and whether the whole interval passes, fails or straddles the test.
 
 # %% tags=["remove-input"]
-values = {
-    **measures[model].row,
-    "model": model,
-    "others": {name: measures[name].row for name in names[1:]},
-    "n_k": n_k,
-    "n_kl": n_kl,
-    "n_boot": n_boot,
-    "n_s_gibberish": n_s_gibberish,
-    "classifier": classifier,
-}
 conclude(
     "c5_other_models",
-    values,
+    c5.claim_values(measures, model, protocol),
     model,
     why_not_diagnostic=(
         "what a structureless cloud with the same norm growth shows too is "

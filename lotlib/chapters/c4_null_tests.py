@@ -2,51 +2,39 @@
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from tqdm.auto import tqdm
+from matplotlib.figure import Figure
 
 from .. import plots
-from ..lines_of_thought.authors_protocol import weighted_bases
-from ..lines_of_thought.ensemble import align_bases, ensemble_svd
 from ..lines_of_thought.null_tests import (
     PathShapes,
-    layer_separability,
+    Separability,
+    arrival_r2_gap,
+    last_layer_view,
+    path_shapes,
     relative_steps,
-    step_coherence,
+    residual_law,
     step_cosines,
-    straightness,
 )
-from ..lines_of_thought.residuals import (
-    fit_laws,
-    fit_variance,
-    pair_mask,
-    pair_statistics,
-    singular_coordinates,
-    unbiased_excess_kurtosis,
-)
+from ..lines_of_thought.residuals import pair_mask
 from ..models.bounds import pilot_count
 from ..models.corpus import walden
+from ..models.devices import DeviceRequest
 from ..models.loading import load_model
 from ..models.trajectories import trajectories
 from ..stats import (
     Estimate,
-    centered_percentile,
     draw_pilots,
+    exact,
     over_seeds,
-    resampled_estimate,
     resampling_weights,
     side_word,
 )
-from ..stats.backend import Device
-from ..storage.checkpoints import resumable
 
 
 def stalling(X: np.ndarray, split: int, first: int = 1) -> dict:
@@ -55,16 +43,10 @@ def stalling(X: np.ndarray, split: int, first: int = 1) -> dict:
     and after and their ratio (`step_ratio`, 1 = no change, near 0 = stalled), and the mean cosine between
     consecutive steps before and after (NaN for a side with a single step)."""
     # cosines[:, t - 1] pairs steps t-1 and t
-    steps, cosines = (
-        relative_steps(X),
-        step_cosines(X),
-    )
+    steps, cosines = relative_steps(X), step_cosines(X)
     before, after = np.median(steps[:, first:split]), np.median(steps[:, split:])
     # empty when a side has one step
-    cos_before, cos_after = (
-        cosines[:, first : split - 1],
-        cosines[:, split:],
-    )
+    cos_before, cos_after = cosines[:, first : split - 1], cosines[:, split:]
     return {
         "step_before": float(before),
         "step_after": float(after),
@@ -74,80 +56,6 @@ def stalling(X: np.ndarray, split: int, first: int = 1) -> dict:
     }
 
 
-@dataclass
-class Separability:
-    """Test accuracy of the classifier at every layer per pair of ensembles, by name: on the sample's own
-    splits (`accuracy`, `(n_splits, T)`) and on the bootstrap repetitions (`resampled`, `(n_boot, T)`: each
-    draws the pseudo-sentences of each class with replacement, splits them and refits, `split_rows`; pairs of
-    the same sizes share the draw of each repetition), with the number of pseudo-sentences of each pair
-    (`n`)."""
-
-    accuracy: dict[str, np.ndarray]
-    resampled: dict[str, np.ndarray]
-    n: dict[str, int]
-
-    def table(self) -> pd.DataFrame:
-        """One row per pair, split of the sample and layer."""
-        return pd.DataFrame(
-            [
-                {"layer t": t, "test accuracy": a, "pilots": name, "split": i}
-                for name, acc in self.accuracy.items()
-                for i, row in enumerate(acc)
-                for t, a in enumerate(row)
-            ]
-        )
-
-    def estimate(self, statistic: Callable[..., np.ndarray], *names: str) -> Estimate:
-        """`statistic` of the accuracies of the pairs `names` (each `(rows, T)` -> `(rows,)`): the mean of its
-        values on the sample's splits, and the percentile interval of its values on the bootstrap repetitions,
-        computed repetition by repetition (the same rows for pairs of the same sizes, independent draws
-        otherwise), re-centered on the value (`extrapolation.centered_percentile`): a repetition tests on about
-        63% distinct pseudo-sentences, each layer's accuracy is noisier and its minimum over layers lower, so
-        the repetitions are shifted as a whole; their spread is kept, their shift is not."""
-
-        value = statistic(*(self.accuracy[name] for name in names)).mean()
-        draws = statistic(*(self.resampled[name] for name in names))
-        n = min(self.n[name] for name in names)
-        return centered_percentile(np.r_[value, draws], n, unit="pseudo-sentences")
-
-    def min_over_blocks(self) -> dict[str, Estimate]:
-        """The minimum over the block outputs t = 1..L per pair (`estimate`)."""
-        return {name: self.estimate(_lowest_block, name) for name in self.accuracy}
-
-    def summary(self) -> dict:
-        """Under the chapter's summary keys, for the pairs in the order finding, control, untrained model: the
-        minimum over blocks of each, the untrained model's minus the finding's (`gap`), the finding's accuracy at
-        the embedding and its mean accuracy by layer over the sample's splits."""
-        finding, _, untrained = self.accuracy
-        keys = (
-            "separability_min",
-            "separability_control_min",
-            "untrained_separability_min",
-        )
-        return {
-            **dict(zip(keys, self.min_over_blocks().values())),
-            "untrained_separability_gap": self.gap(untrained, finding),
-            "separability_embedding": self.at_embedding(finding),
-            "separability_by_layer": self.accuracy[finding].mean(0),
-        }
-
-    def gap(self, first: str, second: str) -> Estimate:
-        """The minimum over blocks t = 1..L of pair `first` minus that of pair `second`, split by split and
-        repetition by repetition (`estimate`)."""
-        return self.estimate(
-            lambda a, b: _lowest_block(a) - _lowest_block(b), first, second
-        )
-
-    def at_embedding(self, name: str) -> Estimate:
-        """The accuracy at t = 0 (the input embedding) (`estimate`)."""
-        return self.estimate(lambda a: a[:, 0], name)
-
-
-def _lowest_block(accuracy: np.ndarray) -> np.ndarray:
-    """The minimum over the block outputs t = 1..L of accuracies `(rows, T)`: `(rows,)`."""
-    return accuracy[:, 1:].min(1)
-
-
 def gibberish_pairs(
     lm, untrained, language, noise, seed: int = 0
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -155,10 +63,8 @@ def gibberish_pairs(
     random halves of Walden (the control) and Walden vs gibberish through the `untrained` model."""
 
     X_lang = trajectories(lm, language)
-    order, half = (
-        np.random.default_rng(seed).permutation(language.n_s),
-        language.n_s // 2,
-    )
+    order = np.random.default_rng(seed).permutation(language.n_s)
+    half = language.n_s // 2
     return {
         "Walden vs gibberish": (X_lang, trajectories(lm, noise)),
         "Walden vs Walden (two halves)": (
@@ -172,205 +78,87 @@ def gibberish_pairs(
     }
 
 
-def separability_by_split(
-    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
-    splits,
-    train_fraction: float = 0.7,
-    classifier: str = "perceptron",
-    n_boot: int = 0,
-    seed: int = 0,
-    progress: bool = True,
-) -> Separability:
-    """`layer_separability` of each pair of ensembles `(n_a, T, D)`, `(n_b, T, D)` for each split seed in
-    `splits` (the sample's own splits) and on `n_boot` bootstrap repetitions (repetition r: seed + r, each
-    class resampled, split and refitted; pairs of the same sizes get the same rows)."""
-    jobs = [(s, False) for s in splits] + [(seed + r, True) for r in range(n_boot)]
-    bar = tqdm(
-        total=len(pairs) * len(jobs),
-        desc="separability (splits, then bootstrap repetitions)",
-        unit="fit",
-        disable=not progress,
-    )
-    # fits kept for a resumed run
-    rows, steps, step = (
-        {},
-        resumable("separability"),
-        itertools.count(),
-    )
-    for name, (A, B) in pairs.items():
-        rows[name] = np.empty((len(jobs), A.shape[1]))
-        for i, (s, resample) in enumerate(jobs):
-            rows[name][i] = steps(
-                next(step),
-                partial(
-                    layer_separability,
-                    A,
-                    B,
-                    train_fraction,
-                    s,
-                    classifier,
-                    False,
-                    resample,
-                ),
-            )
-            bar.update()
-    bar.close()
-    return Separability(
-        {name: acc[: len(splits)] for name, acc in rows.items()},
-        {name: acc[len(splits) :] for name, acc in rows.items()},
-        {name: len(A) + len(B) for name, (A, B) in pairs.items()},
-    )
-
-
-def last_layer_view(X: np.ndarray, pilots: np.ndarray) -> np.ndarray:
-    """The states t = 1..L of the `pilots` (indices) on u1..u3 of the ensemble's last layer (uncentered SVD of
-    all pilots): X `(N, L+1, D)` -> `(n_pilots, L, 3)`."""
-    U, _ = ensemble_svd(X[:, -1:, :])
-    return X[pilots][:, 1:].astype(np.float64) @ U[0][:, :3]
-
-
-def path_shapes(
-    models: dict[str, np.ndarray], pilots: np.ndarray, weights: np.ndarray
-) -> PathShapes:
-    """`PathShapes` of each model's trajectories `(N, L+1, D)`, bootstrapped with `weights` `(1 + n_boot, N)`."""
-    N = len(weights[0])
-    straight = {name: straightness(X[:, 1:]) for name, X in models.items()}
-    coherence = {name: step_coherence(X, weights)[:, 1:] for name, X in models.items()}
-    return PathShapes(
-        straight,
-        {name: straightness(last_layer_view(X, pilots)) for name, X in models.items()},
-        coherence,
-        {
-            name: resampled_estimate(weights @ s / N, N, unit="pilots")
-            for name, s in straight.items()
-        },
-        {
-            name: resampled_estimate(c.mean(1), N, unit="pilots")
-            for name, c in coherence.items()
-        },
-    )
-
-
-def refitted_pairs(
-    X: np.ndarray, weights: np.ndarray, progress: bool = True, device: Device = "cpu"
-) -> dict[str, np.ndarray]:
-    """Chapter B4's residual moments of trajectories X `(N, L+1, D)` for every pair 1 <= t < t + tau <= L on each
-    row of `weights` `(B, N)` (how many times each pilot is drawn; row 0 all ones: the sample), each row
-    refitting every fitted step on its own draw: the uncentered SVD per layer of the drawn pilots with their
-    repeats (`authors_protocol.weighted_bases`, k = min(distinct pilots, D)) and their alignment, on the
-    block outputs x(1)..x(L) (the pairs' layers: the same pairs of columns as aligned from layer 0), then Eq. 1
-    and the moments over the drawn pilots, each distinct one weighted by its count (`pair_statistics`). Returns `trace` (tr Cov w) and `kurtosis`
-    (the coordinates' bias-corrected excess kurtosis weighted by their variance, as `residuals.resampled_pairs`) `(B, T, T)`
-    indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`. Bases and moments run on `device`."""
-
-    blocks = X[:, 1:]  # the pairs' layers; x(0) repeats tokens (a rank-deficient layer)
-
-    def moments(w: np.ndarray) -> dict[str, np.ndarray | int]:
-        drawn = np.flatnonzero(w)
-        counts = w[drawn].astype(int)
-        layers_first = np.ascontiguousarray(
-            blocks[drawn].transpose(1, 0, 2), np.float32
-        )
-        U, S = align_bases(*weighted_bases(layers_first, counts, device))
-        Y = singular_coordinates(blocks[drawn], U, device)
-        share = counts / counts.sum()  # each drawn pilot's weight in the draw
-        centered = X[drawn].astype(np.float64)
-        centered -= np.einsum("n,ntd->td", share, centered)
-        stats = pair_statistics(Y, S, np.arange(len(U)), counts=counts, device=device)
-        var = np.pad(stats.var, ((1, 0), (1, 0), (0, 0)), constant_values=np.nan)
-        kurtosis = np.pad(
-            unbiased_excess_kurtosis(stats.kurtosis, counts.sum()),
-            ((1, 0), (1, 0), (0, 0)),
-            constant_values=np.nan,
-        )
-        return {
-            "trace": var.sum(-1),
-            "kurtosis": (var * kurtosis).sum(-1) / var.sum(-1),
-            "spread": np.einsum("n,ntd,ntd->t", share, centered, centered),
-            "k": U.shape[-1],
-        }
-
-    desc = "residuals (bases refitted per resample)"
-    steps = resumable(desc)  # each resample kept for a resumed run
-    rows = [
-        steps(i, partial(moments, w))
-        for i, w in enumerate(
-            tqdm(weights, desc=desc, unit="resample", disable=not progress)
-        )
-    ]
-    return {name: np.array([row[name] for row in rows]) for name in rows[0]}
-
-
-def residual_law(
-    X: np.ndarray, weights: np.ndarray, n_boot_refit: int = 0, device: Device = "cpu"
-) -> dict:
-    """Chapter B4's residual statistics of trajectories X `(N, L+1, D)` over all pairs 1 <= t < t + tau <= L on
-    the sample and the first `n_boot_refit` resamples of `weights` `(1 + n_boot, N)`, each refitting the bases
-    (`refitted_pairs`): ln(mean variance) and ln(relative variance) of the sample `(T, T)`, the fit of Eq. 2 to
-    the first (`fit_variance`, a point value), the arrival R^2 of the relative variance on every row
-    `(1 + n_boot_refit,)` and as an `Estimate`, and the variance-weighted excess kurtosis (median over pairs).
-    The refits run on `device`."""
-
-    N, T = weights.shape[1], X.shape[1]
-    all_pairs = pair_mask(T, 1, T - 1)
-    rows = refitted_pairs(X, weights[: 1 + n_boot_refit], device=device)
-    log_var = np.log(rows["trace"][0] / rows["k"][0])
-    log_rel = np.log(rows["trace"] / rows["spread"][:, None, :])
-    arrival = fit_laws(log_rel, all_pairs)["arrival_r2"]
+def separability_summary(separable: Separability) -> dict:
+    """Under the chapter's summary keys, for the pairs in the order finding, control, untrained model: the
+    minimum over blocks of each, the untrained model's minus the finding's (`gap`), the finding's accuracy at
+    the embedding and its mean accuracy by layer over the sample's splits."""
+    finding, control, untrained = separable.accuracy
+    lowest = separable.min_over_blocks()
     return {
-        "log_var": log_var,
-        "log_rel": log_rel[0],
-        "fit": fit_variance(log_var, all_pairs),
-        "arrival_r2_rows": arrival,
-        "kurtosis": resampled_estimate(
-            np.median(rows["kurtosis"][:, all_pairs], axis=1), N, unit="pilots"
-        ),
-        "relative_arrival_r2": resampled_estimate(arrival, N, unit="pilots"),
+        "separability_min": lowest[finding],
+        "separability_control_min": lowest[control],
+        "untrained_separability_min": lowest[untrained],
+        "untrained_separability_gap": separable.gap(untrained, finding),
+        "separability_embedding": separable.at_embedding(finding),
+        "separability_by_layer": separable.accuracy[finding].mean(0),
     }
 
 
-def arrival_r2_gap(first: dict, second: dict) -> Estimate:
-    """The relative variance's arrival R^2 of `residual_law` `first` minus `second`'s, row by row of their
-    bootstrap weights (the same resamples when both were given the same weights; independent ones otherwise)."""
-    n = min(first["relative_arrival_r2"].n, second["relative_arrival_r2"].n)
-    return resampled_estimate(
-        first["arrival_r2_rows"] - second["arrival_r2_rows"], n, unit="pilots"
-    )
+# each compared model's summary key per measure
+MODEL_KEYS = {
+    "trained": {
+        "straightness": "trained_straightness",
+        "straightness_3d": "trained_straightness_3d",
+        "step_coherence": "trained_step_coherence",
+        "kurtosis": "trained_kurtosis",
+        "alpha": "trained_alpha",
+        "lambda": "trained_lambda",
+        "arrival_r2": "trained_arrival_r2",
+        "relative_arrival_r2": "trained_relative_arrival_r2",
+        "step_before": "trained_step_before",
+        "step_after": "trained_step_after",
+        "step_ratio": "trained_step_ratio",
+        "cos_before": "trained_cos_before",
+        "cos_after": "trained_cos_after",
+    },
+    "untrained": {
+        "straightness": "untrained_straightness",
+        "straightness_3d": "untrained_straightness_3d",
+        "step_coherence": "untrained_step_coherence",
+        "kurtosis": "untrained_kurtosis",
+        "alpha": "untrained_alpha",
+        "lambda": "untrained_lambda",
+        "arrival_r2": "untrained_arrival_r2",
+        "relative_arrival_r2": "untrained_relative_arrival_r2",
+        "step_before": "untrained_step_before",
+        "step_after": "untrained_step_after",
+        "step_ratio": "untrained_step_ratio",
+        "cos_before": "untrained_cos_before",
+        "cos_after": "untrained_cos_after",
+    },
+}
 
 
-def compare_noise_laws(
-    models: dict[str, np.ndarray],
-    weights: np.ndarray,
-    n_boot_refit: int,
-    device: Device = "cpu",
-) -> tuple[dict[str, dict], Estimate]:
-    """`residual_law` of each model's trajectories `(N, L+1, D)` on the same `weights` and the same first
-    `n_boot_refit` resamples. Returns the dict per model and the arrival R^2 of the first model minus the
-    second's (`arrival_r2_gap`: the same resamples, so the difference is paired when the models read the same
-    pilots). The refits run on `device`."""
-    law = {
-        name: residual_law(X, weights, n_boot_refit, device)
-        for name, X in models.items()
+def shapes_summary(shapes: PathShapes) -> dict:
+    """`PathShapes` of the models "trained" and "untrained" under `MODEL_KEYS`: per model its straightness (full
+    space, and mean on u1..u3) and step coherence, and the levels of a random walk and of independent
+    directions."""
+    N = len(next(iter(shapes.straight.values())))
+    steps = next(iter(shapes.coherence.values())).shape[1]
+    out = {}
+    for name, straight in shapes.straightness.items():
+        keys = MODEL_KEYS[name]
+        out[keys["straightness"]] = straight
+        out[keys["straightness_3d"]] = float(np.mean(shapes.straight_3d[name]))
+        out[keys["step_coherence"]] = shapes.step_coherence[name]
+    return {
+        **out,
+        "straightness_random_walk": exact(1 / np.sqrt(steps)),
+        "coherence_independent": exact(1 / np.sqrt(N)),
     }
-    first, second = (law[name] for name in list(models)[:2])
-    return law, arrival_r2_gap(first, second)
 
 
 def noise_law_summary(law: dict[str, dict]) -> dict:
-    """`compare_noise_laws`'s per-model dict under the chapter's summary keys: kurtosis, the fit's alpha, lambda and
-    arrival R^2, and the relative variance's arrival R^2, each prefixed by the model's name."""
-    return {
-        **{f"{name}_kurtosis": entry["kurtosis"] for name, entry in law.items()},
-        **{
-            f"{name}_{key}": entry["fit"][key]
-            for name, entry in law.items()
-            for key in ("alpha", "lambda", "arrival_r2")
-        },
-        **{
-            f"{name}_relative_arrival_r2": entry["relative_arrival_r2"]
-            for name, entry in law.items()
-        },
-    }
+    """`compare_noise_laws`'s per-model dict (models "trained" and "untrained") under `MODEL_KEYS`: kurtosis,
+    the fit's alpha, lambda and arrival R^2, and the relative variance's arrival R^2."""
+    out = {}
+    for name, entry in law.items():
+        keys = MODEL_KEYS[name]
+        out[keys["kurtosis"]] = entry["kurtosis"]
+        for measure in ("alpha", "lambda", "arrival_r2"):
+            out[keys[measure]] = entry["fit"][measure]
+        out[keys["relative_arrival_r2"]] = entry["relative_arrival_r2"]
+    return out
 
 
 def range_word(estimate: Estimate, lo: float, hi: float) -> str:
@@ -382,10 +170,26 @@ def range_word(estimate: Estimate, lo: float, hi: float) -> str:
     return "within" if lo <= estimate.lo and estimate.hi <= hi else "straddling"
 
 
-PAPER_ARCH = "_paper_arch"
-
-
+# the paper's excess kurtosis of an untrained GPT-2 medium's residuals ("about 1-1.5")
 PAPER_KURTOSIS = (1.0, 1.5)
+
+# the untrained model's measures as `ArchitectureNull.summary` records them for the paper's architecture
+PAPER_ARCH_KEYS = {
+    "n_layers": "n_layers_paper_arch",
+    "d_model": "d_model_paper_arch",
+    "n_s": "n_s_paper_arch",
+    "untrained_straightness": "untrained_straightness_paper_arch",
+    "untrained_straightness_3d": "untrained_straightness_3d_paper_arch",
+    "untrained_step_coherence": "untrained_step_coherence_paper_arch",
+    "straightness_random_walk": "straightness_random_walk_paper_arch",
+    "coherence_independent": "coherence_independent_paper_arch",
+    "untrained_kurtosis": "untrained_kurtosis_paper_arch",
+    "untrained_alpha": "untrained_alpha_paper_arch",
+    "untrained_lambda": "untrained_lambda_paper_arch",
+    "untrained_arrival_r2": "untrained_arrival_r2_paper_arch",
+    "untrained_relative_arrival_r2": "untrained_relative_arrival_r2_paper_arch",
+    "untrained_arrival_r2_gap": "untrained_arrival_r2_gap_paper_arch",
+}
 
 
 @dataclass
@@ -404,37 +208,24 @@ class ArchitectureNull:
     law: dict | None = None
     arrival_r2_gap: Estimate | None = None
 
-    KEYS = (
-        "n_layers",
-        "d_model",
-        "n_s",
-        "untrained_straightness",
-        "untrained_straightness_3d",
-        "untrained_step_coherence",
-        "straightness_random_walk",
-        "coherence_independent",
-        "untrained_kurtosis",
-        "untrained_alpha",
-        "untrained_lambda",
-        "untrained_arrival_r2",
-        "untrained_relative_arrival_r2",
-        "untrained_arrival_r2_gap",
-    )
-
-    def summary(self, skipped: object = None) -> dict:
-        """The values under the chapter's keys of the book's untrained model plus `PAPER_ARCH`; `skipped` for
-        each when skipped."""
-        if self.law is None:
-            return {f"{key}{PAPER_ARCH}": skipped for key in self.KEYS}
-        values = {
+    def measures(self) -> dict:
+        """Its values under the book's untrained model's keys (the keys of `PAPER_ARCH_KEYS`)."""
+        measured = {
             "n_layers": self.n_layers,
             "d_model": self.d_model,
             "n_s": self.n_s,
-            **self.shapes.summary(),
+            **shapes_summary(self.shapes),
             **noise_law_summary({"untrained": self.law}),
             "untrained_arrival_r2_gap": self.arrival_r2_gap,
         }
-        return {f"{key}{PAPER_ARCH}": values[key] for key in self.KEYS}
+        return {key: measured[key] for key in PAPER_ARCH_KEYS}
+
+    def summary(self, skipped: object = None) -> dict:
+        """Its values under the keys of the paper's architecture (`PAPER_ARCH_KEYS`); `skipped` for each when
+        skipped."""
+        if self.law is None:
+            return dict.fromkeys(PAPER_ARCH_KEYS.values(), skipped)
+        return {PAPER_ARCH_KEYS[key]: v for key, v in self.measures().items()}
 
     def words(self, skipped: str = "not measured") -> dict[str, str]:
         """Words for the prose, from the run: the straightness against a random walk's, the step coherence against
@@ -444,7 +235,7 @@ class ArchitectureNull:
         keys = ("straight", "parallel", "kurtosis", "arrival")
         if self.law is None:
             return {f"paper_{key}_word": skipped for key in keys}
-        s = {key.removesuffix(PAPER_ARCH): v for key, v in self.summary().items()}
+        s = self.measures()
         words = (
             side_word(
                 s["untrained_straightness"], than=s["straightness_random_walk"].value
@@ -465,35 +256,44 @@ class ArchitectureNull:
         return {title: self.view}
 
 
+@dataclass(frozen=True)
+class PaperNullSample:
+    """What the untrained model of the paper's architecture reads: `n_s` pseudo-sentences of `n_k` tokens of
+    Walden in its own tokenizer (`pilot_count` rules on its width), `n_pilots` drawn pilots, `n_boot` bootstrap
+    resamples of its pilots, and the `seed` of its weights, pilots and resamples."""
+
+    n_k: int
+    n_s: int | str | None
+    n_pilots: int
+    n_boot: int
+    seed: int = 0
+
+
 def architecture_null(
     architecture: str,
     trained_law: dict,
-    n_k: int,
-    n_s,
-    n_pilots: int,
-    n_boot: int,
-    seed: int = 0,
-    device: str = "auto",
+    sample: PaperNullSample,
+    device: DeviceRequest = "auto",
     dtype: str = "float32",
 ) -> ArchitectureNull:
-    """The untrained-model null controls on `untrained:<architecture>` (seeded with `seed`; "" skips): the first
-    `n_s` pseudo-sentences of `n_k` tokens of Walden in its own tokenizer (`pilot_count` rules on its width),
-    `n_pilots` drawn pilots, path shapes bootstrapped over its pilots (`n_boot` resamples, seeded `seed`) and
-    `residual_law` on as many of those resamples as `trained_law` has (the book's trained model's, its resamples
-    seeded `seed`), each refitting the bases, and the arrival R^2 gap of `trained_law` minus this model's: the
-    same resamples when both have as many pilots, independent ones otherwise."""
+    """The untrained-model null controls on `untrained:<architecture>` ("" skips) reading `sample`: path shapes
+    bootstrapped over its pilots and `residual_law` on as many of those resamples as `trained_law` has (the
+    book's trained model's, its resamples seeded `sample.seed`), each refitting the bases, and the arrival R^2
+    gap of `trained_law` minus this model's: the same resamples when both have as many pilots, independent
+    ones otherwise."""
 
     if not architecture:
         return ArchitectureNull(name="")
+    seed = sample.seed
     lm = load_model(architecture, untrained=True, seed=seed, device=device, dtype=dtype)
     L, D = lm.view.n_layers, lm.view.d_model
-    corpus = walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s_paper"))
-    X = trajectories(lm, corpus)  # (N, L+1, D)
+    n_s = pilot_count(sample.n_s, D, "n_s_paper")
+    X = trajectories(lm, walden(lm.tokenizer, n_k=sample.n_k, n_s=n_s))  # (N, L+1, D)
     where = lm.device
     del lm
     n_refit = len(trained_law["arrival_r2_rows"]) - 1
-    pilots = draw_pilots(len(X), n_pilots, np.random.default_rng(seed))
-    weights = resampling_weights(len(X), max(n_boot, n_refit), seed)
+    pilots = draw_pilots(len(X), sample.n_pilots, np.random.default_rng(seed))
+    weights = resampling_weights(len(X), max(sample.n_boot, n_refit), seed)
     law = residual_law(X, weights, n_refit, where)
     return ArchitectureNull(
         name=architecture,
@@ -501,7 +301,7 @@ def architecture_null(
         d_model=D,
         n_s=len(X),
         view=last_layer_view(X, pilots),
-        shapes=path_shapes({"untrained": X}, pilots, weights[: 1 + n_boot]),
+        shapes=path_shapes({"untrained": X}, pilots, weights[: 1 + sample.n_boot]),
         law=law,
         arrival_r2_gap=arrival_r2_gap(trained_law, law),
     )
@@ -512,7 +312,7 @@ def reinitialised_trajectories(
     corpus,
     first_block: int,
     seeds,
-    device: str = "auto",
+    device: DeviceRequest = "auto",
     dtype: str = "float32",
 ) -> dict[int, np.ndarray]:
     """Trajectories `(N, L+1, D)` of `corpus` through `model` with blocks `first_block`.. drawn afresh, per seed."""
@@ -554,7 +354,52 @@ def reinit_stalling(
     }
 
 
-def separability_figure(table: pd.DataFrame, title: str):
+@dataclass(frozen=True)
+class NullTests:
+    """What C4 measured: the separability of its pairs, the path shapes and noise laws of the models "trained"
+    and "untrained" (`compare_noise_laws`, with their `arrival_r2_gap`), the `stalling_table` of those models
+    followed by the re-initialised ones, and the untrained model of the paper's architecture (`paper`)."""
+
+    separable: Separability
+    shapes: PathShapes
+    law: dict[str, dict]
+    arrival_r2_gap: Estimate
+    stall: pd.DataFrame
+    paper: ArchitectureNull
+
+    def claim_values(
+        self, same_weights: bool, untrained_itself: object, paper_skipped: object
+    ) -> dict[str, object]:
+        """The measured values under the chapter's keys. With `same_weights` (the book's model is its own
+        untrained variant) the comparisons with the trained model are `untrained_itself`, as are the
+        re-initialisation's values when nothing was re-initialised; the paper architecture's values are
+        `paper_skipped` when it was skipped."""
+        paper = self.paper.summary(skipped=paper_skipped)
+        stall = {
+            MODEL_KEYS[name][key]: self.stall.loc[name, key]
+            for name in MODEL_KEYS
+            for key in self.stall
+        }
+        gaps = {
+            "untrained_arrival_r2_gap": self.arrival_r2_gap,
+            "untrained_arrival_r2_gap_paper_arch": paper[
+                "untrained_arrival_r2_gap_paper_arch"
+            ],
+        }
+        if same_weights:
+            gaps = dict.fromkeys(gaps, untrained_itself)
+        return {
+            **separability_summary(self.separable),
+            **shapes_summary(self.shapes),
+            **noise_law_summary(self.law),
+            **stall,
+            **paper,
+            **gaps,
+            **reinit_stalling(self.stall, skipped=untrained_itself),
+        }
+
+
+def separability_figure(table: pd.DataFrame, title: str) -> Figure:
     """Test accuracy against the layer per pair of ensembles (`Separability.table`), band: 95% CI over splits."""
     fig, ax = plt.subplots(figsize=(8, 4))
     sns.lineplot(
@@ -573,7 +418,7 @@ def separability_figure(table: pd.DataFrame, title: str):
     return fig
 
 
-def path_shapes_figure(shapes, title: str):
+def path_shapes_figure(shapes: PathShapes, title: str) -> Figure:
     """Histogram of the straightness per model and the coherence of steps per layer with its bootstrap band, from
     `lotlib.lines_of_thought.null_tests.PathShapes`; dotted: a random walk and independent directions."""
     N, L = (
@@ -622,7 +467,7 @@ def path_shapes_figure(shapes, title: str):
     return fig
 
 
-def noise_law_pairs_figure(law: dict[str, dict], model: str):
+def noise_law_pairs_figure(law: dict[str, dict], model: str) -> Figure:
     """ln(mean variance) with the fit of Eq. 2 (top) and ln(relative variance) (bottom) of every pair against the
     arrival layer, colored by departure, one column per model (`compare_noise_laws`)."""
 
@@ -667,7 +512,7 @@ def noise_law_pairs_figure(law: dict[str, dict], model: str):
     return fig
 
 
-def stalling_figure(steps: pd.DataFrame, split: int, title: str):
+def stalling_figure(steps: pd.DataFrame, split: int, title: str) -> Figure:
     """Relative step length (median, quartiles) and cosine of consecutive steps (mean, 95% CI) against the layer
     per model (`lotlib.lines_of_thought.null_tests.step_table`); dashed: the first re-initialised block."""
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
@@ -708,7 +553,7 @@ def stalling_figure(steps: pd.DataFrame, split: int, title: str):
     return fig
 
 
-def paths_side_by_side(views: dict[str, np.ndarray], layers: np.ndarray):
+def paths_side_by_side(views: dict[str, np.ndarray], layers: np.ndarray) -> Figure:
     """Static 3-D pictures of paths `(n, len(layers), 3)` side by side, titled by their keys."""
 
     fig = plt.figure(figsize=(6.5 * len(views), 5.5))

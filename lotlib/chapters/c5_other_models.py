@@ -9,26 +9,26 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
-from tqdm.auto import tqdm
+from matplotlib.figure import Figure
 
-from ..lines_of_thought.ensemble import align_bases, ensemble_svd
+from ..lines_of_thought.ensemble import ensemble_svd
 from ..lines_of_thought.null_tests import (
-    ModelMeasures,
+    SEPARABILITY_MIN,
     language_and_gibberish,
     layer_separability,
 )
 from ..lines_of_thought.nulls import structureless_cloud
+from ..lines_of_thought.pilot_residuals import ALPHA_RELATIVE, pilot_residuals
 from ..lines_of_thought.residuals import (
     fit_laws,
     fit_variance,
     pair_mask,
-    residual_coordinates,
-    singular_coordinates,
     split_for_bases,
 )
 from ..lines_of_thought.truncation import next_token_logprobs, truncation_scores
 from ..models.bounds import pilot_count
 from ..models.corpus import walden
+from ..models.devices import DeviceRequest
 from ..models.loading import load_model
 from ..models.trajectories import trajectories
 from ..models.view import ModelView
@@ -40,64 +40,44 @@ from ..stats import (
 
 
 @dataclass(frozen=True)
-class PilotResiduals:
-    """The noise law's total variances pilot by pilot, so that a resample of the pilots costs one weighted mean.
+class MeasurementProtocol:
+    """How C5 measures every model: `n_s` pseudo-sentences of `n_k` tokens of Walden (None: all), the truncation
+    on `n_kl` held-out pilots over the grid `ks` (None: powers of two below D) comparing the `top` next tokens,
+    the separability of `n_s_gibberish` pseudo-sentences per class of `n_k_gibberish` tokens (`classifier`
+    trained on `train_fraction` of them), the BOS check on `n_bos` pseudo-sentences, `n_boot` bootstrap
+    resamples of pilots, and the `seed` of the split, the gibberish, the cloud and the resamples."""
 
-    `energy` `(N, T, T)`: `||w_n(t, s) - mean w(t, s)||`^2, each pilot's squared distance from the mean residual
-    of Eq. 1 for the pair (t, s = t + tau), NaN outside first <= t < s <= L; `spread` `(N, T)`:
-    `||x_n(t) - mean x(t)||`^2; `k`: the number of residual coordinates. The means over pilots are tr Cov w and
-    tr Cov x(t) of `lotlib.lines_of_thought.residuals.resampled_pairs`, which also resamples every coordinate's
-    moments (kurtosis, offsets) at about k times the cost.
-    """
-
-    energy: np.ndarray
-    spread: np.ndarray
-    k: int
-
-    def means(self, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Weighted means over pilots of `energy` and `spread`: `(B, T, T)` and `(B, T)` for `weights` `(B, N)`
-        (`resampling_weights`), `(T, T)` and `(T,)` without. Deviations are taken from the whole sample's
-        means: exact for the sample; on a resample they leave out its own shift of the mean, which lowers
-        every variance by a factor of about 1 - 1/N alike."""
-        N, T = self.spread.shape
-        rows = np.ones((1, N)) if weights is None else weights
-        energy = (rows @ np.nan_to_num(self.energy.reshape(N, -1))) / N
-        energy[:, np.isnan(self.energy[0].ravel())] = np.nan
-        spread = rows @ self.spread / N
-        energy = energy.reshape(len(rows), T, T)
-        return (energy[0], spread[0]) if weights is None else (energy, spread)
-
-    def log_mean_var(self, weights: np.ndarray | None = None) -> np.ndarray:
-        """ln(mean variance over coordinates) of every pair, indexed `[..., t, s]`: chapter B4's quantity."""
-        energy, _ = self.means(weights)
-        return np.log(energy / self.k)
-
-    def log_relative_var(self, weights: np.ndarray | None = None) -> np.ndarray:
-        """ln(tr Cov w(t, s) / tr Cov x(s)), `[..., t, s]`: the residual variance relative to the spread of the
-        states it should predict, the norm growth of the ensemble divided out (ln 2 for a map that knows
-        nothing)."""
-        energy, spread = self.means(weights)
-        return np.log(energy / spread[..., None, :])
+    n_k: int = 50
+    n_s: int | str | None = None
+    n_kl: int = 300
+    ks: list[int] | None = None
+    top: int = 5
+    n_k_gibberish: int = 10
+    n_s_gibberish: int | str | None = 2000
+    classifier: str = "perceptron"
+    train_fraction: float = 0.7
+    n_bos: int = 200
+    n_boot: int = 1000
+    seed: int = 0
 
 
-def pilot_residuals(
-    X: np.ndarray, U: np.ndarray, S: np.ndarray, first: int = 1, progress: bool = True
-) -> PilotResiduals:
-    """`PilotResiduals` of trajectories X `(N, L+1, D)` for every pair first <= t < t + tau <= L, with U
-    `(L+1, D, k)`, S `(L+1, k)` from `ensemble_svd` (sorted, not aligned: aligned here from layer 0, as in
-    B4)."""
-    U, S = align_bases(U, S)
-    Y = singular_coordinates(X, U)
-    N, T, k = Y.shape
-    energy = np.full((N, T, T), np.nan)
-    for tau in tqdm(
-        range(1, T - first), desc="pilot residuals", unit="tau", disable=not progress
-    ):
-        t = np.arange(first, T - tau)
-        W = residual_coordinates(Y, S, t, tau)  # (N, len(t), k)
-        energy[:, t, t + tau] = ((W - W.mean(0)) ** 2).sum(-1)
-    Xc = X.astype(np.float64) - X.mean(0, dtype=np.float64)
-    return PilotResiduals(energy, np.einsum("ntd,ntd->nt", Xc, Xc), k)
+@dataclass
+class ModelMeasures:
+    """One model measured as chapter C5 does: `row` (the summary numbers, by key), the noise laws (`law`, with the
+    final norm `normalized`, and the structureless `cloud` or None), the last layer's singular values over the
+    first `spectrum` `(k,)`, the truncation `curve` and the separability by layer `separable` `(T,)`."""
+
+    row: dict
+    law: dict
+    normalized: dict
+    cloud: dict | None
+    spectrum: np.ndarray
+    curve: pd.DataFrame
+    separable: np.ndarray
+
+    @property
+    def L(self) -> int:
+        return self.row["n_layers"]
 
 
 def loo_log_ratios(log_var: np.ndarray, first: int = 1) -> np.ndarray:
@@ -213,20 +193,16 @@ def spectrum_decay(sigma: np.ndarray) -> dict:
 
 
 def truncation_summary(
-    view: ModelView,
-    x: np.ndarray,
-    basis: np.ndarray,
-    ks,
-    top: int,
-    n_boot: int,
-    seed: int = 0,
+    view: ModelView, x: np.ndarray, basis: np.ndarray, protocol: MeasurementProtocol
 ) -> tuple[dict, pd.DataFrame]:
     """The truncated next-token distribution at the last layer (`truncation.truncation_scores`) of the states x
-    `(n, D)` on the basis `(D, k)`, over K in `ks` (None: powers of two below D) plus 1, D/4 and min(D, k): the mean
-    KL at K = 1 and D/4 with bootstrap intervals over pilots, their ratio and the top-`top` overlap at D/4 (None
-    where D/4 >= k: nothing is truncated), and the curve of the mean KL against K/D."""
+    `(n, D)` on the basis `(D, k)`, over K in `protocol.ks` (None: powers of two below D) plus 1, D/4 and
+    min(D, k): the mean KL at K = 1 and D/4 with bootstrap intervals over pilots (`protocol.n_boot`, seeded),
+    their ratio and the top-`protocol.top` overlap at D/4 (None where D/4 >= k: nothing is truncated), and the
+    curve of the mean KL against K/D."""
 
     D, k = basis.shape
+    ks, top = protocol.ks, protocol.top
     grid = sorted(
         {K for K in (ks or [2**j for j in range(int(np.log2(D)) + 1)]) if K <= k}
         | {1, D // 4, min(D, k)}
@@ -236,7 +212,7 @@ def truncation_summary(
         view, x, basis, grid, top=top, batch_size=batch, progress=False
     )
     n = scores.kl.shape[1]
-    kl_weights = resampling_weights(n, n_boot, seed)
+    kl_weights = resampling_weights(n, protocol.n_boot, protocol.seed)
     kl_1, kl_quarter = (kl_weights @ scores.kl[grid.index(K)] / n for K in (1, D // 4))
     usable = D // 4 < k
     quarter = lambda values: (
@@ -267,7 +243,7 @@ def last_layer_summary(law: dict, normalized: dict, L: int, N: int) -> dict:
     return {
         "lambda": estimate(law["lambda"]),
         "lambda_L": estimate(law["lambda"] * L),
-        "alpha_relative": estimate(np.exp(law["log_alpha_relative"])),
+        ALPHA_RELATIVE: estimate(np.exp(law["log_alpha_relative"])),
         "arrival_r2": fit_variance(law["log_var"], pair_mask(L + 1, 1, L))[
             "arrival_r2"
         ],
@@ -320,41 +296,31 @@ def bos_check(lm, n_k: int, n_bos: int) -> dict:
 
 def measure_model(
     name: str,
+    protocol: MeasurementProtocol,
     *,
-    n_k: int = 50,
-    n_s=None,
-    n_kl: int = 300,
-    ks=None,
-    top: int = 5,
-    n_k_gibberish: int = 10,
-    n_s_gibberish=2000,
-    classifier: str = "perceptron",
-    train_fraction: float = 0.7,
-    n_bos: int = 200,
-    n_boot: int = 1000,
-    seed: int = 0,
     cloud: bool = False,
-    device: str = "auto",
+    device: DeviceRequest = "auto",
     dtype: str = "float32",
 ) -> ModelMeasures:
-    """Load `name` and measure it: trajectories of Walden (`n_s` pseudo-sentences of `n_k` tokens), the last layer's
-    spectrum (`spectrum_decay`), the truncation on `n_kl` pilots (`truncation_summary`), the noise law with its
-    bootstrap and with the final norm (`last_layer_summary`), the structureless cloud if `cloud`, the
-    separability of Walden and gibberish (one split, `layer_separability`) and the BOS check (`bos_check`).
-    Out of sample: every basis is fitted on a seeded half of the pilots (`residuals.split_for_bases`, at least
-    D of them), and the truncation and the noise laws are scored and bootstrapped on the other half."""
+    """Load `name` and measure it by `protocol`: trajectories of Walden, the last layer's spectrum
+    (`spectrum_decay`), the truncation (`truncation_summary`), the noise law with its bootstrap and with the
+    final norm (`last_layer_summary`), the structureless cloud if `cloud`, the separability of Walden and
+    gibberish (`gibberish_separability`, one split) and the BOS check (`bos_check`). Out of sample: every basis is
+    fitted on a seeded half of the pilots (`residuals.split_for_bases`, at least D of them), and the truncation
+    and the noise laws are scored and bootstrapped on the other half."""
 
     lm = load_model(name, device=device, dtype=dtype)
-    view = lm.view
+    view, seed = lm.view, protocol.seed
     L, D = view.n_layers, view.d_model
-    corpus = walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s", model=name))
+    n_s = pilot_count(protocol.n_s, D, "n_s", model=name)
+    corpus = walden(lm.tokenizer, n_k=protocol.n_k, n_s=n_s)
     # checked before any forward pass
     held, fitted = split_for_bases(len(corpus.ids), D, 0.5, seed, name)
     X = trajectories(lm, corpus)
     N = len(held)
     # U (L+1, D, k), S (L+1, k), by decreasing sigma
     U, S = ensemble_svd(X[fitted], device=lm.device)
-    weights = resampling_weights(N, n_boot, seed)
+    weights = resampling_weights(N, protocol.n_boot, seed)
     row = {
         "n_layers": L,
         "d_model": D,
@@ -364,7 +330,7 @@ def measure_model(
         **spectrum_decay(S[L]),
     }
     truncated, curve = truncation_summary(
-        view, X[held[:n_kl], L], U[L], ks, top, n_boot, seed
+        view, X[held[: protocol.n_kl], L], U[L], protocol
     )
     Xn, Un, Sn = last_layer_normalized(view, X, U, S, fitted=fitted)
     law, normalized = (
@@ -379,19 +345,45 @@ def measure_model(
             cloud_X[held], *ensemble_svd(cloud_X[fitted]), weights
         )
         row |= cloud_summary(structureless, L, N)
-    language, noise = language_and_gibberish(lm, n_k_gibberish, n_s_gibberish, seed)
-    separable = layer_separability(
-        trajectories(lm, language),
-        trajectories(lm, noise),
-        train_fraction,
-        seed,
-        classifier,
-        progress=False,
-    )
-    row |= {"separability_min": separable[1:].min(), **bos_check(lm, n_k, n_bos)}
+    separable = gibberish_separability(lm, protocol)
+    row |= {SEPARABILITY_MIN: separable[1:].min()}
+    row |= bos_check(lm, protocol.n_k, protocol.n_bos)
     return ModelMeasures(
         row, law, normalized, structureless, S[L] / S[L, 0], curve, separable
     )
+
+
+def gibberish_separability(lm, protocol: MeasurementProtocol) -> np.ndarray:
+    """The test accuracy `(T,)` of one split of `protocol`'s classifier telling Walden from gibberish through
+    `lm` at every layer (`null_tests.layer_separability`)."""
+    language, noise = language_and_gibberish(
+        lm, protocol.n_k_gibberish, protocol.n_s_gibberish, protocol.seed
+    )
+    return layer_separability(
+        trajectories(lm, language),
+        trajectories(lm, noise),
+        protocol.train_fraction,
+        protocol.seed,
+        protocol.classifier,
+        progress=False,
+    )
+
+
+def claim_values(
+    measures: dict[str, ModelMeasures], model: str, protocol: MeasurementProtocol
+) -> dict[str, object]:
+    """C5's recorded values: the book's `model`'s row, every other model's row under "others", and the
+    protocol's settings."""
+    return {
+        **measures[model].row,
+        "model": model,
+        "others": {name: m.row for name, m in measures.items() if name != model},
+        "n_k": protocol.n_k,
+        "n_kl": protocol.n_kl,
+        "n_boot": protocol.n_boot,
+        "n_s_gibberish": protocol.n_s_gibberish,
+        "classifier": protocol.classifier,
+    }
 
 
 MEASURE_LABELS = {
@@ -409,7 +401,7 @@ MEASURE_LABELS = {
     "lambda": "λ (per layer)",
     "lambda_L": "λL, total growth (claim)",
     "lambda_L_cloud": "λL, cloud (null)",
-    "alpha_relative": "α relative to the arrival spread",
+    ALPHA_RELATIVE: "α relative to the arrival spread",
     "arrival_r2": "arrival R² of ln(mean variance)",
     "last_layer_log_ratio": "r(L), last layer off its law (ln)",
     "last_layer_excess": "last-layer excess (claim)",
@@ -419,7 +411,7 @@ MEASURE_LABELS = {
     "last_layer_excess_relative_cloud": "last-layer excess, relative, cloud (null)",
     "early_layers_mean_abs_log_ratio": "mean |r| of the early layers",
     "late_layers_mean_abs_log_ratio": "mean |r| of the late layers",
-    "separability_min": "separability, min over t ≥ 1",
+    SEPARABILITY_MIN: "separability, min over t ≥ 1",
     "bos_token": "BOS token",
     "nll_no_bos": "next-token NLL without BOS",
     "nll_bos": "next-token NLL with BOS",
@@ -451,8 +443,8 @@ def measures_table(rows: dict[str, dict], top: int = 5) -> pd.DataFrame:
     return table.reindex([label for label in labels.values() if label in table.index])
 
 
-def last_layer_law_figure(measures: dict):
-    """Per model (`null_tests.ModelMeasures` by name): ln(mean variance) of every pair against the arrival layer,
+def last_layer_law_figure(measures: dict[str, ModelMeasures]) -> Figure:
+    """Per model (`ModelMeasures` by name): ln(mean variance) of every pair against the arrival layer,
     colored by departure, the law fitted on all pairs, and the pairs arriving at L with the final norm applied."""
 
     fig, axes = plt.subplots(
@@ -495,7 +487,7 @@ def last_layer_law_figure(measures: dict):
     return fig
 
 
-def leave_one_out_figure(measures: dict, model: str):
+def leave_one_out_figure(measures: dict[str, ModelMeasures], model: str) -> Figure:
     """r(s), each arrival layer off the law fitted without it, against the relative depth s/L with 95% bootstrap
     bands: ln(mean variance) and relative to the arrival spread for every model, and `model` against its
     structureless cloud; a circle marks the last layer."""
@@ -539,7 +531,9 @@ def leave_one_out_figure(measures: dict, model: str):
     return fig
 
 
-def spectra_truncation_separability_figure(measures: dict, n_k_gibberish: int):
+def spectra_truncation_separability_figure(
+    measures: dict[str, ModelMeasures], n_k_gibberish: int
+) -> Figure:
     """Per model: the last layer's spectrum over sigma_1, the truncated KL against K/D (dotted: D/4) and the
     separability of Walden and gibberish against the relative depth."""
     spectra = pd.concat(

@@ -1,9 +1,13 @@
-"""Null-test building blocks: path shapes (steps, cosines, straightness), separability of two ensembles and
-its resampled split, and the gibberish ensemble beside language."""
+"""Null-test building blocks: separability of two ensembles and its resampled split, the gibberish ensemble
+beside language, path shapes (steps, cosines, straightness, coherence) and chapter B4's noise law on
+resamples that refit the bases."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -13,11 +17,27 @@ from ..models.bounds import pilot_count
 from ..models.corpus import gibberish, walden
 from ..stats import (
     Estimate,
-    exact,
+    centered_percentile,
+    resampled_estimate,
     training_rows,
+)
+from ..stats.backend import Device
+from ..storage.checkpoints import resumable
+from .authors_protocol import weighted_bases
+from .ensemble import align_bases, ensemble_svd
+from .residuals import (
+    fit_laws,
+    fit_variance,
+    pair_mask,
+    pair_statistics,
+    singular_coordinates,
+    unbiased_excess_kurtosis,
 )
 
 CLASSIFIERS = ("perceptron", "logistic")
+
+# the summary key of the separability's minimum over the block outputs t = 1..L: C4's claim, on C5's rows
+SEPARABILITY_MIN = "separability_min"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -124,6 +144,128 @@ def standardized(features: np.ndarray, train: np.ndarray) -> np.ndarray:
     return features
 
 
+@dataclass
+class Separability:
+    """Test accuracy of the classifier at every layer per pair of ensembles, by name: on the sample's own
+    splits (`accuracy`, `(n_splits, T)`) and on the bootstrap repetitions (`resampled`, `(n_boot, T)`: each
+    draws the pseudo-sentences of each class with replacement, splits them and refits, `split_rows`; pairs of
+    the same sizes share the draw of each repetition), with the number of pseudo-sentences of each pair
+    (`n`)."""
+
+    accuracy: dict[str, np.ndarray]
+    resampled: dict[str, np.ndarray]
+    n: dict[str, int]
+
+    def table(self) -> pd.DataFrame:
+        """One row per pair, split of the sample and layer."""
+        return pd.DataFrame(
+            [
+                {"layer t": t, "test accuracy": a, "pilots": name, "split": i}
+                for name, acc in self.accuracy.items()
+                for i, row in enumerate(acc)
+                for t, a in enumerate(row)
+            ]
+        )
+
+    def estimate(self, statistic: Callable[..., np.ndarray], *names: str) -> Estimate:
+        """`statistic` of the accuracies of the pairs `names` (each `(rows, T)` -> `(rows,)`): the mean of its
+        values on the sample's splits, and the percentile interval of its values on the bootstrap repetitions,
+        computed repetition by repetition (the same rows for pairs of the same sizes, independent draws
+        otherwise), re-centered on the value (`extrapolation.centered_percentile`): a repetition tests on about
+        63% distinct pseudo-sentences, each layer's accuracy is noisier and its minimum over layers lower, so
+        the repetitions are shifted as a whole; their spread is kept, their shift is not."""
+
+        value = statistic(*(self.accuracy[name] for name in names)).mean()
+        draws = statistic(*(self.resampled[name] for name in names))
+        n = min(self.n[name] for name in names)
+        return centered_percentile(np.r_[value, draws], n, unit="pseudo-sentences")
+
+    def min_over_blocks(self) -> dict[str, Estimate]:
+        """The minimum over the block outputs t = 1..L per pair (`estimate`)."""
+        return {name: self.estimate(_lowest_block, name) for name in self.accuracy}
+
+    def gap(self, first: str, second: str) -> Estimate:
+        """The minimum over blocks t = 1..L of pair `first` minus that of pair `second`, split by split and
+        repetition by repetition (`estimate`)."""
+        return self.estimate(
+            lambda a, b: _lowest_block(a) - _lowest_block(b), first, second
+        )
+
+    def at_embedding(self, name: str) -> Estimate:
+        """The accuracy at t = 0 (the input embedding) (`estimate`)."""
+        return self.estimate(lambda a: a[:, 0], name)
+
+
+def _lowest_block(accuracy: np.ndarray) -> np.ndarray:
+    """The minimum over the block outputs t = 1..L of accuracies `(rows, T)`: `(rows,)`."""
+    return accuracy[:, 1:].min(1)
+
+
+def separability_by_split(
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
+    splits,
+    train_fraction: float = 0.7,
+    classifier: str = "perceptron",
+    n_boot: int = 0,
+    seed: int = 0,
+    progress: bool = True,
+) -> Separability:
+    """`layer_separability` of each pair of ensembles `(n_a, T, D)`, `(n_b, T, D)` for each split seed in
+    `splits` (the sample's own splits) and on `n_boot` bootstrap repetitions (repetition r: seed + r, each
+    class resampled, split and refitted; pairs of the same sizes get the same rows)."""
+    jobs = [(s, False) for s in splits] + [(seed + r, True) for r in range(n_boot)]
+    bar = tqdm(
+        total=len(pairs) * len(jobs),
+        desc="separability (splits, then bootstrap repetitions)",
+        unit="fit",
+        disable=not progress,
+    )
+    # fits kept for a resumed run
+    rows, steps, step = (
+        {},
+        resumable("separability"),
+        itertools.count(),
+    )
+    for name, (A, B) in pairs.items():
+        rows[name] = np.empty((len(jobs), A.shape[1]))
+        for i, (s, resample) in enumerate(jobs):
+            rows[name][i] = steps(
+                next(step),
+                partial(
+                    layer_separability,
+                    A,
+                    B,
+                    train_fraction,
+                    s,
+                    classifier,
+                    False,
+                    resample,
+                ),
+            )
+            bar.update()
+    bar.close()
+    return Separability(
+        {name: acc[: len(splits)] for name, acc in rows.items()},
+        {name: acc[len(splits) :] for name, acc in rows.items()},
+        {name: len(A) + len(B) for name, (A, B) in pairs.items()},
+    )
+
+
+def language_and_gibberish(lm, n_k: int, n_s, seed: int = 0):
+    """Walden's first `n_s` pseudo-sentences of `n_k` tokens (`pilot_count` rules, parameter "n_s_gibberish") and
+    as many pseudo-sentences of tokens drawn uniformly from the model's vocabulary (seeded, the same prefix):
+    two `Corpus`."""
+
+    language = walden(
+        lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, lm.view.d_model, "n_s_gibberish")
+    )
+    vocab = min(len(lm.tokenizer), lm.view.vocab_size)
+    noise = gibberish(
+        vocab, n_s=language.n_s, n_k=n_k, seed=seed, prefix=language.prefix_ids
+    )
+    return language, noise
+
+
 # ----------------------------------------------------------------------------------------------
 # the shape of paths
 
@@ -176,37 +318,6 @@ def step_coherence(
     return coherence[0] if weights is None else coherence
 
 
-# ----------------------------------------------------------------------------------------------
-# bootstrap over pilots, all resamples at once
-
-
-# ----------------------------------------------------------------------------------------------
-# the noise law, pilot by pilot
-
-
-# ----------------------------------------------------------------------------------------------
-# the last layer as Hugging Face reports it, and how well it predicts
-
-
-# ----------------------------------------------------------------------------------------------
-# the chapter's null tests (C4): language vs gibberish, an untrained model, re-initialised blocks
-
-
-def language_and_gibberish(lm, n_k: int, n_s, seed: int = 0):
-    """Walden's first `n_s` pseudo-sentences of `n_k` tokens (`pilot_count` rules, parameter "n_s_gibberish") and
-    as many pseudo-sentences of tokens drawn uniformly from the model's vocabulary (seeded, the same prefix):
-    two `Corpus`."""
-
-    language = walden(
-        lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, lm.view.d_model, "n_s_gibberish")
-    )
-    vocab = min(len(lm.tokenizer), lm.view.vocab_size)
-    noise = gibberish(
-        vocab, n_s=language.n_s, n_k=n_k, seed=seed, prefix=language.prefix_ids
-    )
-    return language, noise
-
-
 @dataclass
 class PathShapes:
     """Straightness of every path over t = 1..L in the full space (`straight`, `(N,)` per model) and on u1..u3 of
@@ -218,29 +329,6 @@ class PathShapes:
     coherence: dict[str, np.ndarray]
     straightness: dict[str, Estimate]
     step_coherence: dict[str, Estimate]
-
-    def summary(self) -> dict:
-        """Under the chapter's summary keys: per model its straightness (full space, and mean on u1..u3) and step
-        coherence, and the levels of a random walk and of independent directions."""
-
-        N, steps = (
-            len(next(iter(self.straight.values()))),
-            next(iter(self.coherence.values())).shape[1],
-        )
-        return {
-            **{f"{name}_straightness": v for name, v in self.straightness.items()},
-            **{
-                f"{name}_straightness_3d": float(np.mean(v))
-                for name, v in self.straight_3d.items()
-            },
-            **{f"{name}_step_coherence": v for name, v in self.step_coherence.items()},
-            "straightness_random_walk": exact(1 / np.sqrt(steps)),
-            "coherence_independent": exact(1 / np.sqrt(N)),
-        }
-
-
-# the suffix of the summary keys measured on the paper's architecture, and the paper's excess kurtosis of an
-# untrained GPT-2 medium's residuals ("about 1-1.5")
 
 
 def step_table(models: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -271,24 +359,139 @@ def step_table(models: dict[str, np.ndarray]) -> pd.DataFrame:
     return pd.concat(frames)
 
 
+def last_layer_view(X: np.ndarray, pilots: np.ndarray) -> np.ndarray:
+    """The states t = 1..L of the `pilots` (indices) on u1..u3 of the ensemble's last layer (uncentered SVD of
+    all pilots): X `(N, L+1, D)` -> `(n_pilots, L, 3)`."""
+    U, _ = ensemble_svd(X[:, -1:, :])
+    return X[pilots][:, 1:].astype(np.float64) @ U[0][:, :3]
+
+
+def path_shapes(
+    models: dict[str, np.ndarray], pilots: np.ndarray, weights: np.ndarray
+) -> PathShapes:
+    """`PathShapes` of each model's trajectories `(N, L+1, D)`, bootstrapped with `weights` `(1 + n_boot, N)`."""
+    N = len(weights[0])
+    straight = {name: straightness(X[:, 1:]) for name, X in models.items()}
+    coherence = {name: step_coherence(X, weights)[:, 1:] for name, X in models.items()}
+    return PathShapes(
+        straight,
+        {name: straightness(last_layer_view(X, pilots)) for name, X in models.items()},
+        coherence,
+        {
+            name: resampled_estimate(weights @ s / N, N, unit="pilots")
+            for name, s in straight.items()
+        },
+        {
+            name: resampled_estimate(c.mean(1), N, unit="pilots")
+            for name, c in coherence.items()
+        },
+    )
+
+
 # ----------------------------------------------------------------------------------------------
-# other models and the last-layer anomaly (C5): every model measured the same way
+# B4's noise law on every resample, its bases refitted (C4)
 
 
-@dataclass
-class ModelMeasures:
-    """One model measured as chapter C5 does: `row` (the summary numbers, by key), the noise laws (`law`, with the
-    final norm `normalized`, and the structureless `cloud` or None), the last layer's singular values over the
-    first `spectrum` `(k,)`, the truncation `curve` and the separability by layer `separable` `(T,)`."""
+def refitted_pairs(
+    X: np.ndarray, weights: np.ndarray, progress: bool = True, device: Device = "cpu"
+) -> dict[str, np.ndarray]:
+    """Chapter B4's residual moments of trajectories X `(N, L+1, D)` for every pair 1 <= t < t + tau <= L on each
+    row of `weights` `(B, N)` (how many times each pilot is drawn; row 0 all ones: the sample), each row
+    refitting every fitted step on its own draw: the uncentered SVD per layer of the drawn pilots with their
+    repeats (`authors_protocol.weighted_bases`, k = min(distinct pilots, D)) and their alignment, on the
+    block outputs x(1)..x(L) (the pairs' layers: the same pairs of columns as aligned from layer 0), then Eq. 1
+    and the moments over the drawn pilots, each distinct one weighted by its count (`pair_statistics`). Returns `trace` (tr Cov w) and `kurtosis`
+    (the coordinates' bias-corrected excess kurtosis weighted by their variance, as `residuals.resampled_pairs`) `(B, T, T)`
+    indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`. Bases and moments run on `device`."""
 
-    row: dict
-    law: dict
-    normalized: dict
-    cloud: dict | None
-    spectrum: np.ndarray
-    curve: pd.DataFrame
-    separable: np.ndarray
+    blocks = X[:, 1:]  # the pairs' layers; x(0) repeats tokens (a rank-deficient layer)
 
-    @property
-    def L(self) -> int:
-        return self.row["n_layers"]
+    def moments(w: np.ndarray) -> dict[str, np.ndarray | int]:
+        drawn = np.flatnonzero(w)
+        counts = w[drawn].astype(int)
+        layers_first = np.ascontiguousarray(
+            blocks[drawn].transpose(1, 0, 2), np.float32
+        )
+        U, S = align_bases(*weighted_bases(layers_first, counts, device))
+        Y = singular_coordinates(blocks[drawn], U, device)
+        share = counts / counts.sum()  # each drawn pilot's weight in the draw
+        centered = X[drawn].astype(np.float64)
+        centered -= np.einsum("n,ntd->td", share, centered)
+        stats = pair_statistics(Y, S, np.arange(len(U)), counts=counts, device=device)
+        var = np.pad(stats.var, ((1, 0), (1, 0), (0, 0)), constant_values=np.nan)
+        kurtosis = np.pad(
+            unbiased_excess_kurtosis(stats.kurtosis, counts.sum()),
+            ((1, 0), (1, 0), (0, 0)),
+            constant_values=np.nan,
+        )
+        return {
+            "trace": var.sum(-1),
+            "kurtosis": (var * kurtosis).sum(-1) / var.sum(-1),
+            "spread": np.einsum("n,ntd,ntd->t", share, centered, centered),
+            "k": U.shape[-1],
+        }
+
+    desc = "residuals (bases refitted per resample)"
+    steps = resumable(desc)  # each resample kept for a resumed run
+    rows = [
+        steps(i, partial(moments, w))
+        for i, w in enumerate(
+            tqdm(weights, desc=desc, unit="resample", disable=not progress)
+        )
+    ]
+    return {name: np.array([row[name] for row in rows]) for name in rows[0]}
+
+
+def residual_law(
+    X: np.ndarray, weights: np.ndarray, n_boot_refit: int = 0, device: Device = "cpu"
+) -> dict:
+    """Chapter B4's residual statistics of trajectories X `(N, L+1, D)` over all pairs 1 <= t < t + tau <= L on
+    the sample and the first `n_boot_refit` resamples of `weights` `(1 + n_boot, N)`, each refitting the bases
+    (`refitted_pairs`): ln(mean variance) and ln(relative variance) of the sample `(T, T)`, the fit of Eq. 2 to
+    the first (`fit_variance`, a point value), the arrival R^2 of the relative variance on every row
+    `(1 + n_boot_refit,)` and as an `Estimate`, and the variance-weighted excess kurtosis (median over pairs).
+    The refits run on `device`."""
+
+    N, T = weights.shape[1], X.shape[1]
+    all_pairs = pair_mask(T, 1, T - 1)
+    rows = refitted_pairs(X, weights[: 1 + n_boot_refit], device=device)
+    log_var = np.log(rows["trace"][0] / rows["k"][0])
+    log_rel = np.log(rows["trace"] / rows["spread"][:, None, :])
+    arrival = fit_laws(log_rel, all_pairs)["arrival_r2"]
+    return {
+        "log_var": log_var,
+        "log_rel": log_rel[0],
+        "fit": fit_variance(log_var, all_pairs),
+        "arrival_r2_rows": arrival,
+        "kurtosis": resampled_estimate(
+            np.median(rows["kurtosis"][:, all_pairs], axis=1), N, unit="pilots"
+        ),
+        "relative_arrival_r2": resampled_estimate(arrival, N, unit="pilots"),
+    }
+
+
+def arrival_r2_gap(first: dict, second: dict) -> Estimate:
+    """The relative variance's arrival R^2 of `residual_law` `first` minus `second`'s, row by row of their
+    bootstrap weights (the same resamples when both were given the same weights; independent ones otherwise)."""
+    n = min(first["relative_arrival_r2"].n, second["relative_arrival_r2"].n)
+    return resampled_estimate(
+        first["arrival_r2_rows"] - second["arrival_r2_rows"], n, unit="pilots"
+    )
+
+
+def compare_noise_laws(
+    models: dict[str, np.ndarray],
+    weights: np.ndarray,
+    n_boot_refit: int,
+    device: Device = "cpu",
+) -> tuple[dict[str, dict], Estimate]:
+    """`residual_law` of each model's trajectories `(N, L+1, D)` on the same `weights` and the same first
+    `n_boot_refit` resamples. Returns the dict per model and the arrival R^2 of the first model minus the
+    second's (`arrival_r2_gap`: the same resamples, so the difference is paired when the models read the same
+    pilots). The refits run on `device`."""
+    law = {
+        name: residual_law(X, weights, n_boot_refit, device)
+        for name, X in models.items()
+    }
+    first, second = (law[name] for name in list(models)[:2])
+    return law, arrival_r2_gap(first, second)

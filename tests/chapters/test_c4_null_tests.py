@@ -5,22 +5,24 @@ import pytest
 
 from lotlib import load_model
 from lotlib.chapters.c4_null_tests import (
-    PAPER_ARCH,
-    ArchitectureNull,
+    PAPER_ARCH_KEYS,
+    PaperNullSample,
     architecture_null,
-    arrival_r2_gap,
-    compare_noise_laws,
-    last_layer_view,
-    path_shapes,
-    refitted_pairs,
     reinit_stalling,
-    residual_law,
-    separability_by_split,
+    separability_summary,
+    shapes_summary,
     stalling,
     stalling_table,
 )
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
 from lotlib.lines_of_thought.null_tests import (
+    arrival_r2_gap,
+    compare_noise_laws,
+    last_layer_view,
+    path_shapes,
+    refitted_pairs,
+    residual_law,
+    separability_by_split,
     split_rows,
     straightness,
 )
@@ -120,7 +122,7 @@ def test_separability_by_split_summarizes_each_pair():
         progress=False,
     )
     assert sep.accuracy["shifted"].shape == (2, 3) and len(sep.table()) == 3 * 2 * 3
-    summary = sep.summary()
+    summary = separability_summary(sep)
     assert (
         summary["separability_min"].value > 0.95
         and abs(summary["separability_control_min"].value - 0.5) < 0.15
@@ -145,12 +147,12 @@ def test_path_shapes_of_straight_lines_and_their_summary():
     )  # parallel straight lines
     walks = np.cumsum(rng.normal(size=(30, 6, 5)), axis=1).astype(np.float32)
     weights = resampling_weights(30, 20, seed=0)
-    shapes = path_shapes({"lines": lines, "walks": walks}, np.arange(10), weights)
-    summary = shapes.summary()
-    assert summary["lines_straightness"].value == pytest.approx(1.0)
-    assert summary["lines_step_coherence"].value == pytest.approx(1.0, abs=1e-5)
-    assert summary["walks_straightness"].value < 0.9
-    np.testing.assert_allclose(shapes.straight["walks"], straightness(walks[:, 1:]))
+    shapes = path_shapes({"trained": lines, "untrained": walks}, np.arange(10), weights)
+    summary = shapes_summary(shapes)
+    assert summary["trained_straightness"].value == pytest.approx(1.0)
+    assert summary["trained_step_coherence"].value == pytest.approx(1.0, abs=1e-5)
+    assert summary["untrained_straightness"].value < 0.9
+    np.testing.assert_allclose(shapes.straight["untrained"], straightness(walks[:, 1:]))
     assert summary["straightness_random_walk"].value == pytest.approx(
         1 / 2
     )  # L - 1 = 4 steps
@@ -259,7 +261,7 @@ def test_separability_gap_is_the_split_by_split_difference_of_minima():
     }
     sep = separability_by_split(pairs, [0, 1, 2], n_boot=10, progress=False)
     lowest = {name: acc[:, 1:].min(1) for name, acc in sep.accuracy.items()}
-    gap = sep.summary()["untrained_separability_gap"]
+    gap = separability_summary(sep)["untrained_separability_gap"]
     assert (
         gap.value == pytest.approx(np.mean(lowest["untrained"] - lowest["trained"]))
         and gap.n == 400
@@ -298,15 +300,14 @@ def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
         resampling_weights(25, 8, seed=0),
         n_boot_refit=4,
     )  # fewer pilots: independent resamples
-    null = architecture_null(
-        "gpt2", trained, n_k=8, n_s=30, n_pilots=6, n_boot=8, device="cpu"
-    )
+    sample = PaperNullSample(n_k=8, n_s=30, n_pilots=6, n_boot=8)
+    null = architecture_null("gpt2", trained, sample, device="cpu")
     lm = load_model("untrained:gpt2", seed=0, device="cpu")
     X = trajectories(
         lm, walden(lm.tokenizer, n_k=8, n_s=30), progress=False
     )  # the same seeded draw
     summary = null.summary()
-    assert set(summary) == {f"{k}{PAPER_ARCH}" for k in ArchitectureNull.KEYS}
+    assert set(summary) == set(PAPER_ARCH_KEYS.values())
     assert (
         summary["n_layers_paper_arch"],
         summary["d_model_paper_arch"],
@@ -341,6 +342,6 @@ def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
     assert set(words) == {
         f"paper_{k}_word" for k in ("straight", "parallel", "kurtosis", "arrival")
     }
-    skipped = architecture_null("", trained, 8, 30, 6, 8)
+    skipped = architecture_null("", trained, sample)
     assert skipped.views(0) == {} and set(skipped.summary().values()) == {None}
     assert set(skipped.words().values()) == {"not measured"}

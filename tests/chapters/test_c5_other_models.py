@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from lotlib.chapters.c5_other_models import (
+    MeasurementProtocol,
     cloud_summary,
     last_layer_excess,
     last_layer_normalized,
@@ -14,10 +15,10 @@ from lotlib.chapters.c5_other_models import (
     measures_table,
     next_token_nll,
     noise_law,
-    pilot_residuals,
     spectrum_decay,
 )
 from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from lotlib.lines_of_thought.pilot_residuals import pilot_residuals
 from lotlib.lines_of_thought.residuals import (
     fit_laws,
     fit_variance,
@@ -200,24 +201,17 @@ def test_measures_table_formats_and_orders_the_rows():
 
 
 def test_measure_model_on_a_tiny_model(tiny_llama_dir):
-    m = measure_model(
-        str(tiny_llama_dir),
-        n_s=140,
-        n_kl=20,
-        ks=[1, 4],
-        n_s_gibberish=40,
-        n_bos=0,
-        n_boot=5,
-        cloud=True,
-        device="cpu",
+    protocol = MeasurementProtocol(
+        n_s=140, n_kl=20, ks=[1, 4], n_s_gibberish=40, n_bos=0, n_boot=5
     )
+    m = measure_model(str(tiny_llama_dir), protocol, cloud=True, device="cpu")
     assert m.row["n_layers"] == 3 and m.row["d_model"] == 64 and m.row["n_s"] == 140
     assert (
         m.row["n_scored"] == 70 and m.row["lambda"].n == 70
     )  # bases on one half, the law on the other
     with pytest.raises(ParameterError, match="n_s"):
         measure_model(
-            str(tiny_llama_dir), n_s=100, device="cpu"
+            str(tiny_llama_dir), MeasurementProtocol(n_s=100), device="cpu"
         )  # 50 fitted pilots cannot span D = 64
     assert (
         m.cloud is not None

@@ -1,18 +1,14 @@
 """Null tests and the last-layer diagnostic: path shapes, stalling, bootstrap over pilots,
 the noise law pilot by pilot and left out one layer at a time."""
+
 import numpy as np
 import pytest
 
 from lotlib import capture, gibberish, load_model
-from lotlib.chapters.c4_null_tests import (
-    compare_noise_laws,
-    noise_law_summary,
-)
-from lotlib.chapters.c5_other_models import (
-    pilot_residuals,
-)
+from lotlib.chapters.c4_null_tests import noise_law_summary
 from lotlib.lines_of_thought.ensemble import ensemble_svd
 from lotlib.lines_of_thought.null_tests import (
+    compare_noise_laws,
     layer_separability,
     relative_steps,
     split_rows,
@@ -22,6 +18,7 @@ from lotlib.lines_of_thought.null_tests import (
     straightness,
 )
 from lotlib.lines_of_thought.nulls import structureless_cloud
+from lotlib.lines_of_thought.pilot_residuals import pilot_residuals
 from lotlib.stats import resampling_weights
 
 
@@ -41,15 +38,20 @@ def separability(
     )
 
 
-
 @pytest.mark.parametrize("classifier", ["perceptron", "logistic"])
-def test_separability_is_chance_on_one_distribution_and_perfect_on_shifted_ones(classifier):
+def test_separability_is_chance_on_one_distribution_and_perfect_on_shifted_ones(
+    classifier,
+):
     rng = np.random.default_rng(0)
     A, B = rng.normal(size=(1000, 20)), rng.normal(size=(1000, 20))
     same = separability(A, B, seed=0, classifier=classifier)
     shifted = separability(A, B + 8.0 * np.eye(20)[0], seed=0, classifier=classifier)
-    assert abs(same - 0.5) < 0.06  # 600 test samples: the standard error of chance is 0.02
-    assert shifted > 0.99  # a shift of 8 sigma: the best boundary errs with probability 3e-5
+    assert (
+        abs(same - 0.5) < 0.06
+    )  # 600 test samples: the standard error of chance is 0.02
+    assert (
+        shifted > 0.99
+    )  # a shift of 8 sigma: the best boundary errs with probability 3e-5
     assert separability(A, B, seed=0, classifier=classifier) == same  # seeded
 
 
@@ -68,23 +70,29 @@ def test_layer_separability_follows_each_layer():
 
 
 def test_split_rows_draws_each_class_with_replacement_and_keeps_copies_on_one_side():
-    train, test = split_rows(60, 40, 0.7, seed=0)  # the sample's split: every row once, stratified
+    train, test = split_rows(
+        60, 40, 0.7, seed=0
+    )  # the sample's split: every row once, stratified
     np.testing.assert_array_equal(np.sort(np.r_[train, test]), np.arange(100))
     assert np.sum(train < 60) == 42 and np.sum(train >= 60) == 28
     draws = [split_rows(60, 40, 0.7, seed=s, resample=True) for s in range(3)]
     for train, test in draws:
         rows = np.r_[train, test]
         assert len(rows) == 100 and np.sum(rows < 60) == 60  # each class keeps its size
-        assert len(np.unique(rows)) < 90  # drawn with replacement (about 63 distinct of 100)
-        assert not set(train) & set(test)  # no pseudo-sentence is both fitted and scored
+        assert (
+            len(np.unique(rows)) < 90
+        )  # drawn with replacement (about 63 distinct of 100)
+        assert not set(train) & set(
+            test
+        )  # no pseudo-sentence is both fitted and scored
         share = len(np.unique(train[train < 60])) / len(np.unique(rows[rows < 60]))
         assert share == pytest.approx(0.7, abs=0.03)  # of the distinct ones drawn
-    assert not np.array_equal(np.sort(draws[0][0]), np.sort(draws[1][0]))  # repetitions draw different rows
-    np.testing.assert_array_equal(split_rows(60, 40, 0.7, seed=1, resample=True)[0], draws[1][0])  # seeded
-
-
-
-
+    assert not np.array_equal(
+        np.sort(draws[0][0]), np.sort(draws[1][0])
+    )  # repetitions draw different rows
+    np.testing.assert_array_equal(
+        split_rows(60, 40, 0.7, seed=1, resample=True)[0], draws[1][0]
+    )  # seeded
 
 
 def _stalled_chain(N=200, T=21, D=50, split=10, small=0.01, seed=2):
@@ -94,7 +102,9 @@ def _stalled_chain(N=200, T=21, D=50, split=10, small=0.01, seed=2):
     steps[:, split:] *= small
     offset = np.zeros(D)
     offset[0] = 100.0
-    return offset + np.concatenate([np.zeros((N, 1, D)), np.cumsum(steps, axis=1)], axis=1)
+    return offset + np.concatenate(
+        [np.zeros((N, 1, D)), np.cumsum(steps, axis=1)], axis=1
+    )
 
 
 def test_step_measures_match_a_direct_computation():
@@ -102,13 +112,13 @@ def test_step_measures_match_a_direct_computation():
     for n in range(5):
         for t in range(5):
             step = X[n, t + 1] - X[n, t]
-            assert np.isclose(relative_steps(X)[n, t], np.linalg.norm(step) / np.linalg.norm(X[n, t]))
+            assert np.isclose(
+                relative_steps(X)[n, t], np.linalg.norm(step) / np.linalg.norm(X[n, t])
+            )
             if t >= 1:
                 prev = X[n, t] - X[n, t - 1]
                 cos = step @ prev / np.linalg.norm(step) / np.linalg.norm(prev)
                 assert np.isclose(step_cosines(X)[n, t - 1], cos)
-
-
 
 
 def test_straightness_of_lines_and_random_walks():
@@ -120,42 +130,37 @@ def test_straightness_of_lines_and_random_walks():
 
 def test_step_coherence_of_parallel_and_independent_steps():
     rng = np.random.default_rng(3)
-    parallel = np.cumsum(np.broadcast_to(rng.normal(size=(1, 5, 30)), (100, 5, 30)), axis=1) + rng.normal(size=(100, 1, 30))
+    parallel = np.cumsum(
+        np.broadcast_to(rng.normal(size=(1, 5, 30)), (100, 5, 30)), axis=1
+    ) + rng.normal(size=(100, 1, 30))
     np.testing.assert_allclose(step_coherence(parallel), 1.0, rtol=1e-5)
     independent = step_coherence(rng.normal(size=(2000, 5, 30)))
     assert np.all(independent < 3 / np.sqrt(2000))
 
 
 def test_weighted_step_coherence_is_the_coherence_of_the_resampled_pilots():
-    X = _stalled_chain(N=40, T=6, D=8, small=1.0) + np.random.default_rng(4).normal(size=(40, 6, 8))
+    X = _stalled_chain(N=40, T=6, D=8, small=1.0) + np.random.default_rng(4).normal(
+        size=(40, 6, 8)
+    )
     weights = resampling_weights(40, n_boot=3, seed=5)
     rows = step_coherence(X, weights)
     assert rows.shape == (4, 5)
     np.testing.assert_allclose(rows[0], step_coherence(X), rtol=1e-5)
-    indices = np.repeat(np.arange(40), weights[2].astype(int))  # the pilots of resample 2, with repeats
+    indices = np.repeat(
+        np.arange(40), weights[2].astype(int)
+    )  # the pilots of resample 2, with repeats
     np.testing.assert_allclose(rows[2], step_coherence(X[indices]), rtol=1e-5)
-
-
-
-
 
 
 def _law_layers(N=4000, T=9, D=6, lam=0.3, last_scale=1.0, seed=4):
     """Independent Gaussian ensembles with variance exp(lam t): Eq. 1 residuals have variance ~ 2 exp(lam (t+tau)),
     a function of the arrival layer (the law holds exactly); the last layer optionally scaled."""
-    X = np.random.default_rng(seed).normal(size=(N, T, D)) * np.exp(0.5 * lam * np.arange(T))[None, :, None]
+    X = (
+        np.random.default_rng(seed).normal(size=(N, T, D))
+        * np.exp(0.5 * lam * np.arange(T))[None, :, None]
+    )
     X[:, -1] *= last_scale
     return X
-
-
-
-
-
-
-
-
-
-
 
 
 def test_structureless_cloud_keeps_the_norm_growth_and_nothing_else():
@@ -164,7 +169,11 @@ def test_structureless_cloud_keeps_the_norm_growth_and_nothing_else():
     cloud = structureless_cloud(X, seed=1)
     np.testing.assert_allclose(cloud.mean(0), X.mean(0), atol=0.15)
     np.testing.assert_allclose(cloud.std(0), X.std(0), rtol=0.06)
-    assert abs(np.corrcoef(cloud[:, 0, 0], cloud[:, 0, 1])[0, 1]) < 0.1 < np.corrcoef(X[:, 0, 0], X[:, 0, 1])[0, 1]
+    assert (
+        abs(np.corrcoef(cloud[:, 0, 0], cloud[:, 0, 1])[0, 1])
+        < 0.1
+        < np.corrcoef(X[:, 0, 0], X[:, 0, 1])[0, 1]
+    )
     np.testing.assert_array_equal(structureless_cloud(X, seed=1), cloud)
 
 
@@ -175,21 +184,8 @@ def tiny_llama(tiny_llama_dir):
     return model, ids, capture(model, ids, progress=False)
 
 
-
-
-
-
 # ----------------------------------------------------------------------------------------------
 # the chapters' analyses (C4, C5)
-
-
-
-
-
-
-
-
-
 
 
 def test_step_table_has_a_row_per_pilot_and_step():
@@ -205,36 +201,35 @@ def test_compare_noise_laws_and_its_summary_follow_the_pilot_residuals():
     X = np.cumsum(rng.normal(size=(60, 6, 5)), axis=1).astype(np.float32) + 3
     Y = (X * np.linspace(1, 3, 6)[None, :, None]).astype(np.float32)
     weights = resampling_weights(60, 10, seed=0)
-    law, gap = compare_noise_laws({"a": X, "b": Y}, weights, n_boot_refit=5)
+    law, gap = compare_noise_laws(
+        {"trained": X, "untrained": Y}, weights, n_boot_refit=5
+    )
     U, S = ensemble_svd(X)
     residuals = pilot_residuals(X, U, S, progress=False)
-    np.testing.assert_allclose(law["a"]["log_var"], residuals.log_mean_var(), rtol=1e-4, equal_nan=True)
-    np.testing.assert_allclose(law["a"]["log_rel"], residuals.log_relative_var(), rtol=1e-4, equal_nan=True)
-    assert gap.value == pytest.approx(law["a"]["relative_arrival_r2"].value - law["b"]["relative_arrival_r2"].value)
-    assert len(law["a"]["arrival_r2_rows"]) == 6 and np.isfinite(law["a"]["kurtosis"].lo)
+    np.testing.assert_allclose(
+        law["trained"]["log_var"], residuals.log_mean_var(), rtol=1e-4, equal_nan=True
+    )
+    np.testing.assert_allclose(
+        law["trained"]["log_rel"],
+        residuals.log_relative_var(),
+        rtol=1e-4,
+        equal_nan=True,
+    )
+    assert gap.value == pytest.approx(
+        law["trained"]["relative_arrival_r2"].value
+        - law["untrained"]["relative_arrival_r2"].value
+    )
+    assert len(law["trained"]["arrival_r2_rows"]) == 6 and np.isfinite(
+        law["trained"]["kurtosis"].lo
+    )
     summary = noise_law_summary(law)
-    assert summary["b_lambda"] == law["b"]["fit"]["lambda"] and "a_relative_arrival_r2" in summary
+    assert summary["untrained_lambda"] == law["untrained"]["fit"]["lambda"]
+    assert "trained_relative_arrival_r2" in summary
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def pipeline_layer_separability(XA, XB, train_fraction=0.7, seed=0, classifier="perceptron", resample=False):
+def pipeline_layer_separability(
+    XA, XB, train_fraction=0.7, seed=0, classifier="perceptron", resample=False
+):
     """Test oracle: `layer_separability` as a `StandardScaler` + classifier pipeline fitted layer by layer
     computes it, `(T,)`."""
     from sklearn.linear_model import LogisticRegression, Perceptron
@@ -246,9 +241,16 @@ def pipeline_layer_separability(XA, XB, train_fraction=0.7, seed=0, classifier="
     accuracy = np.empty(XA.shape[1])
     for t in range(XA.shape[1]):
         features = np.concatenate([XA[:, t], XB[:, t]]).astype(np.float64)
-        model = Perceptron(random_state=seed) if classifier == "perceptron" else LogisticRegression(C=1.0, max_iter=2000)
-        accuracy[t] = make_pipeline(StandardScaler(), model).fit(features[train], labels[train]).score(
-            features[test], labels[test])
+        model = (
+            Perceptron(random_state=seed)
+            if classifier == "perceptron"
+            else LogisticRegression(C=1.0, max_iter=2000)
+        )
+        accuracy[t] = (
+            make_pipeline(StandardScaler(), model)
+            .fit(features[train], labels[train])
+            .score(features[test], labels[test])
+        )
     return accuracy
 
 
@@ -260,30 +262,50 @@ def test_standardized_equals_standard_scaler_on_every_layer():
     from lotlib.lines_of_thought.null_tests import standardized
 
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(120, 4, 7)) * rng.uniform(0.01, 100, size=(4, 7)) + rng.normal(size=(4, 7)) * 1e3
+    X = (
+        rng.normal(size=(120, 4, 7)) * rng.uniform(0.01, 100, size=(4, 7))
+        + rng.normal(size=(4, 7)) * 1e3
+    )
     X[:, 1, 2] = 5.0  # a constant column
-    X[:, 2, 3] = 1e6 + 1e-9 * rng.normal(size=120)  # constant to sklearn's test, not exactly
+    X[:, 2, 3] = 1e6 + 1e-9 * rng.normal(
+        size=120
+    )  # constant to sklearn's test, not exactly
     train = rng.integers(0, 120, size=90)
     ours = standardized(X.copy(), train)
     for t in range(4):
         expected = StandardScaler().fit(X[train, t]).transform(X[:, t])
         np.testing.assert_allclose(ours[:, t], expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(ours[:, 1, 2], 0.0)
-    assert StandardScaler().fit(X[train, 2]).scale_[3] == 1.0  # the near-constant column is only centered
+    assert (
+        StandardScaler().fit(X[train, 2]).scale_[3] == 1.0
+    )  # the near-constant column is only centered
     assert np.abs(ours[:, 2, 3]).max() < 1e-8
 
 
 @pytest.mark.parametrize("classifier", ["perceptron", "logistic"])
 @pytest.mark.parametrize("resample", [False, True])
-def test_layer_separability_equals_the_pipeline_layer_by_layer(classifier, resample, monkeypatch):
+def test_layer_separability_equals_the_pipeline_layer_by_layer(
+    classifier, resample, monkeypatch
+):
     """The accuracy of every layer as a scaler + classifier pipeline refitted per layer gives it, with the
     layers standardized one at a time and several at once."""
     from lotlib.lines_of_thought import null_tests
 
     rng = np.random.default_rng(4)
-    XA, XB = rng.normal(size=(150, 5, 12)), rng.normal(size=(130, 5, 12)) + 0.2 * np.arange(5)[:, None]
-    expected = pipeline_layer_separability(XA, XB, seed=2, classifier=classifier, resample=resample)
-    for at_once in (1, 2 * 280 * 12, 10**9):  # one layer, two layers, all five per chunk
+    XA, XB = (
+        rng.normal(size=(150, 5, 12)),
+        rng.normal(size=(130, 5, 12)) + 0.2 * np.arange(5)[:, None],
+    )
+    expected = pipeline_layer_separability(
+        XA, XB, seed=2, classifier=classifier, resample=resample
+    )
+    for at_once in (
+        1,
+        2 * 280 * 12,
+        10**9,
+    ):  # one layer, two layers, all five per chunk
         monkeypatch.setattr(null_tests, "STANDARDIZED_AT_ONCE", at_once)
-        ours = layer_separability(XA, XB, seed=2, classifier=classifier, progress=False, resample=resample)
+        ours = layer_separability(
+            XA, XB, seed=2, classifier=classifier, progress=False, resample=resample
+        )
         np.testing.assert_array_equal(ours, expected)
