@@ -219,11 +219,9 @@ def held_out_b4(
     share of the pilots, the others' residual moments reweighted per resample) for trajectories X
     `(N, L+1, D)`, under `_b4_values`' names."""
     pairs = _b4_pairs(X.shape[1] - 1)
-    held, fitted = split_for_bases(len(X), X.shape[2], HELD_OUT, seed)
+    held, fitted = split = split_for_bases(len(X), X.shape[2], HELD_OUT, seed)
     weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)
-    bases, found = held_out_pairs(
-        X, fitted, held, pairs.layers, weights, progress=False
-    )
+    bases, found = held_out_pairs(X, split, pairs.layers, weights, progress=False)
     return _b4_values(X[held], bases, found, weights, pairs, n_boot)
 
 
@@ -242,14 +240,8 @@ def b4_fitted_truth(
     fresh = generator(scale * len(held), TRUTH_SEED + 1 + seed)
     both = np.concatenate([X[fitted], fresh])
     weights = resampling_weights(len(fresh), 1, seed)
-    bases, found = held_out_pairs(
-        both,
-        np.arange(len(fitted)),
-        np.arange(len(fitted), len(both)),
-        pairs.layers,
-        weights,
-        progress=False,
-    )
+    split = np.arange(len(fitted), len(both)), np.arange(len(fitted))  # held, fitted
+    bases, found = held_out_pairs(both, split, pairs.layers, weights, progress=False)
     return {
         k: e.value
         for k, e in _b4_values(fresh, bases, found, weights, pairs, 1).items()

@@ -268,16 +268,17 @@ def claim_values(claims: dict[str, EnsembleClaims]) -> dict[str, Estimate]:
 
 def held_out_pairs(
     Z: np.ndarray,
-    fitted: np.ndarray,
-    held: np.ndarray,
+    split: tuple[np.ndarray, np.ndarray],
     layers,
     weights: np.ndarray,
     progress: bool = True,
     device: Device = "cpu",
 ) -> tuple[tuple[np.ndarray, np.ndarray], ResampledPairs]:
-    """Eq. 1's residual scored out of sample: aligned bases U `(T, D, k)`, S `(T, k)` fitted on the pilots
-    `fitted` of Z `(N, T, D)`, and the `ResampledPairs` of the pilots `held` in those bases for every row of
-    `weights` `(B, len(held))`, scored on `device`. Returns ((U, S), the resampled pairs)."""
+    """Eq. 1's residual scored out of sample: for the pilots `split` = (held, fitted) of Z `(N, T, D)` (as
+    `split_for_bases` draws them), aligned bases U `(T, D, k)`, S `(T, k)` fitted on the pilots `fitted` and the
+    `ResampledPairs` of the pilots `held` in those bases for every row of `weights` `(B, len(held))`, scored
+    on `device`. Returns ((U, S), the resampled pairs)."""
+    held, fitted = split
     U, S = align_bases(*ensemble_svd(Z[fitted], device=device))
     Y = singular_coordinates(Z[held], U, device)
     found = resampled_pairs(Y, S, layers, weights, progress=progress, device=device)
@@ -299,13 +300,13 @@ def residual_nulls(
     keeps the held-out pilots. The intervals hold the bases fixed (`resampled_pairs`), and scoring out of
     sample leaves nothing fitted out of them: the residuals are those of pilots the bases never saw, so each
     interval is about these bases."""
-    held, fitted = split_for_bases(len(X), X.shape[2], HELD_OUT, seed, model)
+    held, fitted = split = split_for_bases(len(X), X.shape[2], HELD_OUT, seed, model)
     weights = bootstrap_and_jackknife_weights(len(held), n_boot, seed)
     nulls = (X, structureless_cloud(X, seed), shuffled_pilots(X, seed))
     bases, resampled = {}, {}
     for name, Z in zip(NULL_ENSEMBLES, nulls):
         bases[name], resampled[name] = held_out_pairs(
-            Z, fitted, held, pairs.layers, weights, device=device
+            Z, split, pairs.layers, weights, device=device
         )
     scored = {name: Z[held] for name, Z in zip(NULL_ENSEMBLES, nulls)}
     return ResidualNulls(scored, bases, resampled, weights, pairs, n_boot)
