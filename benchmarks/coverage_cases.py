@@ -14,6 +14,7 @@ from scipy.linalg import expm
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from lotlib.chapters import b5_langevin
 from lotlib.chapters.b4_authors_protocol import (
     authors_residual_statistics,
     gaussian_floor,
@@ -24,10 +25,8 @@ from lotlib.chapters.b4_residuals import (
     held_out_pairs,
 )
 from lotlib.lines_of_thought import langevin, langevin_held_out
-from lotlib.lines_of_thought.extrapolation import (
-    svm_accuracy_interval,
-    svm_split_accuracy,
-)
+from lotlib.lines_of_thought.extrapolation import svm_split_accuracy
+from lotlib.lines_of_thought.resampling import refit_bootstrap
 from lotlib.lines_of_thought.residuals import PairLayers, split_for_bases
 from lotlib.stats import (
     Estimate,
@@ -324,7 +323,7 @@ def b5_scores(
         "energy_margin_over_linear": margins.estimate(
             langevin_held_out.ENERGY_COLUMNS["linear"]
         ),
-        **langevin_held_out.fokker_planck(sde, n_boot, seed).summary(name),
+        **b5_langevin.fokker_planck_values(langevin_held_out.fokker_planck(sde, n_boot, seed), name),
     }
     return {key: found[key] for key in B5_KEYS}
 
@@ -341,7 +340,9 @@ def b5_statistics(
     """B5's intervals as the chapter computes them for trajectories X `(N, L+1, D)`: the model fitted on a
     seeded share of the pilots (`langevin_held_out.held_out_langevin` from t = L // 2, noise "eq2", split by `seed`) and
     scored on the others (`b5_scores`)."""
-    sde = langevin_held_out.held_out_langevin(X, None, n_layers, seed=seed)
+    sde = langevin_held_out.held_out_langevin(
+        X, langevin_held_out.LangevinProtocol(n_layers, seed=seed)
+    )
     return b5_scores(
         sde, n_samples=n_samples, n_distance=n_distance, n_boot=n_boot, seed=seed
     )
@@ -363,7 +364,9 @@ def b5_fitted_truth(
     not the score of the model fitted on the population (`Case.truths`)."""
     from dataclasses import replace
 
-    sde = langevin_held_out.held_out_langevin(X, None, n_layers, seed=seed)
+    sde = langevin_held_out.held_out_langevin(
+        X, langevin_held_out.LangevinProtocol(n_layers, seed=seed)
+    )
     fresh = generator(scale * len(sde.held), TRUTH_SEED + 1 + seed)
     population = replace(
         sde,
@@ -380,10 +383,35 @@ def b5_fitted_truth(
     return {key: e.value for key, e in found.items()}
 
 
+def svm_accuracy_interval(
+    A: np.ndarray,
+    B: np.ndarray,
+    *,
+    n_rep: int,
+    seed: int = 0,
+    C: float = 0.1,
+    train_fraction: float = 0.5,
+) -> Estimate:
+    """`extrapolation.svm_split_accuracy` of paired classes A, B `(N, D)` (row j of both: pilot j) with a 95% interval from
+    `n_rep` repetitions, each drawing the N pilots with replacement (the same rows of A and B), splitting
+    the distinct ones into training and test pilots anew and refitting the SVM: their percentile interval,
+    re-centered on the value (`refit_bootstrap`, `centered_percentile`)."""
+
+    def accuracy(pilots: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
+        return {
+            "accuracy": svm_split_accuracy(
+                A[pilots], B[pilots], pilots, rng, C=C, train_fraction=train_fraction
+            )
+        }
+
+    found = refit_bootstrap(accuracy, len(A), n_rep=n_rep, seed=seed, bounds=(0, 1))
+    return found["accuracy"]
+
+
 def svm_b3(
     data: tuple[np.ndarray, np.ndarray], *, n_rep: int = 20, seed: int = 0
 ) -> dict[str, Estimate]:
-    """The SVM accuracy interval (`extrapolation.svm_accuracy_interval`) of paired classes `(n, D)` each."""
+    """The SVM accuracy interval (`svm_accuracy_interval`) of paired classes `(n, D)` each."""
 
     return {"svm_accuracy": svm_accuracy_interval(*data, n_rep=n_rep, seed=seed)}
 

@@ -1,10 +1,8 @@
 """Shared fixtures: tiny random GPT-2 and Llama models with real tokenizers, isolated caches."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,16 +12,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the networ
 os.environ["LOTLIB_DEVICE"] = "cpu"  # the tested default, GPU or not; the cuda tests name cuda
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
-
-
-def benchmark(name: str):
-    """The module `benchmarks/<name>.py` (benchmarks are scripts, not a package), loaded once per session."""
-    key = f"benchmarks.{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "benchmarks" / f"{name}.py")
-        module = sys.modules[key] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[key]
 
 
 def pytest_collection_modifyitems(items):

@@ -10,13 +10,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..stats import (
-    Estimate,
     split_pilots,
     training_rows,
 )
 from .ensemble import align_bases
 from .nulls import gaussian_cloud
-from .resampling import refit_bootstrap
 
 
 def extrapolate(
@@ -106,32 +104,6 @@ def split_accuracy(
     labels = np.repeat([0, 1], len(A))
     classifier = _classifier(C).fit(features[train], labels[train])
     return float(classifier.score(features[~train], labels[~train]))
-
-
-def svm_accuracy_interval(
-    A: np.ndarray,
-    B: np.ndarray,
-    *,
-    n_rep: int,
-    seed: int = 0,
-    C: float = 0.1,
-    train_fraction: float = 0.5,
-) -> Estimate:
-    """`svm_split_accuracy` of paired classes A, B `(N, D)` (row j of both: pilot j) with a 95% interval from
-    `n_rep` repetitions, each drawing the N pilots with replacement (the same rows of A and B), splitting
-    the distinct ones into training and test pilots anew and refitting the SVM: their percentile interval,
-    re-centered on the value (`refit_bootstrap`, `centered_percentile`)."""
-
-    def accuracy(pilots: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
-        return {
-            "accuracy": svm_split_accuracy(
-                A[pilots], B[pilots], pilots, rng, C=C, train_fraction=train_fraction
-            )
-        }
-
-    _check_pairs(A, B)
-    found = refit_bootstrap(accuracy, len(A), n_rep=n_rep, seed=seed, bounds=(0, 1))
-    return found["accuracy"]
 
 
 def weighted_svd(

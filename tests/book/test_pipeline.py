@@ -17,7 +17,7 @@ from lotlib.book.spec import read_spec
 from lotlib.cli import main
 from lotlib.models.bounds import ParameterError
 
-from ..conftest import ROOT, benchmark
+from ..conftest import ROOT
 
 NOTEBOOK = '''# %% [markdown]
 # A tiny chapter.
@@ -336,6 +336,7 @@ X = capture(lm, [[1, 2, 3, 4]] * 8, batch_size=2, progress=False)
 @pytest.mark.slow
 def test_an_execution_keeps_its_seconds_in_all_and_in_forward_passes(tmp_path, tiny_gpt2_dir):
     """...and its kernel's peak resident memory, read from /proc while the kernel shuts down (Linux)."""
+    from benchmarks.profile_book import book_profile
     from lotlib.book.build import _profile_words
     from lotlib.book.pipeline import executed_metadata, summary_path
     from lotlib.book.profile import profile_totals
@@ -353,7 +354,7 @@ def test_an_execution_keeps_its_seconds_in_all_and_in_forward_passes(tmp_path, t
     # a kernel that imported torch and ran a model holds more than 0.1 GB and, for a tiny model, less than 8
     assert 0.1 < peak < 8 and read_summary(summary_path(output))["peak_memory_gb"] == peak
     assert not output.with_suffix(".forward.log").exists() and not output.with_suffix(".memory.log").exists()
-    table = benchmark("profile_book").book_profile({"tiny": tmp_path / "book"})
+    table = book_profile({"tiny": tmp_path / "book"})
     assert table[["chapter", "total", "forward", "peak GB"]].values.tolist() == [
         ["forwards", seconds["total"], seconds["forward"], peak]]
     totals = profile_totals(table)

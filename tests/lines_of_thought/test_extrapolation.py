@@ -3,13 +3,13 @@ import numpy as np
 from scipy.linalg import expm
 from scipy.stats import norm
 
+from benchmarks.coverage_cases import svm_accuracy_interval
 from lotlib.lines_of_thought.ensemble import align_bases, basis_angles, ensemble_svd
 from lotlib.lines_of_thought.extrapolation import (
     HeldOutBases,
     eq1_residuals,
     extrapolate,
     svm_accuracy,
-    svm_accuracy_interval,
     svm_split_accuracy,
     weighted_svd,
 )
