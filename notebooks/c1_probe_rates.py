@@ -83,7 +83,7 @@ k: int = 5  # top-k tokens per probe
 leading_space: bool = False  # query form: the bare word or " word"
 n_baseline: "int | None" = None  # random words of the baseline (None: # of nouns)
 seed: int = 0  # which random words; the bootstrap resamples
-n_boot: int = 1000  # bootstrap resamples of the queries for every band and interval
+n_boot: "Count" = 1000  # bootstrap resamples of the queries for every band and interval
 
 # %% tags=["hide-input"]
 import lotlib
@@ -212,9 +212,9 @@ result.heads_above(0.2)
 #   curve would be flat near zero and its maximum fall anywhere.
 # - **A-rates-vo-update**: some heads preserve the key's meaning in their value output: the best
 #   single head's update-alone rate over all blocks is at least 0.2. Here:
-#   {glue:text}`vo_update_best_head_rate` for the nouns,
+#   {glue:text}`vo_update_best_head_rate_all_blocks` for the nouns,
 #   {glue:text}`vo_update_best_head_rate_baseline` for the random words (the nouns' interval
-#   {glue:text}`vo_update_best_head_rate_vs` theirs).
+#   {glue:text}`vo_update_best_head_rate_all_blocks_vs` theirs).
 #
 # Every finding is also judged on the untrained model of the same architecture, where the rates are
 # expected at chance, and the query-key findings on the random words: when those pass as well (the
@@ -253,7 +253,7 @@ for key, null in (
     ("qk_rate_first_block", "qk_baseline_first_block"),
     ("qk_rate_early", "qk_baseline_early"),
     ("qk_early_minus_late", "qk_early_minus_late_baseline"),
-    ("vo_update_best_head_rate", "vo_update_best_head_rate_baseline"),
+    ("vo_update_best_head_rate_all_blocks", "vo_update_best_head_rate_baseline"),
 ):
     glue(f"{key}_vs", side_word(values[key], LIES, values[null]))
 

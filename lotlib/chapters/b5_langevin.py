@@ -62,7 +62,7 @@ def fit_summary(model: HeldOutLangevin) -> dict:
         "noise": model.noise,
         "alpha": model.law["alpha"],
         "lambda": lam,
-        "lambda_L": lam * L,
+        "lambda_L_held_out": lam * L,
         "r2_eq2": model.law["r2"],
         "r2_accumulated": model.accumulated["r2"],
         "paper_rate_share_first_layer": float(1 - np.exp(-lam)),

@@ -153,7 +153,7 @@ class ProbeRates:
             "vo_update_rate_first_block": estimate(update[0]),
             "vo_update_peak_block": self.layers[int(np.argmax(curve_update))],
             "vo_update_peak_rate": curve_update.max(),
-            "vo_update_best_head_rate": estimate(update, best_head=True),
+            "vo_update_best_head_rate_all_blocks": estimate(update, best_head=True),
             "vo_update_best_head_rate_baseline": estimate(
                 self.per_query("vo_update", "random words"),
                 best_head=True,
