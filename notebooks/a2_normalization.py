@@ -59,7 +59,7 @@ dtype: "Dtype" = "float32"  # the model's weights
 n_s: int = 64  # pseudo-sentences drawn at random from Walden (all positions used)
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 seed: int = 0  # which pseudo-sentences are drawn, and the bootstrap's resamples
-n_boot: int = 1000  # bootstrap resamples of pseudo-sentences
+n_boot: "Count" = 1000  # bootstrap resamples of pseudo-sentences
 blocks: "list[Layer] | None" = None  # cos(x, 1) plot layers (None: 0, L/2, L)
 
 # %% tags=["hide-input"]

@@ -60,7 +60,7 @@ k: int = 5  # tokens listed at each end of each ranking
 n_tokens: int = 300  # tokens from the least and the most reachable tenth (win test)
 tail: float = 0.1  # share of the vocabulary at each end of the max-logit ranking
 seed: int = 0  # which tokens are drawn, and the bootstrap's resamples
-n_boot: int = 2000  # bootstrap resamples of the drawn tokens
+n_boot: "Count" = 2000  # bootstrap resamples of the drawn tokens
 
 # %% tags=["hide-input"]
 import lotlib

@@ -77,7 +77,7 @@ leading_space: bool = False  # query form: the bare word or " word"
 show: list[str] = ["time", "water", "car"]  # nouns shown in full in the tables
 n_random: "int | None" = None  # random words of the null (None: as many as nouns)
 seed: int = 0  # which random words; the bootstrap resamples
-n_boot: int = 1000  # bootstrap resamples of the queries for every interval
+n_boot: "Count" = 1000  # bootstrap resamples of the queries for every interval
 
 # %% tags=["hide-input"]
 import lotlib

@@ -62,7 +62,7 @@ n_dirs: int = 20  # singular directions per head in the tables
 k: int = 3  # tokens per side of each direction
 show_heads: list[int] = [0, 3]  # heads whose tables are shown in full
 seed: int = 0  # the bootstrap resamples
-n_boot: int = 1000  # bootstrap resamples of the heads for every interval
+n_boot: "Count" = 1000  # bootstrap resamples of the heads for every interval
 
 # %% tags=["hide-input"]
 import lotlib

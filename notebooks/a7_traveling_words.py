@@ -79,7 +79,7 @@ umap_normalized: bool = False  # fit on final_norm(W_E) instead of the raw W_E
 n_neighbors: int = 15
 min_dist: float = 0.1
 seed: int = 0  # UMAP random_state of the drawn map; other fits: seed + 1, + 2, ...
-n_seeds: int = 5  # UMAP fits (one per seed): the spread of the map measurements
+n_seeds: "Count" = 5  # UMAP fits (one per seed): the spread of the map measurements
 top_k: int = 5  # tokens per layer in the logit-lens table
 
 # %% tags=["hide-input"]

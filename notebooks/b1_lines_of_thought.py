@@ -44,7 +44,7 @@ n_s: "Pilots | None" = None  # cap on pseudo-sentences (None: all of Walden)
 n_pilots: int = 500  # trajectories drawn
 bos: "bool | None" = None  # start with BOS (None: as the model's tokenizer does)
 seed: int = 0  # pilots drawn, the fit / held-out split, the cloud, the bootstrap
-n_boot: int = 2000  # bootstrap resamples of held-out pilots for the intervals
+n_boot: "Count" = 2000  # bootstrap resamples of held-out pilots for the intervals
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt

@@ -61,7 +61,7 @@ n_truncated: "int | None" = None  # pilots of the last-layer protocol (None: all
 n_propagated: int = 128  # pilots for the truncate-every-layer protocol (0 skips it)
 top: int = 5  # next tokens compared between p_K and p (the authors' top-5)
 n_s_paper: "PaperPilots" = "2.8D"  # the paper's N_s: a seeded subset of the pilots
-n_rep: int = 50  # repetitions of the intervals (pilots resampled, basis refit)
+n_rep: "Count" = 50  # repetitions of the intervals (pilots resampled, basis refit)
 seed: int = 0  # the scored pilots, the paper's subset, random directions, resamples
 
 # %% tags=["hide-input"]

@@ -75,7 +75,7 @@ n_s_paper: "PaperPilots" = "2.8D"  # pilots of the authors' protocol (paper's ra
 fit_first: "Layer" = 1  # Eq. 2 is fitted on pairs with t >= fit_first
 fit_last: "Layer | None" = None  # and arrival t + tau <= fit_last (None: L)
 early_layers: "Layer | None" = None  # kurtosis over t >= this (None: L//4)
-n_boot: int = 100  # bootstrap resamples of the pilots (each refits the bases)
+n_boot: "Count" = 100  # bootstrap resamples of the pilots (each refits the bases)
 seed: int = 0  # the pilots drawn, the resamples, the cloud and the Gaussian floor
 
 # %% tags=["hide-input"]

@@ -90,7 +90,7 @@ early_layers: "Layer | None" = None  # departures t < this are "early" (None: L/
 t_pdf: "Layer | None" = None  # departure t of noise PDFs, correlations (None: L//2)
 pdf_taus: list[int] = [1, 2, 4, 8]  # tau of the noise PDFs
 n_corr: int = 40  # coordinates in the correlation matrix (largest sigma at arrival)
-n_boot: int = 200  # bootstrap resamples of the pilots (offset, correlation)
+n_boot: "Count" = 200  # bootstrap resamples of the pilots (offset, correlation)
 seed: int = 0  # the bootstrap resamples, the two nulls and the Gaussian reference
 
 # %% tags=["hide-input"]

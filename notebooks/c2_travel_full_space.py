@@ -69,7 +69,7 @@ dtype: "Dtype" = "float32"  # the model's weights
 n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_sentences: int = 256  # pseudo-sentences from Walden (all their positions used)
 seed: int = 0  # which sentences, the shuffles of next tokens and the bootstrap
-n_boot: int = 2000  # bootstrap resamples of sentences
+n_boot: "Count" = 2000  # bootstrap resamples of sentences
 batch_size: int = 16  # sentences per forward pass
 
 # %% tags=["hide-input"]

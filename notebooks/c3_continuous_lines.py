@@ -62,7 +62,7 @@ per_layer: int = 20  # points per layer on the drawn curves
 n_show: int = 5  # pilots drawn
 n_summary: int = 300  # held-out pilots of the path lengths
 t_free: "Layer | None" = None  # start of the never-restarted flow (None: L // 2)
-n_boot: int = 1000  # bootstrap resamples of the pilots
+n_boot: "Count" = 1000  # bootstrap resamples of the pilots
 seed: int = 0  # which pilots are drawn, and the bootstrap's resamples
 
 # %% tags=["hide-input"]

@@ -95,18 +95,18 @@ n_k_gibberish: "Tokens" = 10  # tokens per pseudo-sentence vs gibberish (paper: 
 n_s_gibberish: "Pilots | None" = 2000  # pseudo-sentences per class (None: all)
 classifier: "Literal['perceptron', 'logistic']" = "perceptron"  # the paper's
 train_fraction: float = 0.7  # share of the pilots the classifier is trained on
-n_splits: int = 5  # classifier splits (seeds seed, seed + 1, ...)
-n_boot_splits: int = 100  # bootstrap repetitions: resample, split, refit
+n_splits: "Count" = 5  # classifier splits (seeds seed, seed + 1, ...)
+n_boot_splits: "Count" = 100  # bootstrap repetitions: resample, split, refit
 n_k: "Tokens" = 50  # tokens per pseudo-sentence, untrained and re-initialised
 n_s: "Pilots | None" = 1000  # pseudo-sentences run through them (None: all Walden)
 reinit_from: "Block | None" = None  # first re-initialised block (None: L // 2)
-n_reinit: int = 3  # re-initialisation seeds (seed, seed + 1, ...)
+n_reinit: "Count" = 3  # re-initialisation seeds (seed, seed + 1, ...)
 n_pilots: int = 300  # trajectories drawn
 paper_null: str = "gpt2-medium"  # the paper's untrained architecture ("": skip it)
 n_s_paper: "Pilots | None" = None  # pseudo-sentences through it (None: n_s)
 seed: int = 0  # gibberish, random weights, splits, drawn pilots, bootstrap
-n_boot: int = 1000  # bootstrap resamples of pilots (path shapes, variance law)
-n_boot_kurtosis: int = 200  # resamples refitting the bases: kurtosis, arrival R²
+n_boot: "Count" = 1000  # bootstrap resamples of pilots (path shapes, variance law)
+n_boot_kurtosis: "Count" = 200  # resamples refitting the bases: kurtosis, arrival R²
 
 # %% tags=["hide-input"]
 import lotlib

@@ -101,7 +101,7 @@ classifier: "Literal['perceptron', 'logistic']" = "perceptron"  # the paper's
 train_fraction: float = 0.7  # share of the pilots the classifier is trained on
 n_bos: int = 200  # pseudo-sentences for the BOS check (0 skips it)
 seed: int = 0  # gibberish, the classifier's split, the cloud, the bootstrap
-n_boot: int = 1000  # bootstrap resamples of pilots
+n_boot: "Count" = 1000  # bootstrap resamples of pilots
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt

@@ -44,7 +44,7 @@ n_k: "Tokens" = 50  # tokens per pseudo-sentence
 n_s: "FullBasis" = "2D"  # pseudo-sentences of Walden read (the first ones)
 n_scored: "Pilots" = "0.5D"  # the last of them, held out: truncated and scored
 seed: int = 0  # the bootstrap resamples
-n_boot: int = 1000  # bootstrap resamples of the pseudo-sentences
+n_boot: "Count" = 1000  # bootstrap resamples of the pseudo-sentences
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt

@@ -321,7 +321,32 @@ class Tokens(Bounded):
         check_context(value, shape.max_positions, values.get("bos"), param, shape.name)
 
 
+class Count(Bounded):
+    """How many resamples, seeds, repetitions or splits: a whole number of at least 1, whatever the model."""
+
+    description = (
+        "a whole number of at least 1 (a count: resamples, seeds, repetitions)"
+    )
+
+    @staticmethod
+    def accepts(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    @staticmethod
+    def check(value, shape, param, values):
+        """A count fits every model: `accepts` said all there is."""
+
+
 TYPES = {
     cls.__name__: cls
-    for cls in (Layer, Block, Pilots, FullBasis, HeldOutBasis, PaperPilots, Tokens)
+    for cls in (
+        Layer,
+        Block,
+        Pilots,
+        FullBasis,
+        HeldOutBasis,
+        PaperPilots,
+        Tokens,
+        Count,
+    )
 }
