@@ -238,7 +238,7 @@ def variance_ratios(
 ) -> dict[str, dict[str, Estimate]]:
     """Total variance of each prediction `(n_h, samples, n_layers + 1, D)` at t0 + n_layers over the true held-out
     ensemble's, along u1..u4 of that layer and in all D, with jackknife intervals on the log scale over the
-    held-out pilots (`intervals.jackknife_estimate`)."""
+    held-out pilots (`stats.jackknife_estimate`)."""
 
     n = len(model.held)
     rows = np.vstack([np.ones(n), jackknife_weights(n)])

@@ -306,7 +306,7 @@ def centered_percentile(
     ones dropped): the repetitions' `level` percentile interval moved by the value minus their mean, clipped
     to the values the statistic can take (`bounds`: an accuracy 0..1, K0 / D up to 1). `with_raw`: the
     smallest interval holding both the moved one and the unmoved one, for a statistic whose repetitions move
-    for reasons the sample cannot tell apart (see `authors_protocol.authors_summary`).
+    for reasons the sample cannot tell apart (see `lotlib.chapters.b4_authors_protocol.authors_summary`).
 
     Why moved: a draw with replacement holds about 63% distinct pilots, and a statistic fit and scored on
     the same pilots (the paper's bases, a classifier's training set) moves with the number of distinct
