@@ -93,6 +93,18 @@ def test_a_damaged_cache_that_cannot_be_rebuilt_stops_naming_the_folder_and_the_
         sources._rebuild(folder, read_only)
 
 
+def test_a_model_cache_that_fills_the_disk_names_the_disk_and_keeps_nothing(fake_model):
+    load, _, _ = fake_model
+    folder = load()
+    os.truncate(folder / "model.safetensors", 10)
+
+    def full():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(sources.ModelCacheError, match=rf"filled the disk.*free space.*{folder.parent}"):
+        sources._rebuild(folder, full)
+
+
 def test_a_built_model_folder_has_the_permissions_the_umask_allows(fake_model):
     load, _, _ = fake_model
     folder = load()

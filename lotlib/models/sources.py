@@ -4,6 +4,7 @@ import: torch and transformers load only when a model is de-quantized or a confi
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import shutil
@@ -507,6 +508,12 @@ def _rebuild(folder: Path, build) -> None:
     try:
         build()
     except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ModelCacheError(
+                f"building the model cache {folder} filled the disk ({err.strerror}): free space on the disk "
+                f"that holds {folder.parent} (df -h {folder.parent}) or set LOTLIB_CACHE_DIR to a folder on "
+                f"another disk; nothing half-built was kept"
+            ) from err
         raise ModelCacheError(
             f"the model cache {folder} is missing or damaged and cannot be rebuilt here "
             f"({err.strerror or err}): remove it (rm -r {folder}) where the cache is writable and run again, "
