@@ -85,7 +85,7 @@ taus: list[int] = [1, 2, 4, 8]  # jumps drawn in the grid
 n_rows: int = 3  # starting layers drawn in the grid, from L/2 on
 n_plot: int = 400  # pilots drawn per panel
 tau_max: int = 10  # errors and SVM: tau = 1..tau_max (fewer in a shallower model)
-n_starts: "Count" = 2  # starting layers the SVM verdicts are averaged over, from L/2 on
+n_starts: "Count" = 2  # starting layers the SVM verdicts average over, from L/2 on
 n_svm: int = 1000  # pilots per class in the held-out SVM (from the held-out half)
 svm_top_k: "int | None" = None  # SVM features: None = all D, k = top-k singular
 svm_c: float = 0.1  # the SVM's regularization C
@@ -93,7 +93,7 @@ train_fraction: float = 0.5  # the verdicts' SVM: share of pilots that train
 n_rep: "Count" = 50  # repetitions of every SVM interval (resampled pilots, refits)
 n_s_paper: "PaperPilots" = "2.8D"  # the paper's protocol: a subset of the pilots
 seed: int = 0  # the split, the subsamples, the paper's pilots, the resamples
-n_boot: "Count" = 2000  # bootstrap resamples of held-out pilots for the error ratios
+n_boot: "Count" = 2000  # bootstrap resamples of held-out pilots: error ratios
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt

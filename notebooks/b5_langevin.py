@@ -78,7 +78,7 @@ noise_convention: "Literal['log_mean', 'mean_log']" = "log_mean"  # B4 fit: α, 
 n_distance: int = 1000  # points of each ensemble in the energy distance
 n_plot: int = 1500  # points of each ensemble drawn
 n_boot: "Count" = 1000  # bootstrap resamples of the held-out pilots
-n_seeds: "Count" = 10  # seeds of the energy-distance curves (noise, subsample, halves)
+n_seeds: "Count" = 10  # seeds of the energy curves (noise, subsample, halves)
 seed: int = 0  # the split, starting noise, subsamples, bootstrap
 
 # %% tags=["hide-input"]

@@ -83,7 +83,7 @@ k: int = 5  # top-k tokens per probe
 leading_space: bool = False  # query form: the bare word or " word"
 n_baseline: "int | None" = None  # random words of the baseline (None: # of nouns)
 seed: int = 0  # which random words; the bootstrap resamples
-n_boot: "Count" = 1000  # bootstrap resamples of the queries for every band and interval
+n_boot: "Count" = 1000  # bootstrap resamples of the queries: bands, intervals
 
 # %% tags=["hide-input"]
 import lotlib

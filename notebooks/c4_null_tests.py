@@ -106,7 +106,7 @@ paper_null: str = "gpt2-medium"  # the paper's untrained architecture ("": skip 
 n_s_paper: "Pilots | None" = None  # pseudo-sentences through it (None: n_s)
 seed: int = 0  # gibberish, random weights, splits, drawn pilots, bootstrap
 n_boot: "Count" = 1000  # bootstrap resamples of pilots (path shapes, variance law)
-n_boot_kurtosis: "Count" = 200  # resamples refitting the bases: kurtosis, arrival R²
+n_boot_kurtosis: "Count" = 200  # resamples refitting bases: kurtosis, arrival R²
 
 # %% tags=["hide-input"]
 import lotlib

@@ -55,8 +55,8 @@ def test_untrained_names_load_the_untrained_variant(tiny_gpt2_dir):
 @CUDA
 @pytest.mark.parametrize("fixture", ["tiny_gpt2_dir", "tiny_llama_dir", "tiny_gemma3_dir"])
 def test_cuda_agrees_with_cpu(fixture, request):
-    from tests.lines_of_thought.test_truncation import truncated_kl
     from lotlib.traveling_words.probes import qk_top
+    from tests.lines_of_thought.test_truncation import truncated_kl
 
     folder = str(request.getfixturevalue(fixture))
     cpu, gpu = load_model(folder, device="cpu"), load_model(folder, device="cuda")
