@@ -20,7 +20,7 @@ from .book.spec import read_spec
 from .book.sweep import load_grid, run_sweep
 from .models import corpus
 from .models.bounds import check_context, check_reinit, model_shape
-from .models.devices import resolve_device
+from .models.devices import DeviceRequest, resolve_device
 from .models.sources import EMBEDDED, PACKAGED, split_name, split_revision
 from .project import bundled_project
 
@@ -86,7 +86,7 @@ def _pinned(model: str | None, revision: str | None) -> str | None:
     return f"{model}@{revision}"
 
 
-def _checked_device(device: str | None) -> str | None:
+def _checked_device(device: DeviceRequest | None) -> DeviceRequest | None:
     """`device` unchanged when torch can use it here (checked once, before any kernel starts)."""
     if device is not None:
         try:

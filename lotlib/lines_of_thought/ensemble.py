@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..models.bounds import ParameterError, pilot_count
+from ..models.devices import DeviceRequest
 from ..stats import draw_pilots
 from ..stats.backend import Device, as_tensor, single_thread, to_numpy
 
@@ -144,7 +145,7 @@ def open_ensemble(
     n_s: int | str | None = None,
     bos: bool | None = None,
     *,
-    device: str = "auto",
+    device: DeviceRequest = "auto",
     dtype: str = "float32",
     at_least_width: bool = False,
 ) -> Ensemble:

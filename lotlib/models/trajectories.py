@@ -20,6 +20,7 @@ from ..storage.paths import cache_dir
 from .bounds import check_context, pilot_count
 from .capture import capture
 from .corpus import Corpus, bos_prefix, walden
+from .devices import DeviceRequest
 from .loading import Model, load_model
 
 CAPTURE_VERSION = 1  # bump when capture() changes what it returns
@@ -142,7 +143,7 @@ def walden_trajectories(
     n_s: int | str | None = None,
     bos: bool | None = None,
     *,
-    device: str = "auto",
+    device: DeviceRequest = "auto",
     dtype: str = "float32",
     **options,
 ) -> tuple[Model, Corpus, np.ndarray]:
