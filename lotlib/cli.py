@@ -96,6 +96,25 @@ def _checked_device(device: DeviceRequest | None) -> DeviceRequest | None:
     return device
 
 
+def _folder_out(out: Path | None) -> Path | None:
+    """`--out` of `sweep` and `book`: a folder that exists or can be made, and written, checked before any run."""
+    if out is None:
+        return None
+    if out.exists() and not out.is_dir():
+        raise ValueError(
+            f"--out {out}: is a file; give a folder for the results (a new or existing one)"
+        )
+    _writable(out, out)
+    return out
+
+
+def _writable(folder: Path, out: Path) -> None:
+    """Refuse `--out out` when `folder`, or the nearest folder above it that exists, cannot be written."""
+    existing = next(p for p in [folder, *folder.absolute().parents] if p.exists())
+    if not os.access(existing, os.W_OK):
+        raise ValueError(f"--out {out}: {existing} is not writable; pick another --out")
+
+
 def _notebook_out(out: Path) -> Path:
     """`--out` of `run`: a notebook file whose folder can be written, checked before the run starts."""
     if out.is_dir() or out.suffix != ".ipynb":
@@ -103,12 +122,7 @@ def _notebook_out(out: Path) -> Path:
             f"--out {out}: expected the path of the executed notebook to write, ending in .ipynb "
             f"(such as {out / 'run.ipynb' if out.is_dir() else out.with_suffix('.ipynb')})"
         )
-    folder = out.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    if not os.access(folder, os.W_OK):
-        raise ValueError(
-            f"--out {out}: the folder {folder} is not writable; pick another --out"
-        )
+    _writable(out.parent, out)
     return out
 
 
@@ -541,7 +555,7 @@ def _sweep(args) -> int:
         for k, v in {**base, **_model_parameters(args, source)}.items()
         if k not in grid
     }
-    out = args.out or Path("build") / "sweeps" / source.stem
+    out = _folder_out(args.out) or Path("build") / "sweeps" / source.stem
     table = run_sweep(
         source, grid, out, base=base, workers=args.workers, scheduler=args.scheduler
     )
@@ -568,7 +582,8 @@ def _book(args) -> int:
         device=_checked_device(args.device) or "auto",
         dtype=args.dtype or "float32",
         null=args.null,
-        build=args.out or (Path("build") if root == bundled_project() else None),
+        build=_folder_out(args.out)
+        or (Path("build") if root == bundled_project() else None),
     )
     build_book(root, options, jobs=args.jobs, scheduler=args.scheduler)
     return 0

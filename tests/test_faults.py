@@ -282,6 +282,15 @@ def test_out_pointing_at_a_folder_is_refused_before_the_run(capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_out_of_a_sweep_or_book_pointing_at_a_file_is_refused(capsys, tmp_path):
+    file = tmp_path / "results"
+    file.write_text("mine")
+    _fails_fast(["sweep", "b1_lines_of_thought", "--quick", "-p", "n_k", "8,9", "--out", str(file)], capsys,
+                "--out", "is a file")
+    _fails_fast(["book", "--quick", "--out", str(file)], capsys, "--out", "is a file")
+    assert file.read_text() == "mine"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 def test_a_device_that_is_not_there_is_refused_once_before_any_kernel(capsys, tmp_path):
     _fails_fast(["run", "b1_lines_of_thought", "--quick", "--device", "cuda", "--out", str(tmp_path / "r.ipynb")],
