@@ -312,11 +312,10 @@ def b5_scores(
     name = f"Langevin (noise {sde.noise})"
     ratios = langevin_held_out.variance_ratios(
         sde, langevin_held_out.predictions(sde, n_samples, seed)
-    )[name]
+    )
     margins = langevin_held_out.energy_margins(sde, n_samples, n_distance, n_boot, seed)
     found = {
-        "variance_ratio_top4_langevin_last": ratios["u1..u4"],
-        "variance_ratio_all_langevin_last": ratios["all D"],
+        **b5_langevin.variance_ratio_values(ratios),
         "energy_margin_over_constant": margins.estimate(
             langevin_held_out.ENERGY_COLUMNS["constant"]
         ),
