@@ -41,14 +41,17 @@ def serving_key(env: dict[str, str]) -> tuple:
     return tuple(sorted((k, env[k]) for k in shared))
 
 
-def _preload() -> None:
+def _preload() -> list[str]:
+    """Import `PRELOADED`; the names that could not be imported (not installed), which kernels import themselves."""
     # the backend ipykernel sets before a kernel imports anything: matplotlib reads it once, when imported
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    missing = []
     for name in PRELOADED:
         try:
             importlib.import_module(name)
         except ImportError:
-            pass
+            missing.append(name)
+    return missing
 
 
 def _keep_niceness(attempts: int = 5) -> None:
@@ -89,8 +92,7 @@ def _become_kernel(request: dict, replies) -> None:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-        # the script's folder leaves sys.path; IPython adds the kernel's own, as ipykernel_launcher does
-        del sys.path[0]
+        # IPython adds the kernel's own folder to sys.path, as ipykernel_launcher does
         launcher = importlib.util.find_spec("ipykernel_launcher").origin
         sys.argv = [launcher, *request["arguments"]]
         from ipykernel import kernelapp
@@ -129,9 +131,9 @@ def serve() -> None:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything printed goes to stderr; stdout carries the answers only
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _preload()
+    missing = _preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps ended kernels
-    replies.write(json.dumps({"ready": os.getpid()}) + "\n")
+    replies.write(json.dumps({"ready": os.getpid(), "not_preloaded": missing}) + "\n")
     replies.flush()
     for line in sys.stdin:
         request = json.loads(line)
@@ -143,4 +145,7 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
+    # the script's folder (lotlib/book) leaves sys.path before any import: its profile.py would shadow the
+    # standard library's, which torch imports through cProfile
+    del sys.path[0]
     serve()

@@ -140,3 +140,16 @@ def test_a_niced_zygotes_kernels_stay_niced(tmp_path):
         assert Path(f"/proc/{zygote.process.pid}/autogroup").read_text() == zygotes_group  # its own untouched
     finally:
         zygote.close()
+
+
+def test_the_zygote_preloads_every_installed_heavy_library():
+    """Run as a script, the zygote's own folder (lotlib/book, which holds a profile.py) must not shadow the
+    standard library: torch imports cProfile, which imports `profile`."""
+    import lotlib.book.zygote as zygote
+
+    started = subprocess.Popen([sys.executable, zygote.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONSAFEPATH": ""})
+    ready = json.loads(started.stdout.readline())
+    started.stdin.close()
+    started.wait(timeout=60)
+    assert ready["not_preloaded"] == []
