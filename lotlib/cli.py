@@ -4,7 +4,6 @@ chapters out."""
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import typing
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from . import arguments
 from .book.build import BookOptions, book_parameters, build_book
 from .book.export import export_notebooks
 from .book.parameters import Dtype
@@ -20,8 +20,7 @@ from .book.spec import read_spec
 from .book.sweep import load_grid, run_sweep
 from .models import corpus
 from .models.bounds import check_context, check_reinit, model_shape
-from .models.devices import DeviceRequest, resolve_device
-from .models.sources import EMBEDDED, PACKAGED, split_name, split_revision
+from .models.sources import split_name
 from .project import bundled_project
 
 EPILOG = """examples:
@@ -46,10 +45,10 @@ def _model_parameters(args, source: Path) -> dict:
         for name in ("model", "device", "dtype")
         if getattr(args, name) is not None
     }
-    _checked_device(given.get("device"))
+    arguments.checked_device(given.get("device"))
     if args.revision is not None:
         default = read_spec(source).defaults.get("model")
-        given["model"] = _pinned(args.model or default, args.revision)
+        given["model"] = arguments.pinned(args.model or default, args.revision)
     missing = sorted(set(given) - set(read_spec(source).parameters))
     if missing:
         raise ValueError(
@@ -57,73 +56,6 @@ def _model_parameters(args, source: Path) -> dict:
             f"(it does not load a model)"
         )
     return given
-
-
-def _pinned(model: str | None, revision: str | None) -> str | None:
-    """`model` with `--revision` appended as MODEL@REVISION (the form every notebook's `model` takes); only a hub
-    id has revisions."""
-    if revision is None:
-        return model
-    if model is None:
-        raise ValueError(
-            f"--revision {revision} needs --model: the hub id it pins (--model ORG/NAME --revision {revision})"
-        )
-    base, untrained = split_name(model)
-    if (
-        base in EMBEDDED
-        or base in PACKAGED
-        or Path(base).expanduser().is_dir()
-        or untrained
-    ):
-        raise ValueError(
-            f"--revision {revision}: {model} is not a hub id (its weights are pinned by their sha256, not by a "
-            f"revision); drop --revision, or give a hub id: --model ORG/NAME --revision {revision}"
-        )
-    if split_revision(base)[1] is not None:
-        raise ValueError(
-            f"--revision {revision}: --model {model} already names a revision; give it once"
-        )
-    return f"{model}@{revision}"
-
-
-def _checked_device(device: DeviceRequest | None) -> DeviceRequest | None:
-    """`device` unchanged when torch can use it here (checked once, before any kernel starts)."""
-    if device is not None:
-        try:
-            resolve_device(device)
-        except ValueError as err:
-            raise ValueError(f"--device {device}: {err}") from None
-    return device
-
-
-def _folder_out(out: Path | None) -> Path | None:
-    """`--out` of `sweep` and `book`: a folder that exists or can be made, and written, checked before any run."""
-    if out is None:
-        return None
-    if out.exists() and not out.is_dir():
-        raise ValueError(
-            f"--out {out}: is a file; give a folder for the results (a new or existing one)"
-        )
-    _writable(out, out)
-    return out
-
-
-def _writable(folder: Path, out: Path) -> None:
-    """Refuse `--out out` when `folder`, or the nearest folder above it that exists, cannot be written."""
-    existing = next(p for p in [folder, *folder.absolute().parents] if p.exists())
-    if not os.access(existing, os.W_OK):
-        raise ValueError(f"--out {out}: {existing} is not writable; pick another --out")
-
-
-def _notebook_out(out: Path) -> Path:
-    """`--out` of `run`: a notebook file whose folder can be written, checked before the run starts."""
-    if out.is_dir() or out.suffix != ".ipynb":
-        raise ValueError(
-            f"--out {out}: expected the path of the executed notebook to write, ending in .ipynb "
-            f"(such as {out / 'run.ipynb' if out.is_dir() else out.with_suffix('.ipynb')})"
-        )
-    _writable(out.parent, out)
-    return out
 
 
 def _positive(text: str) -> int:
@@ -536,7 +468,9 @@ def _run(args) -> int:
     )
     parameters |= _model_parameters(args, source)
     parameters |= {name: yaml.safe_load(value) for name, value in args.parameter}
-    out = _notebook_out(args.out or Path("build") / "runs" / f"{source.stem}.ipynb")
+    out = arguments.notebook_out(
+        args.out or Path("build") / "runs" / f"{source.stem}.ipynb"
+    )
     print(run_notebook(source, out, parameters))
     return 0
 
@@ -555,7 +489,7 @@ def _sweep(args) -> int:
         for k, v in {**base, **_model_parameters(args, source)}.items()
         if k not in grid
     }
-    out = _folder_out(args.out) or Path("build") / "sweeps" / source.stem
+    out = arguments.folder_out(args.out) or Path("build") / "sweeps" / source.stem
     table = run_sweep(
         source, grid, out, base=base, workers=args.workers, scheduler=args.scheduler
     )
@@ -577,12 +511,12 @@ def _book(args) -> int:
     # ends with the line naming the page to open
     root = project_root()
     options = BookOptions(
-        model=_pinned(args.model, args.revision),
+        model=arguments.pinned(args.model, args.revision),
         quick=args.quick,
-        device=_checked_device(args.device) or "auto",
+        device=arguments.checked_device(args.device) or "auto",
         dtype=args.dtype or "float32",
         null=args.null,
-        build=_folder_out(args.out)
+        build=arguments.folder_out(args.out)
         or (Path("build") if root == bundled_project() else None),
     )
     build_book(root, options, jobs=args.jobs, scheduler=args.scheduler)

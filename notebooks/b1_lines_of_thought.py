@@ -161,9 +161,7 @@ for name, key in (("side", "ensemble"), ("cloud_side", "structureless cloud")):
 
 # %%
 second_half = np.arange(L // 2, L + 1)
-dims = b1.widest_coordinates(X[:, L])
-names = tuple(f"x[{d}]" for d in dims)
-C = X[pilots][:, second_half][:, :, dims].astype(np.float64)  # (n_pilots, ·, 3)
+C, dims, names = b1.widest_paths(X, pilots, second_half)  # C: (n_pilots, ·, 3)
 title = f"t = {L // 2}..{L} in coordinates {', '.join(names)}"
 plots.show(plots.paths_3d(C, second_half, title, axis_names=names))
 plots.paths_static(C, second_half, title, axis_names=names)

@@ -156,22 +156,20 @@ authors.law_table()
 bands = {"lambda": band("0.18", "rate"), "alpha": band("0.64", "rate")}
 model_law = authors.summaries["model"]
 hf_law = authors.summaries["after the final norm"]
-
-
-def against(e, name: str) -> str:
-    """Whether the interval of `e` meets the band of the paper's `name` number, in words."""
-    lo, hi = bands[name]
-    return "agrees with" if e.lo <= hi and e.hi >= lo else "differs from"
-
-
+meets = {  # each interval of ln(mean v), before and after the final norm, against the paper's band
+    "lambda_vs_paper": (model_law.lambda_log_mean, bands["lambda"]),
+    "lambda_hf_vs_paper": (hf_law.lambda_log_mean, bands["lambda"]),
+    "alpha_vs_paper": (model_law.alpha_log_mean, bands["alpha"]),
+    "alpha_hf_vs_paper": (hf_law.alpha_log_mean, bands["alpha"]),
+}
 values = {
     **ens.sizes,
     "lambda_band": "{:.3g} to {:.3g}".format(*bands["lambda"]),
-    "lambda_vs_paper": against(model_law.lambda_log_mean, "lambda"),
-    "lambda_hf_vs_paper": against(hf_law.lambda_log_mean, "lambda"),
     "alpha_band": "{:.3g} to {:.3g}".format(*bands["alpha"]),
-    "alpha_vs_paper": against(model_law.alpha_log_mean, "alpha"),
-    "alpha_hf_vs_paper": against(hf_law.alpha_log_mean, "alpha"),
+    **{
+        key: "agrees with" if e.lo <= hi and e.hi >= lo else "differs from"
+        for key, (e, (lo, hi)) in meets.items()
+    },
     **authors.claim_values(),
     "early_layers": pairs.early_layers,
     "fit_first": pairs.fit_first,

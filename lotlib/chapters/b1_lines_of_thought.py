@@ -191,6 +191,17 @@ def widest_coordinates(x: np.ndarray, n: int = 3) -> np.ndarray:
     return np.argsort(x.var(axis=0))[::-1][:n]
 
 
+def widest_paths(
+    X: np.ndarray, pilots: np.ndarray, layers: np.ndarray, n: int = 3
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """The `pilots`' paths over `layers` of X `(N, L+1, D)` in the `n` coordinates of largest variance at the
+    last layer (`widest_coordinates`), `(len(pilots), len(layers), n)` in float64; those coordinates and
+    their names ("x[d]")."""
+    dims = widest_coordinates(X[:, -1], n)
+    paths = X[pilots][:, layers][:, :, dims].astype(np.float64)
+    return paths, dims, tuple(f"x[{d}]" for d in dims)
+
+
 def claim_values(
     energy: np.ndarray,
     counts: dict[str, np.ndarray],

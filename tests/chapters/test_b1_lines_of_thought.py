@@ -142,3 +142,13 @@ def test_widest_coordinates():
 
     x = np.random.default_rng(6).normal(size=(100, 6)) * np.array([1, 9, 2, 7, 0.5, 3])
     np.testing.assert_array_equal(widest_coordinates(x), [1, 3, 5])
+
+
+def test_widest_paths_are_the_pilots_in_the_widest_coordinates():
+    from lotlib.chapters.b1_lines_of_thought import widest_paths
+
+    X = np.random.default_rng(0).normal(size=(20, 4, 6)) * np.array([1, 9, 1, 5, 1, 7])
+    paths, dims, names = widest_paths(X, np.array([2, 5]), np.array([1, 3]))
+    np.testing.assert_array_equal(dims, [1, 5, 3])
+    assert names == ("x[1]", "x[5]", "x[3]") and paths.dtype == np.float64
+    np.testing.assert_array_equal(paths, X[[2, 5]][:, [1, 3]][:, :, [1, 5, 3]])
