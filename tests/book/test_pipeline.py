@@ -329,7 +329,7 @@ import lotlib
 from lotlib.models.capture import capture
 
 lm = lotlib.load_model(model, device="cpu")
-X = capture(lm, [[1, 2, 3, 4]] * 8, batch_size=2, progress=False)
+X = capture(lm, [list(range(1, 97))] * 128, batch_size=32, progress=False)  # passes of tens of ms: seconds are rounded to 0.01
 '''
 
 
