@@ -86,7 +86,7 @@ from lotlib.chapters.b4_authors_protocol import AuthorsProtocol, PaperProtocol
 from lotlib.lines_of_thought.ensemble import open_ensemble
 from lotlib.lines_of_thought.residuals import PairLayers
 from lotlib.summary import glue
-from lotlib.verdicts import band, conclude
+from lotlib.verdicts import band, conclude, meets
 
 plots.apply_theme()
 ens = open_ensemble(
@@ -156,7 +156,7 @@ authors.law_table()
 bands = {"lambda": band("0.18", "rate"), "alpha": band("0.64", "rate")}
 model_law = authors.summaries["model"]
 hf_law = authors.summaries["after the final norm"]
-meets = {  # each interval of ln(mean v), before and after the final norm, against the paper's band
+against = {  # each interval of ln(mean v), before and after the final norm, against the paper's band
     "lambda_vs_paper": (model_law.lambda_log_mean, bands["lambda"]),
     "lambda_hf_vs_paper": (hf_law.lambda_log_mean, bands["lambda"]),
     "alpha_vs_paper": (model_law.alpha_log_mean, bands["alpha"]),
@@ -167,8 +167,8 @@ values = {
     "lambda_band": "{:.3g} to {:.3g}".format(*bands["lambda"]),
     "alpha_band": "{:.3g} to {:.3g}".format(*bands["alpha"]),
     **{
-        key: "agrees with" if e.lo <= hi and e.hi >= lo else "differs from"
-        for key, (e, (lo, hi)) in meets.items()
+        key: "agrees with" if meets((e.lo, e.hi), band_) else "differs from"
+        for key, (e, band_) in against.items()
     },
     **authors.claim_values(),
     "early_layers": pairs.early_layers,

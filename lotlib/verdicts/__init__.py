@@ -74,4 +74,5 @@ from .tolerance import (  # noqa: F401
     allowed,
     band,
     is_not_applicable,
+    meets,
 )

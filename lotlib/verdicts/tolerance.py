@@ -95,8 +95,13 @@ def against_paper(
         return found, value, (low, high)
     if found == "no interval":
         return "inconclusive", value, (low, high)
-    lo, hi = found
-    return ("differs" if hi < low or lo > high else "agrees"), value, (low, high)
+    return ("agrees" if meets(found, (low, high)) else "differs"), value, (low, high)
+
+
+def meets(interval: tuple[float, float], band_: tuple[float, float]) -> bool:
+    """Whether an interval (lo, hi) of ours meets a paper number's band (low, high): `TOLERANCE_RULE`'s test."""
+    (lo, hi), (low, high) = interval, band_
+    return not (hi < low or lo > high)
 
 
 def _floor_range(value) -> tuple[float, float] | None:
