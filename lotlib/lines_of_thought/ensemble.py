@@ -1,9 +1,10 @@
-"""Ensemble SVD: the per-layer, uncentered singular basis of the pilots' states; how many directions an
-ensemble spans around its mean; and structureless Gaussian clouds shaped like an ensemble (the nulls of
-those measures)."""
+"""Ensemble SVD: the per-layer, uncentered singular basis of the pilots' states, computed once for the book
+(`stored`); how many directions an ensemble spans around its mean; and structureless Gaussian clouds shaped
+like an ensemble (the nulls of those measures)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -14,6 +15,11 @@ from ..models.bounds import ParameterError, pilot_count
 from ..models.devices import DeviceRequest
 from ..stats import draw_pilots
 from ..stats.backend import Device, as_tensor, single_thread, to_numpy
+from ..storage.results import cached_result
+
+STORED_SIZE = 2**20
+"""The least size T·D·k of a basis that `ensemble_svd` and `stored_alignment` keep on disk for the whole book;
+smaller ones are recomputed, cheaply, and never fill the cache."""
 
 
 def ensemble_svd(
@@ -23,10 +29,22 @@ def ensemble_svd(
 
     X: `(N, L+1, D)`. Returns U `(L+1, D, k)` (columns are singular vectors) and S `(L+1, k)`,
     with k = min(N, D) unless given (`layer_basis`, per layer, on `device`). Each column is signed so that
-    the pilots' sum has a non-negative coordinate on it; align before comparing layers.
+    the pilots' sum has a non-negative coordinate on it; align before comparing layers. Bases of at least
+    `STORED_SIZE` values are kept by X's contents and k (`stored`): the chapters that ask for the same
+    pilots' bases read back, bit for bit, those the first one computed, on whatever device it ran.
     """
     N, T, D = X.shape
     k = k or min(N, D)
+    return stored(
+        "ensemble_svd", T * D * k, {"X": X, "k": k}, lambda: _layer_bases(X, k, device)
+    )
+
+
+def _layer_bases(
+    X: np.ndarray, k: int, device: Device
+) -> tuple[np.ndarray, np.ndarray]:
+    """`ensemble_svd` computed: `layer_basis` of each layer of X `(N, T, D)`, U `(T, D, k)`, S `(T, k)`."""
+    N, T, D = X.shape
     U = np.empty((T, D, k), dtype=np.float64)
     S = np.empty((T, k), dtype=np.float64)
     # threaded eigensolvers of this size run several times slower on busy cores
@@ -34,6 +52,19 @@ def ensemble_svd(
         for t in range(T):
             U[t], S[t] = layer_basis(X[:, t, :], k, device)
     return U, S
+
+
+def stored(
+    kind: str,
+    size: int,
+    key: dict,
+    compute: Callable[[], tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """`compute()` of a basis of `size` values, kept on disk under `kind` and `key` (arrays by their bytes,
+    `storage.results.cached_result`) when it has at least `STORED_SIZE` values: computed once for the book."""
+    if size < STORED_SIZE:
+        return compute()
+    return cached_result(kind, key, compute)
 
 
 # the least ratio lambda_k / lambda_1 of kept to largest Gram eigenvalue for which `layer_basis` reads the
@@ -95,6 +126,28 @@ def align_bases(
     return U, S
 
 
+def stored_alignment(
+    U: np.ndarray, S: np.ndarray, reference: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """`align_bases(U, S, reference)` kept by the bases' contents (`stored`), as `ensemble_svd` keeps them: U
+    `(T, D, k)`, S `(T, k)` sorted in, aligned copies out."""
+    reference %= len(U)
+    return stored(
+        "align_bases",
+        U.size,
+        {"U": U, "S": S, "reference": reference},
+        lambda: align_bases(U, S, reference),
+    )
+
+
+def aligned_svd(
+    X: np.ndarray, device: Device = "cpu", reference: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """`align_bases(*ensemble_svd(X, device=device), reference)` of X `(N, T, D)`, both steps kept
+    (`stored_alignment`): U `(T, D, k)`, S `(T, k)`."""
+    return stored_alignment(*ensemble_svd(X, device=device), reference)
+
+
 @dataclass
 class Ensemble:
     """The pilots of a Lines of Thought chapter: the model, its pseudo-sentences and their trajectories
@@ -123,9 +176,8 @@ class Ensemble:
 
     @cached_property
     def aligned(self) -> tuple[np.ndarray, np.ndarray]:
-        """`align_bases(*ensemble_svd(X))` over every pilot, on the model's device: U `(L+1, D, k)`,
-        S `(L+1, k)`."""
-        return align_bases(*ensemble_svd(self.X, device=self.lm.device))
+        """`aligned_svd(X)` over every pilot, on the model's device: U `(L+1, D, k)`, S `(L+1, k)`."""
+        return aligned_svd(self.X, self.lm.device)
 
     def authors_pilots(
         self, n_s: int | str, seed: int, cap: int | str | None

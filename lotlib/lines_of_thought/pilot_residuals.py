@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from .ensemble import align_bases
+from .ensemble import stored_alignment
 from .residuals import residual_coordinates, singular_coordinates
 
 # the summary key of alpha relative to the arrival layer's spread: B4's claim, on C5's rows
@@ -60,8 +60,8 @@ def pilot_residuals(
 ) -> PilotResiduals:
     """`PilotResiduals` of trajectories X `(N, L+1, D)` for every pair first <= t < t + tau <= L, with U
     `(L+1, D, k)`, S `(L+1, k)` from `ensemble_svd` (sorted, not aligned: aligned here from layer 0, as in
-    B4)."""
-    U, S = align_bases(U, S)
+    B4, and kept: `stored_alignment`)."""
+    U, S = stored_alignment(U, S)
     Y = singular_coordinates(X, U)
     N, T, k = Y.shape
     energy = np.full((N, T, T), np.nan)

@@ -1,13 +1,25 @@
 """Ensemble SVD (uncentered) and alignment of singular vectors across layers."""
-import numpy as np
 
-from lotlib.lines_of_thought.ensemble import align_bases, ensemble_svd
+from collections import Counter
+
+import numpy as np
+import torch
+
+from lotlib.lines_of_thought import ensemble
+from lotlib.lines_of_thought.ensemble import (
+    align_bases,
+    aligned_svd,
+    ensemble_svd,
+    stored_alignment,
+)
 from lotlib.lines_of_thought.nulls import gaussian_cloud
 
 
 def test_uncentered_svd_reconstructs_each_layer():
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(40, 3, 8)) + 5.0  # a large common offset: the uncentered u1 follows the mean
+    X = (
+        rng.normal(size=(40, 3, 8)) + 5.0
+    )  # a large common offset: the uncentered u1 follows the mean
     U, S = ensemble_svd(X)
     assert U.shape == (3, 8, 8) and S.shape == (3, 8)
     for t in range(3):
@@ -30,35 +42,19 @@ def test_alignment_undoes_permutations_and_sign_flips():
     np.testing.assert_allclose(Sa[1], S[0])
 
 
-
-
-
-
-
-
 def test_correlated_cloud_keeps_the_covariance():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(300, 5)) @ rng.normal(size=(5, 5)) + 3.0
     cloud = gaussian_cloud(x, n=20000, seed=1, correlated=True)
-    np.testing.assert_allclose(np.cov(cloud.T, bias=True), np.cov(x.T, bias=True), atol=0.25)
+    np.testing.assert_allclose(
+        np.cov(cloud.T, bias=True), np.cov(x.T, bias=True), atol=0.25
+    )
     np.testing.assert_allclose(cloud.mean(0), x.mean(0), atol=0.1)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def svd_ensemble_svd(X: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def svd_ensemble_svd(
+    X: np.ndarray, k: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Test oracle: `ensemble_svd` as LAPACK's thin SVD of each layer computes it (left vectors and all), with
     numpy's signs: U `(T, D, k)`, S `(T, k)`."""
     N, T, D = X.shape
@@ -75,7 +71,9 @@ def _assert_same_basis(X, U, S, rtol=1e-10, cos_tol=1e-8):
     signed so that the pilots' sum has a non-negative coordinate on it."""
     U_svd, S_svd = svd_ensemble_svd(X)
     np.testing.assert_allclose(S, S_svd, rtol=rtol)
-    np.testing.assert_allclose(np.abs(np.einsum("tdk,tdk->tk", U, U_svd)), 1.0, atol=cos_tol)
+    np.testing.assert_allclose(
+        np.abs(np.einsum("tdk,tdk->tk", U, U_svd)), 1.0, atol=cos_tol
+    )
     assert (np.einsum("td,tdk->tk", X.sum(0), U) >= 0).all()
 
 
@@ -102,14 +100,20 @@ def test_a_rank_deficient_layer_has_zero_not_nan_singular_values():
     """Fewer distinct directions than D (x(0) repeats tokens): the values past the rank come out as the SVD's
     (about eps times the largest), never NaN, and the vectors stay orthonormal."""
     rng = np.random.default_rng(8)
-    low = rng.normal(size=(864, 2, 100)) @ rng.normal(size=(100, 576))  # rank 100 of 576
-    repeated = np.repeat(rng.normal(size=(50, 2, 576)), 12, axis=0)  # 600 rows, 50 distinct: N > D, rank 50
+    low = rng.normal(size=(864, 2, 100)) @ rng.normal(
+        size=(100, 576)
+    )  # rank 100 of 576
+    repeated = np.repeat(
+        rng.normal(size=(50, 2, 576)), 12, axis=0
+    )  # 600 rows, 50 distinct: N > D, rank 50
     for X, rank in ((low, 100), (repeated, 50)):
         U, S = ensemble_svd(X)
         assert np.isfinite(U).all() and np.isfinite(S).all() and (S >= 0).all()
         U_svd, S_svd = svd_ensemble_svd(X)
         np.testing.assert_allclose(S, S_svd, rtol=1e-10, atol=1e-10 * S_svd.max())
-        assert (S[:, rank:] < 1e-10 * S[:, :1]).all() and (S[:, :rank] > 1e-3 * S[:, :1]).all()
+        assert (S[:, rank:] < 1e-10 * S[:, :1]).all() and (
+            S[:, :rank] > 1e-3 * S[:, :1]
+        ).all()
         cos = np.abs(np.einsum("tdk,tdk->tk", U[:, :, :rank], U_svd[:, :, :rank]))
         np.testing.assert_allclose(cos, 1.0, atol=1e-8)
         np.testing.assert_allclose(U[0].T @ U[0], np.eye(U.shape[2]), atol=1e-10)
@@ -128,3 +132,77 @@ def test_an_ill_conditioned_layer_takes_the_svd():
     U, S = ensemble_svd(X[:, None])
     np.testing.assert_allclose(S[0], sigma, rtol=1e-8)
     _assert_same_basis(X[:, None], U, S)
+
+
+def count_stored_bases(monkeypatch, tmp_path) -> Counter:
+    """Every basis kept (`STORED_SIZE` 0) in a fresh cache under `tmp_path`; the returned counter counts the
+    SVDs (`_layer_bases`) and alignments (`align_bases`) computed."""
+    monkeypatch.setenv("LOTLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ensemble, "STORED_SIZE", 0)
+    calls = Counter()
+
+    def counting(name: str):
+        real = getattr(ensemble, name)
+
+        def counted(*args):
+            calls[name] += 1
+            return real(*args)
+
+        return counted
+
+    for name in ("_layer_bases", "align_bases"):
+        monkeypatch.setattr(ensemble, name, counting(name))
+    return calls
+
+
+def test_a_kept_basis_is_computed_once_and_read_back_bit_for_bit(monkeypatch, tmp_path):
+    calls = count_stored_bases(monkeypatch, tmp_path)
+    X = np.random.default_rng(10).normal(size=(30, 3, 8)) + 1.0
+    U, S = ensemble_svd(X)
+    again = ensemble_svd(
+        X.copy(), device=torch.device("cpu")
+    )  # the contents key it, not the device
+    assert calls["_layer_bases"] == 1
+    monkeypatch.setattr(ensemble, "STORED_SIZE", 10**9)  # computed afresh
+    fresh = ensemble_svd(X)
+    assert calls["_layer_bases"] == 2
+    for got in (again, fresh):
+        np.testing.assert_array_equal(got[0], U)
+        np.testing.assert_array_equal(got[1], S)
+
+
+def test_other_pilots_or_another_k_are_another_entry(monkeypatch, tmp_path):
+    calls = count_stored_bases(monkeypatch, tmp_path)
+    X = np.random.default_rng(11).normal(size=(30, 3, 8)) + 1.0
+    other = X.copy()
+    other[0, 0, 0] += 1e-9
+    U, _ = ensemble_svd(X)
+    U_other, _ = ensemble_svd(other)
+    U5, _ = ensemble_svd(X, k=5)
+    ensemble_svd(X.astype(np.float32))
+    assert calls["_layer_bases"] == 4 and len(list(tmp_path.rglob("*.pkl"))) == 4
+    assert not np.array_equal(U_other, U) and U5.shape == (3, 8, 5)
+
+
+def test_an_alignment_is_kept_by_the_bases_it_aligns(monkeypatch, tmp_path):
+    """B4 and C3 align the half-split bases through `aligned_svd`, C5 aligns the sorted ones it holds
+    (`stored_alignment`): one SVD and one alignment in all; another reference is another alignment."""
+    calls = count_stored_bases(monkeypatch, tmp_path)
+    X = np.random.default_rng(12).normal(size=(30, 4, 8)) + 1.0
+    U, S = aligned_svd(X)
+    for again in (aligned_svd(X), stored_alignment(*ensemble_svd(X))):
+        np.testing.assert_array_equal(again[0], U)
+        np.testing.assert_array_equal(again[1], S)
+    assert calls == {"_layer_bases": 1, "align_bases": 1}
+    np.testing.assert_array_equal(U, align_bases(*ensemble_svd(X))[0])  # not counted
+    aligned_svd(X, reference=-1)
+    aligned_svd(X, reference=3)  # the same layer
+    assert calls == {"_layer_bases": 1, "align_bases": 2}
+
+
+def test_a_small_basis_is_recomputed_and_never_kept(monkeypatch, tmp_path):
+    monkeypatch.setenv("LOTLIB_CACHE_DIR", str(tmp_path))
+    X = np.random.default_rng(13).normal(size=(30, 3, 8))
+    assert 3 * 8 * 8 < ensemble.STORED_SIZE
+    np.testing.assert_array_equal(aligned_svd(X)[0], aligned_svd(X)[0])
+    assert not list(tmp_path.rglob("*.pkl"))
