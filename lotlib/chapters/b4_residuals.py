@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from ..lines_of_thought.ensemble import align_bases, ensemble_svd
+from ..lines_of_thought.ensemble import aligned_svd
 from ..lines_of_thought.extrapolation import eq1_residuals
 from ..lines_of_thought.nulls import shuffled_pilots, structureless_cloud
 from ..lines_of_thought.residuals import (
@@ -275,11 +275,12 @@ def held_out_pairs(
     device: Device = "cpu",
 ) -> tuple[tuple[np.ndarray, np.ndarray], ResampledPairs]:
     """Eq. 1's residual scored out of sample: for the pilots `split` = (held, fitted) of Z `(N, T, D)` (as
-    `split_for_bases` draws them), aligned bases U `(T, D, k)`, S `(T, k)` fitted on the pilots `fitted` and the
-    `ResampledPairs` of the pilots `held` in those bases for every row of `weights` `(B, len(held))`, scored
-    on `device`. Returns ((U, S), the resampled pairs)."""
+    `split_for_bases` draws them), aligned bases U `(T, D, k)`, S `(T, k)` fitted on the pilots `fitted`
+    (`aligned_svd`: kept, and read back by C3 and C5, which fit the same half) and the `ResampledPairs` of
+    the pilots `held` in those bases for every row of `weights` `(B, len(held))`, scored on `device`.
+    Returns ((U, S), the resampled pairs)."""
     held, fitted = split
-    U, S = align_bases(*ensemble_svd(Z[fitted], device=device))
+    U, S = aligned_svd(Z[fitted], device)
     Y = singular_coordinates(Z[held], U, device)
     found = resampled_pairs(Y, S, layers, weights, progress=progress, device=device)
     return (U, S), found

@@ -13,7 +13,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from ..lines_of_thought.continuous import flow_segment
-from ..lines_of_thought.ensemble import align_bases, ensemble_svd
+from ..lines_of_thought.ensemble import aligned_svd
 from ..lines_of_thought.extrapolation import extrapolate
 from ..lines_of_thought.langevin import Flow, langevin_flow
 from ..lines_of_thought.residuals import split_for_bases
@@ -387,11 +387,12 @@ def held_out_flow(
     model: str = "the model",
 ) -> HeldOutFlow:
     """Split the pilots of X `(N, T, D)` (seeded, a share `held_out` held; at least D fitted, else a
-    `ParameterError` naming n_s), and fit the aligned bases and the sigma spline (`langevin_flow` over
-    layers 1..T-1, rotations on the segments of `layers`) on the fitted pilots only."""
+    `ParameterError` naming n_s), and fit the aligned bases (`aligned_svd`, kept: B4 fits the same half) and
+    the sigma spline (`langevin_flow` over layers 1..T-1, rotations on the segments of `layers`) on the
+    fitted pilots only."""
 
     held, fitted = split_for_bases(len(X), X.shape[2], held_out, seed, model)
-    U, S = align_bases(*ensemble_svd(X[fitted]))
+    U, S = aligned_svd(X[fitted])
     flow = langevin_flow(
         U, S, np.arange(1, X.shape[1]), intervals=np.asarray(layers)[:-1], log=True
     )

@@ -2,7 +2,9 @@
 
 import numpy as np
 import pytest
+import scipy.optimize
 
+from lotlib.chapters.b4_residuals import HELD_OUT, held_out_pairs
 from lotlib.chapters.c3_continuous_lines import (
     anchoring,
     bridged_paths,
@@ -23,8 +25,12 @@ from lotlib.lines_of_thought.extrapolation import extrapolate
 from lotlib.lines_of_thought.langevin import (
     langevin_flow,
 )
+from lotlib.lines_of_thought.pilot_residuals import pilot_residuals
+from lotlib.lines_of_thought.residuals import split_for_bases
 from lotlib.models.bounds import ParameterError
+from lotlib.stats import resampling_weights
 from tests.lines_of_thought.test_continuous import _ensemble
+from tests.lines_of_thought.test_ensemble import count_stored_bases
 from tests.lines_of_thought.test_langevin import _orthogonal, _rotating_chain
 
 
@@ -206,3 +212,27 @@ def test_continuous_lines_returns_its_two_figures():
     plt.close(static)
     found = line_values(median_over_pilots(np.ones((5, 2)), 10), 2, np.arange(3.0), 0.5)
     assert found["free_flow_error_by_tau"] == [1.0, 2.0]
+
+
+def test_the_flow_reads_back_the_half_split_bases_of_b4_and_c5(monkeypatch, tmp_path):
+    """B4 (`held_out_pairs`), C3 (`held_out_flow`) and C5 (`pilot_residuals` of `ensemble_svd`) fit the same
+    seeded half of the pilots: its SVD and alignment are computed once and read back bit for bit."""
+    X = _ensemble(1, N=40)[0]
+    calls = count_stored_bases(monkeypatch, tmp_path)
+    matched = []  # every alignment, wherever it runs: one assignment per step between layers
+    assign = scipy.optimize.linear_sum_assignment
+    monkeypatch.setattr(
+        scipy.optimize,
+        "linear_sum_assignment",
+        lambda c: matched.append(1) or assign(c),
+    )
+    layers = np.arange(1, X.shape[1])
+    split = split_for_bases(len(X), X.shape[2], HELD_OUT, 0)
+    weights = resampling_weights(len(split[0]), 2, 0)
+    (U, S), _ = held_out_pairs(X, split, layers, weights, progress=False)
+    fit = held_out_flow(X, layers, 0.5, 0)
+    pilot_residuals(X[split[0]], *ensemble_svd(X[split[1]]), progress=False)
+    assert calls == {"_layer_bases": 1, "align_bases": 1}
+    assert len(matched) == X.shape[1] - 1
+    np.testing.assert_array_equal(fit.U, U)
+    np.testing.assert_array_equal(fit.S, S)

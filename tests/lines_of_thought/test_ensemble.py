@@ -17,9 +17,8 @@ from lotlib.lines_of_thought.nulls import gaussian_cloud
 
 def test_uncentered_svd_reconstructs_each_layer():
     rng = np.random.default_rng(0)
-    X = (
-        rng.normal(size=(40, 3, 8)) + 5.0
-    )  # a large common offset: the uncentered u1 follows the mean
+    # a large common offset: the uncentered u1 follows the mean
+    X = rng.normal(size=(40, 3, 8)) + 5.0
     U, S = ensemble_svd(X)
     assert U.shape == (3, 8, 8) and S.shape == (3, 8)
     for t in range(3):
@@ -100,12 +99,9 @@ def test_a_rank_deficient_layer_has_zero_not_nan_singular_values():
     """Fewer distinct directions than D (x(0) repeats tokens): the values past the rank come out as the SVD's
     (about eps times the largest), never NaN, and the vectors stay orthonormal."""
     rng = np.random.default_rng(8)
-    low = rng.normal(size=(864, 2, 100)) @ rng.normal(
-        size=(100, 576)
-    )  # rank 100 of 576
-    repeated = np.repeat(
-        rng.normal(size=(50, 2, 576)), 12, axis=0
-    )  # 600 rows, 50 distinct: N > D, rank 50
+    # rank 100 of 576; 600 rows, 50 distinct: N > D, rank 50
+    low = rng.normal(size=(864, 2, 100)) @ rng.normal(size=(100, 576))
+    repeated = np.repeat(rng.normal(size=(50, 2, 576)), 12, axis=0)
     for X, rank in ((low, 100), (repeated, 50)):
         U, S = ensemble_svd(X)
         assert np.isfinite(U).all() and np.isfinite(S).all() and (S >= 0).all()
@@ -159,9 +155,8 @@ def test_a_kept_basis_is_computed_once_and_read_back_bit_for_bit(monkeypatch, tm
     calls = count_stored_bases(monkeypatch, tmp_path)
     X = np.random.default_rng(10).normal(size=(30, 3, 8)) + 1.0
     U, S = ensemble_svd(X)
-    again = ensemble_svd(
-        X.copy(), device=torch.device("cpu")
-    )  # the contents key it, not the device
+    # the contents key it, not the device
+    again = ensemble_svd(X.copy(), device=torch.device("cpu"))
     assert calls["_layer_bases"] == 1
     monkeypatch.setattr(ensemble, "STORED_SIZE", 10**9)  # computed afresh
     fresh = ensemble_svd(X)
