@@ -229,10 +229,15 @@ class AuthorsProtocol:
         )
         summaries = {k: authors_summary(r, layers) for k, r in runs.items()}
         every = authors_trajectories(ens.X)
-        at_width = every[ens.authors_pilots("D", p.seed, cap=p.cap)]
 
-        def sample_law(X: np.ndarray) -> AuthorsSummary:
-            return authors_residual_statistics(X, layers, 0, device=p.device)
+        def sample_law(pilots: np.ndarray) -> AuthorsSummary:
+            """The sample's law of the `pilots` (indices): the model's run's sample row when they are the
+            picked ones (every pilot, where the corpus ran out before the paper's count), else computed."""
+            if np.array_equal(pilots, picked):
+                return authors_summary(runs["model"].sample(), layers)
+            return authors_residual_statistics(
+                every[pilots], layers, 0, device=p.device
+            )
 
         floor = gaussian_floor(len(picked), ens.D, seed=p.seed)
         return cls(
@@ -241,8 +246,8 @@ class AuthorsProtocol:
             runs,
             summaries,
             floor,
-            sample_law(at_width),
-            sample_law(every),
+            sample_law(ens.authors_pilots("D", p.seed, cap=p.cap)),
+            sample_law(np.arange(ens.n_s)),
         )
 
     def law_table(self) -> pd.DataFrame:

@@ -141,6 +141,10 @@ class AuthorsPairs:
     def T(self) -> int:
         return self.mean_var.shape[-1] - 1
 
+    def sample(self) -> AuthorsPairs:
+        """The sample's row alone `(1, T+1, T+1)`: what `authors_pairs` gives for the weights' first row."""
+        return AuthorsPairs(**{k: getattr(self, k)[:1] for k in SUMMARIES}, n=self.n)
+
 
 def authors_pairs(
     X: np.ndarray,

@@ -9,8 +9,11 @@ import pytest
 from scipy.linalg import expm
 
 from benchmarks.coverage_cases import GaussianCloud
+from lotlib.chapters import b4_authors_protocol
 from lotlib.chapters.b4_authors_protocol import (
     ENSEMBLES,
+    AuthorsProtocol,
+    PaperProtocol,
     authors_ensembles,
     authors_heatmaps,
     authors_residual_statistics,
@@ -19,6 +22,7 @@ from lotlib.chapters.b4_authors_protocol import (
     gaussian_floor,
 )
 from lotlib.lines_of_thought.authors_protocol import authors_pairs
+from lotlib.lines_of_thought.ensemble import Ensemble
 from lotlib.lines_of_thought.residuals import PairLayers, pair_frame
 from lotlib.stats import resampling_weights
 
@@ -33,16 +37,28 @@ def test_the_authors_heatmaps_draw_the_papers_three_panels_on_its_scales():
     L = 6
     layers = PairLayers.of(L, "test")
     rng = np.random.default_rng(0)
-    pairs = {name: SimpleNamespace(**{a: rng.uniform(1.0, 4.0, size=(3, L + 1, L + 1))
-                                      for a in ("mean_abs_z", "mean_var", "mean_abs_kurtosis")})
-             for name in ("model", "cloud")}
+    pairs = {
+        name: SimpleNamespace(
+            **{
+                a: rng.uniform(1.0, 4.0, size=(3, L + 1, L + 1))
+                for a in ("mean_abs_z", "mean_var", "mean_abs_kurtosis")
+            }
+        )
+        for name in ("model", "cloud")
+    }
     axes = authors_heatmaps(pairs, layers, "test").axes
     heatmaps = [ax for ax in axes if ax.collections and ax.get_title()]
     assert [ax.get_title() for ax in heatmaps] == [
-        f"{label}, {name}" for name in pairs for label in ("⟨|μ/σ|⟩", "log10 ⟨σ²⟩", "⟨|κ|⟩ − 3")]
-    mesh = heatmaps[1].collections[0]  # the model's variance: log10 of the sample's row (row 0), not a resample's
+        f"{label}, {name}"
+        for name in pairs
+        for label in ("⟨|μ/σ|⟩", "log10 ⟨σ²⟩", "⟨|κ|⟩ − 3")
+    ]
+    # the model's variance: log10 of the sample's row (row 0), not a resample's
+    mesh = heatmaps[1].collections[0]
     expected = pair_frame(np.log10(pairs["model"].mean_var[0]), layers).to_numpy()
-    np.testing.assert_allclose(np.ma.filled(mesh.get_array(), np.nan).ravel(), expected.ravel(), equal_nan=True)
+    np.testing.assert_allclose(
+        np.ma.filled(mesh.get_array(), np.nan).ravel(), expected.ravel(), equal_nan=True
+    )
     assert heatmaps[0].collections[0].get_clim() == (0.0, 0.5)  # the paper's scales
     assert heatmaps[2].collections[0].get_clim() == (0.0, 0.8)
     plt.close("all")
@@ -64,7 +80,8 @@ def test_the_paper_zero_mean_verdict_holds_on_a_zero_mean_cloud():
     got = authors_summary(pairs, PairLayers(4, 1, 4, 1, 2)).mean_abs_z
     assert got.lo <= high and got.hi >= low
     resampled = np.nanmean(pairs.mean_abs_z[1:, 1:, 1:], axis=(1, 2))
-    assert np.quantile(resampled, 0.025) > high  # the unmoved interval would read "differs"
+    # the unmoved interval would read "differs"
+    assert np.quantile(resampled, 0.025) > high
 
 
 def _growing_noise(N=600, T=7, D=5, lam=0.3, alpha=0.5, seed=0):
@@ -93,7 +110,8 @@ def test_a_built_in_exponential_law_is_recovered_within_its_interval():
         assert e.lo <= lam <= e.hi, e
         assert e.hi - e.lo < 0.1 and e.n == 600 and e.unit == "pilots"
     assert 0.8 < est.alpha_log_mean.value < 1.6  # 2 alpha, plus the basis errors
-    assert abs(est.kurtosis_late.value) < 0.5  # Gaussian residuals: mean |k| - 3 about 0
+    # Gaussian residuals: mean |k| - 3 about 0
+    assert abs(est.kurtosis_late.value) < 0.5
     assert est.mean_abs_z.value < 0.15
 
 
@@ -106,7 +124,9 @@ def test_fit_and_late_pairs_follow_their_parameters():
     assert full.lambda_log_mean.value != part.lambda_log_mean.value
     assert full.kurtosis_late.value != part.kurtosis_late.value
     with pytest.raises(ValueError, match="fit_last"):
-        authors_residual_statistics(X, PairLayers(6, 1, 7, 1, 3), n_boot=0, progress=False)
+        authors_residual_statistics(
+            X, PairLayers(6, 1, 7, 1, 3), n_boot=0, progress=False
+        )
 
 
 def test_authors_trajectories_drop_the_embedding_and_read_the_last_layer_after_the_norm():
@@ -152,3 +172,27 @@ def test_authors_ensembles_share_resamples_and_read_x_l_after_the_norm():
     )
     model, cloud = runs["model"].mean_var, runs["structureless cloud"].mean_var
     assert not np.allclose(model[0, 1:, 1:], cloud[0, 1:, 1:], equal_nan=True)
+
+
+def test_every_pilot_read_is_not_run_again_when_the_paper_took_them_all(monkeypatch):
+    """Where the corpus ran out before the paper's count, the paper's pilots are every pilot: the law at every
+    pilot is the model's run's sample row, not a second run, and equals what that run would give."""
+    runs = []
+
+    def counted(X, weights, *args, **kwargs):
+        runs.append(len(weights))
+        return authors_pairs(X, weights, *args, **kwargs)
+
+    monkeypatch.setattr(b4_authors_protocol, "authors_pairs", counted)
+    X = _growing_noise(N=60, T=5)
+    X = np.concatenate([np.zeros_like(X[:, :1]), X], axis=1)
+    view = SimpleNamespace(
+        device="cpu", final_norm=lambda x: 3 * x / x.norm(dim=-1, keepdim=True)
+    )
+    lm = SimpleNamespace(name="tiny", view=view, device="cpu")
+    ens = Ensemble(lm, None, X)
+    layers = PairLayers.of(ens.L, "tiny")
+    found = AuthorsProtocol.run(ens, layers, PaperProtocol(1000, 2, 0, cap=None))
+    assert found.n_s == 60 and runs == [3, 3, 1]  # model and norm, cloud, at D
+    again = authors_residual_statistics(X[:, 1:], layers, 0, progress=False)
+    assert found.at_every_pilot == again

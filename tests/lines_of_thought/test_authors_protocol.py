@@ -35,7 +35,8 @@ def _direct_summaries(X: np.ndarray) -> dict[str, np.ndarray]:
     out = {name: np.full((T + 1, T + 1), np.nan) for name in SUMMARIES}
     for t in range(T):
         for s in range(t + 1, T):
-            dx = eq1_residuals(X, U, S, t, s - t)  # x(s) - U(s) S(s) S(t)^-1 U(t)^T x(t)
+            # x(s) - U(s) S(s) S(t)^-1 U(t)^T x(t)
+            dx = eq1_residuals(X, U, S, t, s - t)
             m, v = dx.mean(0), dx.var(0, ddof=1)
             k = stats.kurtosis(
                 dx, axis=0, fisher=False, bias=False
@@ -178,11 +179,17 @@ def test_authors_pilots_is_a_seeded_subset_of_the_papers_size():
     # a corpus that ran out before 2.8 D (all of it read, or less than the chapter's cap): all of it, as the
     # paper's widest models read all of Walden; the label says so
     for cap in (None, "2.8D", 5000):
-        np.testing.assert_array_equal(authors_pilots(2000, 1024, cap=cap), np.arange(2000))
-    assert authors_pilots_label(2000, 1024).startswith("2,000 pilots, all of Walden (2.8 D = 2,868 is more")
-    with pytest.raises(ParameterError, match="n_s_paper"):  # the chapter capped its pilots below 2.8 D
+        np.testing.assert_array_equal(
+            authors_pilots(2000, 1024, cap=cap), np.arange(2000)
+        )
+    assert authors_pilots_label(2000, 1024).startswith(
+        "2,000 pilots, all of Walden (2.8 D = 2,868 is more"
+    )
+    # the chapter capped its pilots below 2.8 D
+    with pytest.raises(ParameterError, match="n_s_paper"):
         authors_pilots(2000, 1024, cap=2000)
-    with pytest.raises(ParameterError, match="n_s_paper"):  # all of the corpus, but fewer than D
+    # all of the corpus, but fewer than D
+    with pytest.raises(ParameterError, match="n_s_paper"):
         authors_pilots(1000, 1024, cap=None)
 
 
@@ -209,3 +216,20 @@ def test_the_papers_pilot_count_is_checked_against_n_s_before_any_model_work(
         check_parameters(spec.parameters, {"model": model, "n_s": "D"}, "b2")
     with pytest.raises(ParameterError, match="n_s_paper = 10 is below D = 64"):
         check_parameters(spec.parameters, {"model": model, "n_s_paper": 10}, "b2")
+
+
+def test_the_sample_row_is_the_run_on_the_sample_alone():
+    """`AuthorsPairs.sample` of a run with resamples is, bit for bit, the run with only the weights' first row."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_t(df=5, size=(40, 4, 5)) * np.arange(1, 6) + 1.0
+    weights = np.vstack(
+        [np.ones(40), np.bincount(rng.integers(0, 40, 40), minlength=40)]
+    )
+    run = authors_pairs(X, weights, progress=False)[0].sample()
+    alone = authors_pairs(X, weights[:1], progress=False)[0]
+    assert run.n == alone.n == 40
+    for name in SUMMARIES:
+        assert getattr(run, name).shape == (1, 5, 5)
+        np.testing.assert_array_equal(
+            getattr(run, name), getattr(alone, name), err_msg=name
+        )
