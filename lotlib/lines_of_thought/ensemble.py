@@ -60,8 +60,9 @@ def stored(
     key: dict,
     compute: Callable[[], tuple[np.ndarray, np.ndarray]],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`compute()` of a basis of `size` values, kept on disk under `kind` and `key` (arrays by their bytes,
-    `storage.results.cached_result`) when it has at least `STORED_SIZE` values: computed once for the book."""
+    """`compute()`, of or about a basis of `size` values, kept on disk under `kind` and `key` (arrays by their
+    bytes, `storage.results.cached_result`) when the basis has at least `STORED_SIZE` values: computed once
+    for the book."""
     if size < STORED_SIZE:
         return compute()
     return cached_result(kind, key, compute)
@@ -110,41 +111,63 @@ def align_bases(
     product with its partner is positive. Returns aligned copies; singular values follow their vectors
     (sorted only at the reference layer).
     """
+    return _alignment(U, S, reference)[:2]
+
+
+def _alignment(
+    U: np.ndarray, S: np.ndarray, reference: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`align_bases` of U `(T, D, k)`, S `(T, k)`, and the column order `(T, k)` and signs `(T, k)` it gave
+    each layer (`aligned_by` applies them)."""
     from scipy.optimize import linear_sum_assignment
 
     U, S = U.copy(), S.copy()
+    order = np.tile(np.arange(U.shape[2]), (len(U), 1))
+    flips = np.ones(order.shape)
     reference %= len(U)
     steps = [(t - 1, t) for t in range(reference + 1, len(U))] + [
         (t + 1, t) for t in range(reference - 1, -1, -1)
     ]
     for done, t in steps:
         overlap = U[done].T @ U[t]  # (k, k)
-        _, cols = linear_sum_assignment(-np.abs(overlap))
-        U[t], S[t] = U[t][:, cols], S[t][cols]
+        _, order[t] = linear_sum_assignment(-np.abs(overlap))
+        U[t], S[t] = U[t][:, order[t]], S[t][order[t]]
         signs = np.sign(np.einsum("di,di->i", U[done], U[t]))
-        U[t] *= np.where(signs == 0, 1.0, signs)
-    return U, S
+        flips[t] = np.where(signs == 0, 1.0, signs)
+        U[t] *= flips[t]
+    return U, S, order, flips
+
+
+def aligned_by(
+    U: np.ndarray, S: np.ndarray, order: np.ndarray, signs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """U `(T, D, k)` and S `(T, k)` with each layer's columns put in `order` `(T, k)` and multiplied by `signs`
+    `(T, k)`: the copies `align_bases` returns, bit for bit, from the order and signs it chose."""
+    U = np.take_along_axis(U, order[:, None, :], axis=2)
+    U *= signs[:, None, :]
+    return U, np.take_along_axis(S, order, axis=1)
 
 
 def stored_alignment(
     U: np.ndarray, S: np.ndarray, reference: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`align_bases(U, S, reference)` kept by the bases' contents (`stored`), as `ensemble_svd` keeps them: U
-    `(T, D, k)`, S `(T, k)` sorted in, aligned copies out."""
+    """`align_bases(U, S, reference)` of U `(T, D, k)`, S `(T, k)` sorted, its column order and signs kept by
+    the bases' contents (`stored`) and applied (`aligned_by`): aligned copies."""
     reference %= len(U)
-    return stored(
-        "align_bases",
+    order, signs = stored(
+        "alignment",
         U.size,
         {"U": U, "S": S, "reference": reference},
-        lambda: align_bases(U, S, reference),
+        lambda: _alignment(U, S, reference)[2:],
     )
+    return aligned_by(U, S, order, signs)
 
 
 def aligned_svd(
     X: np.ndarray, device: Device = "cpu", reference: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`align_bases(*ensemble_svd(X, device=device), reference)` of X `(N, T, D)`, both steps kept
-    (`stored_alignment`): U `(T, D, k)`, S `(T, k)`."""
+    """`align_bases(*ensemble_svd(X, device=device), reference)` of X `(N, T, D)`, both kept (`ensemble_svd`,
+    `stored_alignment`): U `(T, D, k)`, S `(T, k)`."""
     return stored_alignment(*ensemble_svd(X, device=device), reference)
 
 

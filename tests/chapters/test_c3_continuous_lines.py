@@ -232,7 +232,7 @@ def test_the_flow_reads_back_the_half_split_bases_of_b4_and_c5(monkeypatch, tmp_
     (U, S), _ = held_out_pairs(X, split, layers, weights, progress=False)
     fit = held_out_flow(X, layers, 0.5, 0)
     pilot_residuals(X[split[0]], *ensemble_svd(X[split[1]]), progress=False)
-    assert calls == {"_layer_bases": 1, "align_bases": 1}
+    assert calls == {"_layer_bases": 1, "_alignment": 1}
     assert len(matched) == X.shape[1] - 1
     np.testing.assert_array_equal(fit.U, U)
     np.testing.assert_array_equal(fit.S, S)

@@ -132,7 +132,7 @@ def test_an_ill_conditioned_layer_takes_the_svd():
 
 def count_stored_bases(monkeypatch, tmp_path) -> Counter:
     """Every basis kept (`STORED_SIZE` 0) in a fresh cache under `tmp_path`; the returned counter counts the
-    SVDs (`_layer_bases`) and alignments (`align_bases`) computed."""
+    SVDs (`_layer_bases`) and alignments (`_alignment`) computed."""
     monkeypatch.setenv("LOTLIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(ensemble, "STORED_SIZE", 0)
     calls = Counter()
@@ -146,7 +146,7 @@ def count_stored_bases(monkeypatch, tmp_path) -> Counter:
 
         return counted
 
-    for name in ("_layer_bases", "align_bases"):
+    for name in ("_layer_bases", "_alignment"):
         monkeypatch.setattr(ensemble, name, counting(name))
     return calls
 
@@ -188,11 +188,28 @@ def test_an_alignment_is_kept_by_the_bases_it_aligns(monkeypatch, tmp_path):
     for again in (aligned_svd(X), stored_alignment(*ensemble_svd(X))):
         np.testing.assert_array_equal(again[0], U)
         np.testing.assert_array_equal(again[1], S)
-    assert calls == {"_layer_bases": 1, "align_bases": 1}
-    np.testing.assert_array_equal(U, align_bases(*ensemble_svd(X))[0])  # not counted
+    assert calls == {"_layer_bases": 1, "_alignment": 1}
     aligned_svd(X, reference=-1)
     aligned_svd(X, reference=3)  # the same layer
-    assert calls == {"_layer_bases": 1, "align_bases": 2}
+    assert calls == {"_layer_bases": 1, "_alignment": 2}
+    direct = align_bases(*ensemble_svd(X), reference=3)
+    for got, want in zip(aligned_svd(X, reference=3), direct):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_an_order_and_signs_applied_are_the_alignment_bit_for_bit():
+    """`aligned_by` of the order and signs `align_bases` chose gives its copies exactly, in U's dtype."""
+    rng = np.random.default_rng(14)
+    U, S = ensemble_svd(rng.normal(size=(30, 5, 8)) + 1.0)
+    U32 = U.astype(np.float32)
+    for reference in (0, 2, -1):
+        U_al, S_al, order, signs = ensemble._alignment(U32, S, reference)
+        assert (np.sort(order, axis=1) == np.arange(8)).all()
+        assert set(np.unique(signs)) <= {-1.0, 1.0}
+        got_U, got_S = ensemble.aligned_by(U32, S, order, signs)
+        assert got_U.dtype == np.float32
+        np.testing.assert_array_equal(got_U, U_al)
+        np.testing.assert_array_equal(got_S, S_al)
 
 
 def test_a_small_basis_is_recomputed_and_never_kept(monkeypatch, tmp_path):
