@@ -70,16 +70,21 @@ def result_key(kind: str, key: Mapping) -> str:
 
 
 def _read(path: Path):
-    """The entry's value, or None for a missing entry; a damaged one (its bytes not those written) is removed."""
+    """The entry's value in a 1-tuple, or None for a missing entry; a damaged one (its bytes not those written)
+    or one this process cannot unpickle (written where the libraries of its value had other versions, in a
+    shared cache) is removed."""
     try:
         blob = path.read_bytes()
     except FileNotFoundError:
         return None
     checksum, _, payload = blob.partition(b"\n")
-    if hashlib.sha256(payload).hexdigest().encode() != checksum:
-        path.unlink(missing_ok=True)
-        return None
-    return (pickle.loads(payload),)
+    if hashlib.sha256(payload).hexdigest().encode() == checksum:
+        try:
+            return (pickle.loads(payload),)
+        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            pass
+    path.unlink(missing_ok=True)
+    return None
 
 
 def cached_result(kind: str, key: Mapping, compute: Callable[[], T]) -> T:
