@@ -4,7 +4,6 @@ resamples that refit the bases."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -22,7 +21,8 @@ from ..stats import (
     training_rows,
 )
 from ..stats.backend import Device
-from ..storage.checkpoints import resumable
+from ..storage.checkpoints import Steps, resumable
+from ..storage.results import cached_result
 from .authors_protocol import weighted_bases
 from .ensemble import align_bases, ensemble_svd
 from .residuals import (
@@ -212,7 +212,9 @@ def separability_by_split(
 ) -> Separability:
     """`layer_separability` of each pair of ensembles `(n_a, T, D)`, `(n_b, T, D)` for each split seed in
     `splits` (the sample's own splits) and on `n_boot` bootstrap repetitions (repetition r: seed + r, each
-    class resampled, split and refitted; pairs of the same sizes get the same rows)."""
+    class resampled, split and refitted; pairs of the same sizes get the same rows). A pair's fits are kept
+    by the pair's contents (`cached_result`): a pair seen before, in this call or an earlier one (the
+    untrained model's in a model book and its null book), is read back."""
     jobs = [(s, False) for s in splits] + [(seed + r, True) for r in range(n_boot)]
     bar = tqdm(
         total=len(pairs) * len(jobs),
@@ -220,35 +222,63 @@ def separability_by_split(
         unit="fit",
         disable=not progress,
     )
-    # fits kept for a resumed run
-    rows, steps, step = (
-        {},
-        resumable("separability"),
-        itertools.count(),
-    )
-    for name, (A, B) in pairs.items():
-        rows[name] = np.empty((len(jobs), A.shape[1]))
-        for i, (s, resample) in enumerate(jobs):
-            rows[name][i] = steps(
-                next(step),
-                partial(
-                    layer_separability,
-                    A,
-                    B,
-                    train_fraction,
-                    s,
-                    classifier,
-                    False,
-                    resample,
-                ),
-            )
-            bar.update()
+    steps = resumable("separability")  # fits kept for a resumed run
+    rows = {}
+    for p, (name, (A, B)) in enumerate(pairs.items()):
+        step = _counted(steps, p * len(jobs), bar)
+        rows[name] = cached_result(
+            "separability",
+            {
+                "A": A,
+                "B": B,
+                "jobs": jobs,
+                "train_fraction": train_fraction,
+                "classifier": classifier,
+            },
+            partial(_pair_fits, A, B, jobs, train_fraction, classifier, step),
+        )
+        bar.update((p + 1) * len(jobs) - bar.n)  # a pair read back counts whole
     bar.close()
     return Separability(
         {name: acc[: len(splits)] for name, acc in rows.items()},
         {name: acc[len(splits) :] for name, acc in rows.items()},
         {name: len(A) + len(B) for name, (A, B) in pairs.items()},
     )
+
+
+# one classifier fit: a `layer_separability` call, `(T,)`
+Fit = Callable[[], np.ndarray]
+
+
+def _pair_fits(
+    A: np.ndarray,
+    B: np.ndarray,
+    jobs: list[tuple[int, bool]],
+    train_fraction: float,
+    classifier: str,
+    step: Callable[[int, Fit], np.ndarray],
+) -> np.ndarray:
+    """`layer_separability` of A `(n_a, T, D)` against B `(n_b, T, D)` for each job (split seed, resample),
+    job i run as `step(i, fit)`: `(len(jobs), T)`."""
+    out = np.empty((len(jobs), A.shape[1]))
+    for i, (s, resample) in enumerate(jobs):
+        fit = partial(
+            layer_separability, A, B, train_fraction, s, classifier, False, resample
+        )
+        out[i] = step(i, fit)
+    return out
+
+
+def _counted(steps: Steps, first: int, bar) -> Callable[[int, Fit], np.ndarray]:
+    """`steps` from step `first` on (a pair's place in its loop, whether or not the pairs before it were read
+    back), each finished step counted on `bar`."""
+
+    def step(i: int, compute: Fit) -> np.ndarray:
+        value = steps(first + i, compute)
+        bar.update()
+        return value
+
+    return step
 
 
 def language_and_gibberish(lm, n_k: int, n_s, seed: int = 0):
@@ -320,11 +350,13 @@ def step_coherence(
 
 @dataclass
 class PathShapes:
-    """Straightness of every path over t = 1..L in the full space (`straight`, `(N,)` per model) and on u1..u3 of
-    the last layer (`straight_3d`, `(n_pilots,)`), and the coherence of the steps 1 -> 2, ..., L-1 -> L on every
-    row of the bootstrap weights (`coherence`, `(1 + n_boot, L-1)`), with their `Estimate` values over pilots."""
+    """Straightness of every path over t = 1..L in the full space (`straight`, `(N,)` per model), the drawn
+    pilots on u1..u3 of the last layer (`views`, `(n_pilots, L, 3)`) and their straightness there
+    (`straight_3d`, `(n_pilots,)`), and the coherence of the steps 1 -> 2, ..., L-1 -> L on every row of the
+    bootstrap weights (`coherence`, `(1 + n_boot, L-1)`), with their `Estimate` values over pilots."""
 
     straight: dict[str, np.ndarray]
+    views: dict[str, np.ndarray]
     straight_3d: dict[str, np.ndarray]
     coherence: dict[str, np.ndarray]
     straightness: dict[str, Estimate]
@@ -369,13 +401,19 @@ def last_layer_view(X: np.ndarray, pilots: np.ndarray) -> np.ndarray:
 def path_shapes(
     models: dict[str, np.ndarray], pilots: np.ndarray, weights: np.ndarray
 ) -> PathShapes:
-    """`PathShapes` of each model's trajectories `(N, L+1, D)`, bootstrapped with `weights` `(1 + n_boot, N)`."""
+    """`PathShapes` of each model's trajectories `(N, L+1, D)` with the `pilots` drawn (indices), bootstrapped
+    with `weights` `(1 + n_boot, N)`; each model's once per content (`_shape_once`)."""
     N = len(weights[0])
-    straight = {name: straightness(X[:, 1:]) for name, X in models.items()}
-    coherence = {name: step_coherence(X, weights)[:, 1:] for name, X in models.items()}
+    measured = {name: _shape_once(X, pilots, weights) for name, X in models.items()}
+
+    def each(measure: str) -> dict[str, np.ndarray]:
+        return {name: m[measure] for name, m in measured.items()}
+
+    straight, coherence = each("straight"), each("coherence")
     return PathShapes(
         straight,
-        {name: straightness(last_layer_view(X, pilots)) for name, X in models.items()},
+        each("view"),
+        each("straight_3d"),
         coherence,
         {
             name: resampled_estimate(weights @ s / N, N, unit="pilots")
@@ -388,12 +426,40 @@ def path_shapes(
     )
 
 
+def _shape_once(
+    X: np.ndarray, pilots: np.ndarray, weights: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Of trajectories X `(N, L+1, D)`: the straightness over t = 1..L (`straight`, `(N,)`), the `pilots` on
+    u1..u3 of the last layer (`view`, `(n_pilots, L, 3)`) and their straightness (`straight_3d`), and the
+    coherence of the steps 1 -> 2.. on every row of `weights` (`coherence`, `(B, L-1)`); read back when
+    computed before from the same contents (one model in both columns of a null book)."""
+
+    def compute() -> dict[str, np.ndarray]:
+        view = last_layer_view(X, pilots)
+        return {
+            "straight": straightness(X[:, 1:]),
+            "view": view,
+            "straight_3d": straightness(view),
+            "coherence": step_coherence(X, weights)[:, 1:],
+        }
+
+    return cached_result(
+        "path-shapes", {"X": X, "pilots": pilots, "weights": weights}, compute
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # B4's noise law on every resample, its bases refitted (C4)
 
+REFITTED = "residuals (bases refitted per resample)"
+
 
 def refitted_pairs(
-    X: np.ndarray, weights: np.ndarray, progress: bool = True, device: Device = "cpu"
+    X: np.ndarray,
+    weights: np.ndarray,
+    progress: bool = True,
+    device: Device = "cpu",
+    steps: Steps | None = None,
 ) -> dict[str, np.ndarray]:
     """Chapter B4's residual moments of trajectories X `(N, L+1, D)` for every pair 1 <= t < t + tau <= L on each
     row of `weights` `(B, N)` (how many times each pilot is drawn; row 0 all ones: the sample), each row
@@ -402,7 +468,8 @@ def refitted_pairs(
     block outputs x(1)..x(L) (the pairs' layers: the same pairs of columns as aligned from layer 0), then Eq. 1
     and the moments over the drawn pilots, each distinct one weighted by its count (`pair_statistics`). Returns `trace` (tr Cov w) and `kurtosis`
     (the coordinates' bias-corrected excess kurtosis weighted by their variance, as `residuals.resampled_pairs`) `(B, T, T)`
-    indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`. Bases and moments run on `device`."""
+    indexed [t, t + tau], `spread` (tr Cov x(t)) `(B, T)` and `k` `(B,)`. Bases and moments run on `device`;
+    each resample is a step of `steps` (default: this process's next resumable loop)."""
 
     blocks = X[:, 1:]  # the pairs' layers; x(0) repeats tokens (a rank-deficient layer)
 
@@ -431,12 +498,11 @@ def refitted_pairs(
             "k": U.shape[-1],
         }
 
-    desc = "residuals (bases refitted per resample)"
-    steps = resumable(desc)  # each resample kept for a resumed run
+    steps = resumable(REFITTED) if steps is None else steps  # kept for a resumed run
     rows = [
         steps(i, partial(moments, w))
         for i, w in enumerate(
-            tqdm(weights, desc=desc, unit="resample", disable=not progress)
+            tqdm(weights, desc=REFITTED, unit="resample", disable=not progress)
         )
     ]
     return {name: np.array([row[name] for row in rows]) for name in rows[0]}
@@ -450,11 +516,11 @@ def residual_law(
     (`refitted_pairs`): ln(mean variance) and ln(relative variance) of the sample `(T, T)`, the fit of Eq. 2 to
     the first (`fit_variance`, a point value), the arrival R^2 of the relative variance on every row
     `(1 + n_boot_refit,)` and as an `Estimate`, and the variance-weighted excess kurtosis (median over pairs).
-    The refits run on `device`."""
+    The refits run on `device`, once per content of X, weights and device (`_refitted_once`)."""
 
     N, T = weights.shape[1], X.shape[1]
     all_pairs = pair_mask(T, 1, T - 1)
-    rows = refitted_pairs(X, weights[: 1 + n_boot_refit], device=device)
+    rows = _refitted_once(X, weights[: 1 + n_boot_refit], device)
     log_var = np.log(rows["trace"][0] / rows["k"][0])
     log_rel = np.log(rows["trace"] / rows["spread"][:, None, :])
     arrival = fit_laws(log_rel, all_pairs)["arrival_r2"]
@@ -468,6 +534,20 @@ def residual_law(
         ),
         "relative_arrival_r2": resampled_estimate(arrival, N, unit="pilots"),
     }
+
+
+def _refitted_once(
+    X: np.ndarray, weights: np.ndarray, device: Device
+) -> dict[str, np.ndarray]:
+    """`refitted_pairs` of X `(N, L+1, D)` on `weights` `(B, N)`, read back when computed before from the same
+    contents on the same device (the untrained model's in a model book and its null book). Its resumable loop
+    is taken whether or not the result is read back, so that every later loop keeps its rank."""
+    steps = resumable(REFITTED)
+    return cached_result(
+        "refitted-pairs",
+        {"X": X, "weights": weights, "device": str(device)},
+        partial(refitted_pairs, X, weights, device=device, steps=steps),
+    )
 
 
 def arrival_r2_gap(first: dict, second: dict) -> Estimate:

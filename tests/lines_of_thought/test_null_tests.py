@@ -9,6 +9,7 @@ from lotlib.chapters.c4_null_tests import noise_law_summary
 from lotlib.lines_of_thought.ensemble import ensemble_svd
 from lotlib.lines_of_thought.null_tests import (
     compare_noise_laws,
+    last_layer_view,
     layer_separability,
     relative_steps,
     split_rows,
@@ -309,3 +310,149 @@ def test_layer_separability_equals_the_pipeline_layer_by_layer(
             XA, XB, seed=2, classifier=classifier, progress=False, resample=resample
         )
         np.testing.assert_array_equal(ours, expected)
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    """A fresh lotlib cache folder for this test; returns a function that switches to another fresh one."""
+    folders = iter(range(100))
+
+    def fresh():
+        monkeypatch.setenv("LOTLIB_CACHE_DIR", str(tmp_path / f"cache-{next(folders)}"))
+
+    fresh()
+    return fresh
+
+
+def _counting(monkeypatch, module, name: str) -> list:
+    """Replace `module.name` by a wrapper that records each call; returns the list of calls."""
+    calls, original = [], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_a_pair_of_ensembles_is_fitted_once_per_content(empty_cache, monkeypatch):
+    """A pair seen before (in the same call, as a null book's two untrained pairs, or in an earlier call, as the
+    model book's untrained pair) is read back; its values are those of the fits themselves."""
+    from lotlib.lines_of_thought import null_tests
+
+    rng = np.random.default_rng(7)
+    A, B, C = (rng.normal(size=(60, 3, 4)) + shift for shift in (0.0, 0.8, 0.0))
+    pairs = {"x": (A, B), "halves": (A, C), "same as x": (A.copy(), B.copy())}
+    fits = _counting(monkeypatch, null_tests, "layer_separability")
+    sep = null_tests.separability_by_split(
+        pairs, [0, 1], n_boot=2, seed=3, progress=False
+    )
+    assert len(fits) == 2 * 4  # two distinct pairs, four jobs each
+    jobs = [(0, False), (1, False), (3, True), (4, True)]
+    oracle = np.array(
+        [
+            layer_separability(A, B, 0.7, s, "perceptron", False, resample)
+            for s, resample in jobs
+        ]
+    )
+    for name in ("x", "same as x"):
+        np.testing.assert_array_equal(
+            np.r_[sep.accuracy[name], sep.resampled[name]], oracle
+        )
+    fits.clear()
+    again = null_tests.separability_by_split(
+        pairs, [0, 1], n_boot=2, seed=3, progress=False
+    )
+    assert fits == []
+    for name in pairs:
+        np.testing.assert_array_equal(again.accuracy[name], sep.accuracy[name])
+        np.testing.assert_array_equal(again.resampled[name], sep.resampled[name])
+    B[0, 1, 2] += 1e-9  # one value of one pilot
+    null_tests.separability_by_split(
+        {"x": (A, B)}, [0, 1], n_boot=2, seed=3, progress=False
+    )
+    null_tests.separability_by_split(
+        {"x": pairs["x"]},
+        [0, 1],
+        n_boot=2,
+        seed=3,
+        progress=False,
+        classifier="logistic",
+    )
+    assert len(fits) == 2 * 4
+
+
+def test_a_residual_law_is_refitted_once_per_content(empty_cache, monkeypatch):
+    """A null book's "trained" and "untrained" columns are one model: their residual laws are refitted once, and
+    equal a refit in an empty cache."""
+    from lotlib.lines_of_thought import null_tests
+
+    rng = np.random.default_rng(0)
+    X = np.cumsum(rng.normal(size=(40, 5, 4)), axis=1).astype(np.float32) + 3
+    weights = resampling_weights(40, 6, seed=0)
+    refits = _counting(monkeypatch, null_tests, "refitted_pairs")
+    law, gap = compare_noise_laws(
+        {"trained": X, "untrained": X.copy()}, weights, n_boot_refit=3
+    )
+    assert len(refits) == 1 and gap.value == 0.0
+    empty_cache()
+    alone = null_tests.residual_law(X, weights, n_boot_refit=3)
+    assert len(refits) == 2
+    for name in ("trained", "untrained"):
+        assert (
+            law[name]["kurtosis"] == alone["kurtosis"]
+            and law[name]["fit"] == alone["fit"]
+        )
+        np.testing.assert_array_equal(
+            law[name]["arrival_r2_rows"], alone["arrival_r2_rows"]
+        )
+        np.testing.assert_array_equal(law[name]["log_var"], alone["log_var"])
+    null_tests.residual_law(X, weights, n_boot_refit=3)
+    null_tests.residual_law(
+        X, weights, n_boot_refit=4
+    )  # one more resample: another key
+    assert len(refits) == 3
+
+
+def test_a_residual_law_read_back_keeps_the_rank_of_every_later_resumable_loop(
+    empty_cache, monkeypatch, tmp_path
+):
+    """A law read back still takes its resumable loop, so that in a resumed run the next law's checkpoints are
+    its own, not those of the law before it."""
+    from lotlib.lines_of_thought.null_tests import residual_law
+    from lotlib.storage import checkpoints
+
+    rng = np.random.default_rng(1)
+    X = np.cumsum(rng.normal(size=(30, 5, 4)), axis=1).astype(np.float32) + 3
+    weights = resampling_weights(30, 4, seed=0)
+    residual_law(X, weights, n_boot_refit=2)  # kept in the cache
+    monkeypatch.setenv(checkpoints.CHECKPOINT_VARIABLE, str(tmp_path / "checkpoints"))
+    rank = next(checkpoints._loops)
+    compare_noise_laws({"read back": X, "new": X + 1}, weights, n_boot_refit=2)
+    (folder,) = (tmp_path / "checkpoints").iterdir()  # only the new law's refits ran
+    assert (
+        folder.name.startswith(f"{rank + 2:03d}-") and len(list(folder.iterdir())) == 3
+    )
+
+
+def test_path_shapes_are_measured_once_per_content(empty_cache, monkeypatch):
+    from lotlib.lines_of_thought import null_tests
+
+    rng = np.random.default_rng(2)
+    X = np.cumsum(rng.normal(size=(30, 6, 5)), axis=1).astype(np.float32)
+    weights, pilots = resampling_weights(30, 20, seed=0), np.arange(0, 30, 3)
+    coherences = _counting(monkeypatch, null_tests, "step_coherence")
+    shapes = null_tests.path_shapes({"trained": X, "untrained": X}, pilots, weights)
+    assert len(coherences) == 1
+    empty_cache()
+    alone = null_tests.path_shapes({"untrained": X.copy()}, pilots, weights)
+    assert len(coherences) == 2
+    np.testing.assert_array_equal(shapes.views["trained"], last_layer_view(X, pilots))
+    for name in ("trained", "untrained"):
+        for field in ("straight", "views", "straight_3d", "coherence"):
+            np.testing.assert_array_equal(
+                getattr(shapes, field)[name], getattr(alone, field)["untrained"]
+            )
+        assert shapes.straightness[name] == alone.straightness["untrained"]
+        assert shapes.step_coherence[name] == alone.step_coherence["untrained"]
