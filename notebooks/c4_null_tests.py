@@ -197,22 +197,20 @@ glue("examples_word", "fewer" if n_train < D else "more")
 # The same architecture with random weights, on the same Walden pseudo-sentences (N_k = `n_k`). First the
 # picture of chapter B1: the trajectories on the first three singular directions of their own last layer.
 # (The drawn pilots' states t = 1..L on u1..u3 of U(L), from the uncentered SVD of all pilots at the last
-# layer. Code: `null_tests.last_layer_view`.)
+# layer. Code: `null_tests.last_layer_view`, called by `null_tests.path_shapes` with the measures below.)
 
 # %%
 walden = lotlib.walden(lm.tokenizer, n_k=n_k, n_s=pilot_count(n_s, D, "n_s"))
-# (N, L+1, D) each
-compared = {
-    "trained": lotlib.trajectories(lm, walden),
-    "untrained": lotlib.trajectories(untrained, walden),
-}
+X_trained, X_untrained = c4.through_both(lm, untrained, walden)  # (N, L+1, D) each
+compared = {"trained": X_trained, "untrained": X_untrained}
+same_weights = c4.same_weights(lm, untrained)  # lm is its own untrained draw
 model_device = lm.device  # where the statistics run, once the models are gone
 del lm, untrained  # free both models before the next ones load
 N, layers = walden.n_s, np.arange(1, L + 1)
-same_weights = np.array_equal(*compared.values())  # a model with random weights
 pilots = draw_pilots(N, n_pilots, np.random.default_rng(seed))
 weights = resampling_weights(N, n_boot, seed)  # (1 + n_boot, N), row 0: sample
-P_untrained = nt.last_layer_view(compared["untrained"], pilots)  # (n_pilots, L, 3)
+shapes = nt.path_shapes(compared, pilots, weights)  # plotted below
+P_untrained = shapes.views["untrained"]  # (n_pilots, L, 3)
 title = (
     f"{len(pilots)} lines of thought, untrained {model} (seed {seed}), t = 1..{L}"
 )
@@ -229,7 +227,6 @@ plots.show(plots.paths_3d(P_untrained, layers, f"{title}, on u1..u3 of U({L})"))
 # resample is a row of counts, the weighted mean one matrix product). Code: `null_tests.path_shapes`.
 
 # %%
-shapes = nt.path_shapes(compared, pilots, weights)
 c4.path_shapes_figure(shapes, f"Paths of the trained and untrained {model}")
 plt.show()
 glue("random_walk", 1 / np.sqrt(L - 1))
@@ -489,5 +486,5 @@ conclude("c4_null_tests", values, model, why_not_diagnostic=why)
 # variance depends less on the arrival layer alone in the untrained model than in the trained one. The
 # re-initialisation rows say whether fresh blocks after L/2 stall and whether their small steps turn at random;
 # on a model that is itself untrained they fail, as they should. When the book's model *is* the untrained
-# variant (the report's null run, or a test folder saved from the same seed), the comparison with the trained
-# model and the re-initialisation have nothing to compare, and those claims are recorded as not applicable.
+# variant (the report's null run), the comparison with the trained model and the re-initialisation have
+# nothing to compare, and those claims are recorded as not applicable.

@@ -15,7 +15,6 @@ from ..lines_of_thought.null_tests import (
     PathShapes,
     Separability,
     arrival_r2_gap,
-    last_layer_view,
     path_shapes,
     relative_steps,
     residual_law,
@@ -23,9 +22,9 @@ from ..lines_of_thought.null_tests import (
 )
 from ..lines_of_thought.residuals import pair_mask
 from ..models.bounds import pilot_count
-from ..models.corpus import walden
+from ..models.corpus import Corpus, walden
 from ..models.devices import DeviceRequest
-from ..models.loading import load_model
+from ..models.loading import Model, load_model
 from ..models.trajectories import trajectories
 from ..stats import (
     Estimate,
@@ -56,25 +55,38 @@ def stalling(X: np.ndarray, split: int, first: int = 1) -> dict:
     }
 
 
+def same_weights(lm: Model, untrained: Model) -> bool:
+    """Whether `untrained` is the book's model `lm` itself (an untrained null book's), by their identities,
+    which change whenever the weights do."""
+    return untrained.identity == lm.identity
+
+
+def through_both(
+    lm: Model, untrained: Model, corpus: Corpus
+) -> tuple[np.ndarray, np.ndarray]:
+    """Trajectories `(N, L+1, D)` of `corpus` through `lm` and through `untrained`: one array for both when
+    they are one model (`same_weights`)."""
+    X = trajectories(lm, corpus)
+    return X, (X if same_weights(lm, untrained) else trajectories(untrained, corpus))
+
+
 def gibberish_pairs(
-    lm, untrained, language, noise, seed: int = 0
+    lm: Model, untrained: Model, language: Corpus, noise: Corpus, seed: int = 0
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The ensembles `(n, L+1, D)` of the separability test, by name: Walden vs gibberish through `lm`, two seeded
     random halves of Walden (the control) and Walden vs gibberish through the `untrained` model."""
 
-    X_lang = trajectories(lm, language)
+    X_lang, U_lang = through_both(lm, untrained, language)
+    X_noise, U_noise = through_both(lm, untrained, noise)
     order = np.random.default_rng(seed).permutation(language.n_s)
     half = language.n_s // 2
     return {
-        "Walden vs gibberish": (X_lang, trajectories(lm, noise)),
+        "Walden vs gibberish": (X_lang, X_noise),
         "Walden vs Walden (two halves)": (
             X_lang[order[:half]],
             X_lang[order[half : 2 * half]],
         ),
-        "untrained model: Walden vs gibberish": (
-            trajectories(untrained, language),
-            trajectories(untrained, noise),
-        ),
+        "untrained model: Walden vs gibberish": (U_lang, U_noise),
     }
 
 
@@ -295,13 +307,14 @@ def architecture_null(
     pilots = draw_pilots(len(X), sample.n_pilots, np.random.default_rng(seed))
     weights = resampling_weights(len(X), max(sample.n_boot, n_refit), seed)
     law = residual_law(X, weights, n_refit, where)
+    shapes = path_shapes({"untrained": X}, pilots, weights[: 1 + sample.n_boot])
     return ArchitectureNull(
         name=architecture,
         n_layers=L,
         d_model=D,
         n_s=len(X),
-        view=last_layer_view(X, pilots),
-        shapes=path_shapes({"untrained": X}, pilots, weights[: 1 + sample.n_boot]),
+        view=shapes.views["untrained"],
+        shapes=shapes,
         law=law,
         arrival_r2_gap=arrival_r2_gap(trained_law, law),
     )
@@ -328,8 +341,13 @@ def reinitialised_trajectories(
 
 
 def stalling_table(models: dict[str, np.ndarray], split: int) -> pd.DataFrame:
-    """`stalling` of each model's trajectories after layer `split`, one row per model."""
-    return pd.DataFrame({name: stalling(X, split) for name, X in models.items()}).T
+    """`stalling` of each model's trajectories `(N, L+1, D)` after layer `split`, one row per model; once per
+    array (a null book's "trained" and "untrained" are one)."""
+    measured = {}
+    for X in models.values():
+        if id(X) not in measured:
+            measured[id(X)] = stalling(X, split)
+    return pd.DataFrame({name: measured[id(X)] for name, X in models.items()}).T
 
 
 def reinit_stalling(

@@ -345,3 +345,170 @@ def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
     skipped = architecture_null("", trained, sample)
     assert skipped.views(0) == {} and set(skipped.summary().values()) == {None}
     assert set(skipped.words().values()) == {"not measured"}
+
+
+# ----------------------------------------------------------------------------------------------
+# what a model book and its null book compute once
+
+
+def _values(lm, untrained, corpora, seed: int = 1) -> dict:
+    """The chapter's measured values as its page computes them, at tiny sizes, on `corpora` (language,
+    gibberish, Walden), with Estimates as their JSON."""
+    from lotlib.chapters import c4_null_tests as c4
+
+    language, noise, walden = corpora
+    pairs = c4.gibberish_pairs(lm, untrained, language, noise, seed)
+    separable = separability_by_split(
+        pairs, [seed], n_boot=2, seed=seed, progress=False
+    )
+    compared = dict(
+        zip(("trained", "untrained"), c4.through_both(lm, untrained, walden))
+    )
+    weights = resampling_weights(30, 10, seed)
+    shapes = path_shapes(compared, np.arange(0, 30, 3), weights)
+    law, gap = compare_noise_laws(compared, weights, n_boot_refit=3)
+    stall = stalling_table(compared, 2)
+    results = c4.NullTests(
+        separable, shapes, law, gap, stall, c4.ArchitectureNull(name="")
+    )
+    measured = results.claim_values(
+        c4.same_weights(lm, untrained), "untrained itself", "skipped"
+    )
+    return {
+        key: v.to_json() if isinstance(v, Estimate) else v
+        for key, v in measured.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def books(tiny_gpt2_dir):
+    """The models of a model book (the tiny GPT-2 and its untrained draw of seed 1) and of its null book, with
+    the corpora both read (language and gibberish of 6 tokens, Walden of 8)."""
+    from lotlib import walden
+    from lotlib.lines_of_thought.null_tests import language_and_gibberish
+
+    lm = load_model(str(tiny_gpt2_dir), device="cpu")
+    null = load_model(f"untrained:{tiny_gpt2_dir}", seed=1, device="cpu")
+    corpora = (
+        *language_and_gibberish(lm, 6, 40, seed=1),
+        walden(lm.tokenizer, n_k=8, n_s=30),
+    )
+    return {
+        "model": (lm, lm.untrained_variant(1), corpora),
+        "null": (null, null.untrained_variant(1), corpora),
+    }
+
+
+def test_a_null_book_decides_same_weights_from_its_models_and_reads_each_corpus_once(
+    books,
+):
+    from lotlib.chapters.c4_null_tests import same_weights, through_both
+
+    (lm, untrained, corpora), (null, itself, _) = books["model"], books["null"]
+    assert itself is null and same_weights(null, itself)
+    assert not same_weights(lm, untrained)
+    X, Y = through_both(null, itself, corpora[0])
+    assert X is Y
+    X, Y = through_both(lm, untrained, corpora[0])
+    assert X.shape == Y.shape and not np.array_equal(X, Y)
+
+
+def test_a_model_book_and_its_null_book_compute_the_untrained_model_once(
+    books, tmp_path, monkeypatch
+):
+    """In one cache, whichever book runs first, the second reads back the untrained model's separability, path
+    shapes and residual law (a null book's "trained" is its "untrained"), and every value equals that book's
+    run in an empty cache."""
+    from lotlib.lines_of_thought import null_tests
+
+    calls = {
+        name: [] for name in ("layer_separability", "refitted_pairs", "step_coherence")
+    }
+    for name, log in calls.items():
+        original = getattr(null_tests, name)
+        monkeypatch.setattr(
+            null_tests,
+            name,
+            lambda *a, f=original, log=log, **k: log.append(1) or f(*a, **k),
+        )
+    (
+        tmp_path / "trajectories"
+    ).mkdir()  # forward passes shared by every cache of the test
+
+    def run(book: str, cache: str) -> tuple[dict, tuple[int, ...]]:
+        folder = tmp_path / cache
+        if not folder.exists():
+            folder.mkdir()
+            (folder / "trajectories").symlink_to(tmp_path / "trajectories")
+        monkeypatch.setenv("LOTLIB_CACHE_DIR", str(folder))
+        for log in calls.values():
+            log.clear()
+        values = _values(*books[book])
+        return values, tuple(len(log) for log in calls.values())
+
+    # fits (3 pairs x 3 jobs), refitted laws, path shapes; a null book's third pair is its first
+    alone = {"model": (9, 2, 2), "null": (6, 1, 1)}
+    # less the untrained model's pair, law and path shapes
+    after = {"model": (6, 1, 1), "null": (3, 0, 0)}
+    runs = {}
+    for first, second in (("model", "null"), ("null", "model")):
+        runs[first] = run(first, f"{first} first")
+        runs[second, "after"] = run(second, f"{first} first")
+        assert runs[first][1] == alone[first]
+        assert runs[second, "after"][1] == after[second]
+    for book in ("model", "null"):
+        np.testing.assert_equal(runs[book, "after"][0], runs[book][0])
+    assert runs["null"][0]["untrained_arrival_r2_gap"] == "untrained itself"
+
+
+def test_stalling_is_measured_once_per_array(monkeypatch):
+    from lotlib.chapters import c4_null_tests as c4
+
+    X = np.cumsum(np.random.default_rng(0).normal(size=(20, 7, 4)), axis=1)
+    measured = []
+    monkeypatch.setattr(
+        c4, "stalling", lambda X, split: measured.append(1) or stalling(X, split)
+    )
+    table = c4.stalling_table({"trained": X, "untrained": X, "other": X[::-1]}, 3)
+    assert len(measured) == 2 and list(table.index) == ["trained", "untrained", "other"]
+    assert (table.loc["trained"] == table.loc["untrained"]).all()
+    assert table.loc["other"].to_dict() == stalling(X[::-1], 3)
+
+
+def test_the_paper_architecture_null_is_read_back_by_the_second_book(
+    monkeypatch, tmp_path
+):
+    from lotlib.lines_of_thought import null_tests
+    from lotlib.models import sources
+
+    monkeypatch.setitem(
+        sources.PUBLISHED, "gpt2", {"n_layer": 3, "n_embd": 32, "n_head": 4}
+    )
+    rng = np.random.default_rng(0)
+    trained = residual_law(
+        np.cumsum(rng.normal(size=(30, 5, 4)), axis=1).astype(np.float32) + 3,
+        resampling_weights(30, 8, seed=0),
+        n_boot_refit=4,
+    )
+    sample = PaperNullSample(n_k=8, n_s=30, n_pilots=6, n_boot=8)
+    refits = []
+    original = null_tests.refitted_pairs
+    monkeypatch.setattr(
+        null_tests,
+        "refitted_pairs",
+        lambda *a, **k: refits.append(1) or original(*a, **k),
+    )
+    summaries = []
+    for cache in ("shared", "shared", "empty"):
+        monkeypatch.setenv("LOTLIB_CACHE_DIR", str(tmp_path / cache))
+        null = architecture_null("gpt2", trained, sample, device="cpu")
+        summaries.append(
+            {
+                k: v.to_json() if isinstance(v, Estimate) else v
+                for k, v in null.summary().items()
+            }
+        )
+        np.testing.assert_array_equal(null.view, null.shapes.views["untrained"])
+    assert refits == [1, 1]  # the second book read the first's
+    np.testing.assert_equal(summaries[0], summaries[1])
+    np.testing.assert_equal(summaries[0], summaries[2])
