@@ -120,7 +120,7 @@ class TruncatedReadout:
         """log p_K of states `rows` `(n, D)` (before the final norm, on the model's device) projected on the
         first K columns of the basis, for each K of the increasing grid `ks` (a K above k keeps all k):
         yields `(n, V)` per K, in order."""
-        if list(ks) != sorted(set(ks)) or ks[0] < 1:
+        if list(ks) != sorted(set(ks)) or min(ks, default=1) < 1:
             raise ValueError(f"ks must increase strictly from 1 on, got {list(ks)}")
         eps = self.view.final_norm.eps
         coords = rows.float() @ self.basis
@@ -140,6 +140,23 @@ class TruncatedReadout:
             yield self.view.finish_logits(logits).log_softmax(-1)
 
 
+def grid_plan(ks: list[int], k: int, d: int) -> tuple[list[int], list[int | None]]:
+    """How a grid `ks` (increasing) is read on a basis of `k` columns in `d` dimensions: the distinct truncations
+    to compute, min(K, k) increasing, and per K of the grid the index of its truncation among them, or None
+    where it keeps the whole space (k = d and K >= d: p itself, up to rounding)."""
+    computed = sorted({min(K, k) for K in ks if min(K, k) < d})
+    return computed, [computed.index(min(K, k)) if min(K, k) < d else None for K in ks]
+
+
+def spread(values: np.ndarray, where: list[int | None], whole) -> np.ndarray:
+    """Scores per K of a grid `(len(where), n)` from the scores of its computed truncations `values` `(m, n)`
+    (`grid_plan`'s `where`), `whole` (a number or `(n,)`) where a K keeps the whole space."""
+    out = np.empty((len(where), values.shape[1]))
+    for i, j in enumerate(where):
+        out[i] = whole if j is None else values[j]
+    return out
+
+
 @torch.inference_mode()
 def truncation_scores(
     view: ModelView,
@@ -156,8 +173,27 @@ def truncation_scores(
     decreasing singular value. p_K is the distribution of x projected on the first K columns
     (`TruncatedReadout`).
     """
-    readout = TruncatedReadout.of(view, basis)
-    divergence, overlap = np.empty((len(ks), len(x))), np.empty((len(ks), len(x)))
+    return truncation_scores_of_bases(
+        view, x, [(basis, ks)], top, batch_size, progress
+    )[0]
+
+
+@torch.inference_mode()
+def truncation_scores_of_bases(
+    view: ModelView,
+    x: np.ndarray,
+    grids: list[tuple[np.ndarray, list[int]]],
+    top: int = 5,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> list[Truncation]:
+    """`truncation_scores` of the states x `(n, D)` for each (basis `(D, k)`, grid `ks`) of `grids`, one per
+    grid: p and its top tokens are read once per batch for all of them. Each grid reads each distinct
+    truncation once (`grid_plan`); a K that keeps the whole space scores KL 0 and overlap `top`, as p_K = p."""
+    D = x.shape[1]
+    readouts = [TruncatedReadout.of(view, basis) for basis, _ in grids]
+    plans = [grid_plan(ks, np.shape(basis)[1], D) for basis, ks in grids]
+    scores = [np.empty((2, len(computed), len(x))) for computed, _ in plans]
     for start in tqdm(
         range(0, len(x), batch_size), desc="truncated KL", disable=not progress
     ):
@@ -167,14 +203,20 @@ def truncation_scores(
         logp = next_token_logprobs(view, rows)
         reference = top_tokens(logp, top)
         work = torch.empty_like(logp), torch.empty_like(logp)  # kl's, for every K
-        for j, truncated in enumerate(readout.logprobs(rows, ks)):
-            divergence[j, start : start + len(rows)] = (
-                kl(truncated, logp, work).cpu().numpy()
-            )
-            overlap[j, start : start + len(rows)] = (
-                shared_tokens(top_tokens(truncated, top), reference).cpu().numpy()
-            )
-    return Truncation(list(ks), divergence, overlap, top)
+        for readout, (computed, _), out in zip(readouts, plans, scores):
+            for j, truncated in enumerate(readout.logprobs(rows, computed)):
+                out[0, j, start : start + len(rows)] = (
+                    kl(truncated, logp, work).cpu().numpy()
+                )
+                out[1, j, start : start + len(rows)] = (
+                    shared_tokens(top_tokens(truncated, top), reference).cpu().numpy()
+                )
+    return [
+        Truncation(
+            list(ks), spread(out[0], where, 0.0), spread(out[1], where, top), top
+        )
+        for (_, ks), (_, where), out in zip(grids, plans, scores)
+    ]
 
 
 @torch.inference_mode()
@@ -197,47 +239,71 @@ def propagated_truncation(
     the pilot) runs once and is kept as a key-value cache: causal attention makes it independent of
     what happens to the pilot. For each K the pilot then runs alone through the model's own blocks
     (their position embeddings and masks), its output replaced by the projection onto the top-K
-    directions of U(t) after each block t = 1..L. p is the same pass without truncation.
+    directions of U(t) after each block t = 1..L. p is the same pass without truncation. Each distinct
+    truncation runs once (`grid_plan`); a K that keeps the whole space is p's pass itself.
     """
     view = model.view
     bases = torch.as_tensor(bases, dtype=torch.float32, device=view.device)
     ids = np.asarray(ids, dtype=np.int64)
-    shape = (len(ks), len(ids))
-    divergence, overlap, loss, top1 = (np.empty(shape) for _ in range(4))
-    full_loss, full_top1 = np.empty(len(ids)), np.empty(len(ids))
+    computed, where = grid_plan(ks, bases.shape[2], bases.shape[1])
+    scores = np.empty((4, len(computed), len(ids)))  # KL, overlap, loss, top-1
+    full = np.empty((2, len(ids)))  # p's loss and top-1
     for start in tqdm(
         range(0, len(ids), batch_size),
         desc="propagated truncation",
         disable=not progress,
     ):
-        batch = ids[start : start + batch_size]
-        rows = slice(start, start + len(batch))
-        prefix = view.prefix_cache(batch[:, :-1])
-        pilot = batch[:, -1:]
-        logp = next_token_logprobs(
-            view, _pilot_last_state(view, pilot, copy.deepcopy(prefix), None)
+        rows = slice(start, min(start + batch_size, len(ids)))
+        scores[:, :, rows], full[:, rows] = _propagated_batch(
+            view,
+            ids[rows],
+            bases,
+            computed,
+            top,
+            None if targets is None else targets[rows],
         )
-        if targets is not None:
-            full_loss[rows], full_top1[rows] = _next_token_scores(logp, targets[rows])
-        reference = top_tokens(logp, top)
-        for j, K in enumerate(ks):
-            truncated = next_token_logprobs(
-                view,
-                _pilot_last_state(view, pilot, copy.deepcopy(prefix), bases[:, :, :K]),
-            )
-            divergence[j, rows] = kl(truncated, logp).cpu().numpy()
-            overlap[j, rows] = (
-                shared_tokens(top_tokens(truncated, top), reference).cpu().numpy()
-            )
-            if targets is not None:
-                loss[j, rows], top1[j, rows] = _next_token_scores(
-                    truncated, targets[rows]
-                )
+    divergence, overlap = spread(scores[0], where, 0.0), spread(scores[1], where, top)
     if targets is None:
         return Truncation(list(ks), divergence, overlap, top)
-    return Truncation(
-        list(ks), divergence, overlap, top, loss, top1, full_loss, full_top1
+    loss, top1 = spread(scores[2], where, full[0]), spread(scores[3], where, full[1])
+    return Truncation(list(ks), divergence, overlap, top, loss, top1, full[0], full[1])
+
+
+def _propagated_batch(
+    view: ModelView,
+    batch: np.ndarray,
+    bases: Tensor,
+    computed: list[int],
+    top: int,
+    targets: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`propagated_truncation` of pseudo-sentences `batch` `(b, T)` truncated to each K of `computed` on `bases`
+    `(L+1, D, k)`: KL, overlap and, with `targets` `(b,)`, loss and top-1 hit of p_K `(4, len(computed), b)`
+    (NaN where there are no targets), and p's loss and top-1 hit `(2, b)`."""
+    prefix = view.prefix_cache(batch[:, :-1])
+    pilot = batch[:, -1:]
+    scores, full = (
+        np.full((4, len(computed), len(batch)), np.nan),
+        np.full((2, len(batch)), np.nan),
     )
+    logp = next_token_logprobs(
+        view, _pilot_last_state(view, pilot, copy.deepcopy(prefix), None)
+    )
+    if targets is not None:
+        full[:] = _next_token_scores(logp, targets)
+    reference = top_tokens(logp, top)
+    for j, K in enumerate(computed):
+        truncated = next_token_logprobs(
+            view,
+            _pilot_last_state(view, pilot, copy.deepcopy(prefix), bases[:, :, :K]),
+        )
+        scores[0, j] = kl(truncated, logp).cpu().numpy()
+        scores[1, j] = (
+            shared_tokens(top_tokens(truncated, top), reference).cpu().numpy()
+        )
+        if targets is not None:
+            scores[2:, j] = _next_token_scores(truncated, targets)
+    return scores, full
 
 
 def _next_token_scores(

@@ -286,3 +286,129 @@ def test_truncation_scores_equal_the_scores_with_topk_over_whole_rows(
     )
     np.testing.assert_array_equal(ours.kl, old.kl)
     np.testing.assert_array_equal(ours.overlap, old.overlap)
+
+
+def every_truncation(ks, k, d):
+    """Test oracle: a `grid_plan` that reads every K of the grid, the whole space and repeats included."""
+    return list(ks), list(range(len(ks)))
+
+
+def square_bases(n: int, d: int, seed: int = 0) -> np.ndarray:
+    """`n` random orthonormal bases of all `d` directions, `(n, d, d)`."""
+    rng = np.random.default_rng(seed)
+    return np.stack([np.linalg.qr(rng.normal(size=(d, d)))[0] for _ in range(n)])
+
+
+def test_grid_plan_reads_each_distinct_truncation_once_and_never_the_whole_space():
+    from lotlib.lines_of_thought.truncation import grid_plan, spread
+
+    assert grid_plan([1, 2, 4, 8, 16], 4, 16) == ([1, 2, 4], [0, 1, 2, 2, 2])
+    assert grid_plan([1, 4, 8, 16], 16, 16) == ([1, 4, 8], [0, 1, 2, None])
+    assert grid_plan([16], 16, 16) == ([], [None])
+    values = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(
+        spread(values, [0, None, 1, 1], np.array([7.0, 8.0, 9.0])),
+        [[0, 1, 2], [7, 8, 9], [3, 4, 5], [3, 4, 5]],
+    )
+
+
+@pytest.mark.parametrize("columns", [12, None])
+def test_truncation_scores_serve_repeated_and_whole_truncations_as_reading_them(
+    tiny, monkeypatch, columns
+):
+    """A K beyond a basis of k < D columns scores as K = k, read once (bit for bit what reading it again
+    gives); on all D directions K = D scores KL 0 and overlap 5, which reading p_D gives up to rounding."""
+    from lotlib.lines_of_thought import truncation
+
+    model, _, X = tiny
+    D = X.shape[-1]
+    basis = (
+        ensemble_svd(X[:, -1:])[0][0][:, :columns] if columns else square_bases(1, D)[0]
+    )
+    ks = [1, 4, 12, 20, D] if columns else [1, 4, 12, D]
+    ours = truncation_scores(
+        model.view, X[:, -1], basis, ks, batch_size=16, progress=False
+    )
+    monkeypatch.setattr(truncation, "grid_plan", every_truncation)
+    read = truncation_scores(
+        model.view, X[:, -1], basis, ks, batch_size=16, progress=False
+    )
+    partial = slice(None) if columns else slice(None, -1)
+    np.testing.assert_array_equal(ours.kl[partial], read.kl[partial])
+    np.testing.assert_array_equal(ours.overlap, read.overlap)
+    if columns:
+        np.testing.assert_array_equal(ours.kl[2:], np.tile(ours.kl[2], (3, 1)))
+    else:
+        np.testing.assert_array_equal(ours.kl[-1], 0.0)
+        np.testing.assert_allclose(read.kl[-1], 0.0, atol=1e-5)
+
+
+def test_truncation_scores_of_bases_read_p_once_for_every_basis(tiny, monkeypatch):
+    """Each basis scores as `truncation_scores` scores it alone, bit for bit, from one reading of p per batch."""
+    from lotlib.lines_of_thought import truncation
+
+    model, _, X = tiny
+    D = X.shape[-1]
+    U, directions = ensemble_svd(X[:, -1:])[0][0], square_bases(1, D, seed=3)[0]
+    grids = [(U, [1, 2, 8, D]), (directions, [1, D // 4])]
+    alone = [
+        truncation_scores(model.view, X[:, -1], b, ks, batch_size=16, progress=False)
+        for b, ks in grids
+    ]
+    calls = []
+    reading = truncation.next_token_logprobs
+    monkeypatch.setattr(
+        truncation,
+        "next_token_logprobs",
+        lambda view, rows: calls.append(len(rows)) or reading(view, rows),
+    )
+    both = truncation.truncation_scores_of_bases(
+        model.view, X[:, -1], grids, batch_size=16, progress=False
+    )
+    assert calls == [16, 16, 8]
+    for one, shared in zip(alone, both):
+        assert shared.ks == one.ks
+        np.testing.assert_array_equal(shared.kl, one.kl)
+        np.testing.assert_array_equal(shared.overlap, one.overlap)
+
+
+@pytest.mark.parametrize("columns", [5, None])
+def test_propagated_truncation_serves_repeated_and_whole_truncations_as_running_them(
+    tiny, monkeypatch, columns
+):
+    """Every K beyond k < D columns scores as K = k, run once (bit for bit what running it again gives); on
+    all D directions of every layer K = D is p's own pass, which running the truncated pass gives up to
+    rounding: KL 0, overlap 5, p's loss and top-1 hit."""
+    from lotlib.lines_of_thought import truncation
+
+    model, ids, X = tiny
+    D = X.shape[-1]
+    if columns:
+        bases, ks = ensemble_svd(X)[0][:, :, :columns], [2, 5, 8, D]
+    else:
+        bases, ks = square_bases(X.shape[1], D, seed=1), [2, 8, D]
+    targets = ids[1:7, 0]
+
+    def scores():
+        return propagated_truncation(
+            model, ids[:6], bases, ks, batch_size=4, progress=False, targets=targets
+        )
+
+    ours = scores()
+    monkeypatch.setattr(truncation, "grid_plan", every_truncation)
+    run = scores()
+    partial = slice(None) if columns else slice(None, -1)
+    for name in ("kl", "overlap", "loss", "top1"):
+        np.testing.assert_array_equal(
+            getattr(ours, name)[partial], getattr(run, name)[partial]
+        )
+    np.testing.assert_array_equal(ours.full_loss, run.full_loss)
+    if columns:
+        np.testing.assert_array_equal(ours.kl[1:], np.tile(ours.kl[1], (3, 1)))
+        return
+    np.testing.assert_array_equal(ours.kl[-1], 0.0)
+    np.testing.assert_allclose(run.kl[-1], 0.0, atol=1e-5)
+    np.testing.assert_array_equal(ours.overlap[-1], run.overlap[-1])
+    np.testing.assert_array_equal(ours.loss[-1], ours.full_loss)
+    np.testing.assert_allclose(run.loss[-1], run.full_loss, atol=1e-4)
+    np.testing.assert_array_equal(ours.top1[-1], run.top1[-1])
