@@ -157,8 +157,9 @@ glue("spectrum_slope_first", slopes[1])
 #
 # K runs over the powers of two below D, the multiples of D/16 from D/8 to D/2 (the paper's K0 for GPT-2
 # medium is D/4, and these steps resolve K0 around it) and D. At
-# K = D the basis spans every pilot's state, so both protocols give p_D = p up to rounding (the authors'
-# reference "K = D" is p itself).
+# K = D the basis spans the whole space (N_s ≥ D pilots give D directions), so truncating changes nothing but
+# rounding: both protocols score p_D as p itself (KL 0, all five tokens shared), as the authors' reference
+# "K = D" is p.
 #
 # Everything is computed twice (once when both are all of Walden), each time by the paper's protocol (the
 # basis fit on the very pilots it truncates): on the book's {glue:text}`n_s` pilots and on the paper's N_s,

@@ -21,7 +21,7 @@ from ..lines_of_thought.truncation import (
     kl,
     next_token_logprobs,
     propagated_truncation,
-    truncation_scores,
+    truncation_scores_of_bases,
 )
 from ..models.loading import Model
 from ..models.view import ModelView
@@ -314,21 +314,27 @@ def truncation_protocols(
     bases: np.ndarray,
     scored: ScoredPilots,
     study: TruncationStudy,
+    directions: np.ndarray | None = None,
 ) -> dict[str, Truncation]:
     """Both protocols of B2 on the grid `study.ks`: "last layer" (`truncation_scores` of the pilots
     `scored.last`, states `x_last` `(N, D)` on the basis `bases[-1]`) and "every layer"
     (`propagated_truncation` of the pseudo-sentences `ids[scored.every]` `(n, T)` with `bases` `(L+1, D, k)`;
-    left out with fewer than 2 pilots)."""
-    ks, top = study.ks, study.top
-    out = {
-        "last layer": truncation_scores(
-            model.view, x_last[scored.last], bases[-1], ks, top=top, progress=False
-        )
-    }
+    left out with fewer than 2 pilots); with `directions` `(D, D)`, the random-directions null under `RANDOM`
+    (the last-layer protocol on them at K = 1 and D/4, reading p with "last layer": `truncation_scores_of_bases`)."""
+    ks, top, D = study.ks, study.top, x_last.shape[1]
+    grids = [(bases[-1], ks)]
+    if directions is not None:
+        grids.append((directions, [1, D // 4]))
+    last = truncation_scores_of_bases(
+        model.view, x_last[scored.last], grids, top=top, progress=False
+    )
+    out = {"last layer": last[0]}
     if len(scored.every) > 1:
         out["every layer"] = propagated_truncation(
             model, ids[scored.every], bases, ks, top=top, progress=False
         )
+    if directions is not None:
+        out[RANDOM] = last[1]
     return out
 
 
@@ -386,17 +392,9 @@ def resampled_truncation(
             np.unique(pilots[s], return_counts=True)
             for s in (scored.last, scored.every)
         )
-        found = truncation_protocols(
-            model, ids, X[:, -1], bases, ScoredPilots(last, every), study
-        )
         directions = random_orthonormal(D, int(rng.integers(2**31)))
-        found[RANDOM] = truncation_scores(
-            model.view,
-            X[last, -1],
-            directions,
-            [1, D // 4],
-            top=study.top,
-            progress=False,
+        found = truncation_protocols(
+            model, ids, X[:, -1], bases, ScoredPilots(last, every), study, directions
         )
         weights = {"last layer": n_last, "every layer": n_every, RANDOM: n_last}
         return {name: (result, weights[name]) for name, result in found.items()}

@@ -188,3 +188,45 @@ def test_truncation_protocols_run_both_readings(tiny):
             model, ids, X[:, -1], U, ScoredPilots(picked, sub[:1]), study
         )
     ) == ["last layer"]
+
+
+def test_truncation_protocols_score_the_random_null_on_the_last_layer_reading_of_p(
+    tiny, monkeypatch
+):
+    """With random directions the null scores as `truncation_scores` scores it alone, bit for bit, and p is read
+    once per batch of the last-layer pilots for both (the every-layer protocol reads its own)."""
+    from lotlib.chapters.b2_ensemble_svd import (
+        RANDOM,
+        ScoredPilots,
+        TruncationStudy,
+        random_orthonormal,
+        truncation_protocols,
+    )
+    from lotlib.lines_of_thought import truncation
+
+    model, ids, X = tiny
+    U, _ = ensemble_svd(X)
+    D = X.shape[2]
+    directions = random_orthonormal(D, seed=5)
+    scored, study = (
+        ScoredPilots(np.arange(0, 40, 2), np.arange(1)),
+        TruncationStudy([1, 4, D // 4, D], 0),
+    )
+    alone = truncation_scores(
+        model.view, X[scored.last, -1], directions, [1, D // 4], progress=False
+    )
+    calls = []
+    reading = truncation.next_token_logprobs
+    monkeypatch.setattr(
+        truncation,
+        "next_token_logprobs",
+        lambda view, rows: calls.append(len(rows)) or reading(view, rows),
+    )
+    found = truncation_protocols(model, ids, X[:, -1], U, scored, study, directions)
+    assert list(found) == ["last layer", RANDOM] and calls == [20]
+    np.testing.assert_array_equal(found[RANDOM].kl, alone.kl)
+    np.testing.assert_array_equal(found[RANDOM].overlap, alone.overlap)
+    last = truncation_scores(
+        model.view, X[scored.last, -1], U[-1], study.ks, progress=False
+    )
+    np.testing.assert_array_equal(found["last layer"].kl, last.kl)
