@@ -13,6 +13,7 @@ import hashlib
 import pickle
 from collections.abc import Callable, Mapping
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,17 +24,28 @@ from .locks import file_lock
 from .paths import cache_dir
 
 RESULTS_FOLDER = "results"
+_CHECKSUM_BYTES = 64  # hex sha256 in front of an entry
 T = TypeVar("T")
+
+
+# the libraries whose numerics a result depends on: an upgrade of one gives new entries
+NUMERIC_LIBRARIES = ("numpy", "scipy", "scikit-learn", "torch")
 
 
 @lru_cache(maxsize=1)
 def lotlib_source_digest() -> str:
-    """sha256 of every .py file of the installed lotlib package (paths and bytes), computed once a process."""
+    """sha256 of every .py file of the installed lotlib package (paths and bytes) and of the versions of
+    `NUMERIC_LIBRARIES`, computed once a process."""
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
+    for library in NUMERIC_LIBRARIES:
+        try:
+            digest.update(f"{library} {version(library)}".encode())
+        except PackageNotFoundError:
+            digest.update(f"{library} absent".encode())
     return digest.hexdigest()
 
 
@@ -77,8 +89,8 @@ def _read(path: Path):
         blob = path.read_bytes()
     except FileNotFoundError:
         return None
-    checksum, _, payload = blob.partition(b"\n")
-    if hashlib.sha256(payload).hexdigest().encode() == checksum:
+    payload = memoryview(blob)[_CHECKSUM_BYTES + 1 :]
+    if hashlib.sha256(payload).hexdigest().encode() == blob[:_CHECKSUM_BYTES]:
         try:
             return (pickle.loads(payload),)
         except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
@@ -87,11 +99,24 @@ def _read(path: Path):
     return None
 
 
+def _write(path: Path, checksum: bytes, payload: bytes) -> None:
+    """Write an entry: the hex sha256 of the payload, a newline, the payload."""
+    with open(path, "wb") as handle:
+        handle.write(checksum + b"\n")
+        handle.write(payload)
+
+
 def cached_result(kind: str, key: Mapping, compute: Callable[[], T]) -> T:
     """`compute()`, or the value an earlier call with the same `kind`, `key` and lotlib source kept under
-    `<cache>/results/<kind>/`. One process computes an entry while others wanting it wait (a file lock), so two
+    `<cache>/results/<code>/<kind>/` (`<code>`: this lotlib's source digest; an older one's folder can be removed). One process computes an entry while others wanting it wait (a file lock), so two
     chapters running side by side do the work once."""
-    path = cache_dir() / RESULTS_FOLDER / kind / f"{result_key(kind, key)}.pkl"
+    path = (
+        cache_dir()
+        / RESULTS_FOLDER
+        / lotlib_source_digest()[:16]
+        / kind
+        / f"{result_key(kind, key)}.pkl"
+    )
     found = _read(path)
     if found is not None:
         return found[0]
@@ -101,6 +126,6 @@ def cached_result(kind: str, key: Mapping, compute: Callable[[], T]) -> T:
             return found[0]
         value = compute()
         payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        blob = hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
-        write_atomic(path, lambda tmp: tmp.write_bytes(blob))
+        checksum = hashlib.sha256(payload).hexdigest().encode()
+        write_atomic(path, lambda tmp: _write(tmp, checksum, payload))
     return value

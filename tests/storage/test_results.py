@@ -31,7 +31,7 @@ class Counted:
 
 
 def _entries(cache, kind: str) -> list:
-    return sorted((cache / RESULTS_FOLDER / kind).glob("*.pkl"))
+    return sorted((cache / RESULTS_FOLDER).glob(f"*/{kind}/*.pkl"))
 
 
 def test_the_same_key_is_computed_once(cache):
@@ -141,3 +141,19 @@ def test_an_entry_this_process_cannot_unpickle_is_computed_again(cache):
     assert cached_result("demo", {"X": X}, compute)["sum"] == 6.0 and compute.calls == 2
     cached_result("demo", {"X": X}, compute)
     assert compute.calls == 2
+
+
+def test_an_upgraded_numeric_library_keys_new_entries(monkeypatch):
+    """A result computed under another numpy (or scipy, scikit-learn, torch) is not read back."""
+    from lotlib.storage import results
+
+    key = {"x": np.arange(4.0)}
+    before = results.result_key("demo", key)
+    monkeypatch.setattr(results, "version", lambda name: "0.0-other")
+    results.lotlib_source_digest.cache_clear()
+    try:
+        assert results.result_key("demo", key) != before
+    finally:
+        monkeypatch.undo()
+        results.lotlib_source_digest.cache_clear()
+    assert results.result_key("demo", key) == before
