@@ -1,5 +1,5 @@
-"""B2's truncation, two comparisons on Walden's pilots, each timed in one run with the largest difference of
-its results.
+"""B2's truncation, two comparisons on Walden's pilots, each timed in one run (CPU seconds of this process,
+which other work on shared cores disturbs less than the wall clock) with the largest difference of its results.
 
 1. The last-layer reading of the whole grid of K: one reading per K (project, final norm, unembedding) against
    `truncation.TruncatedReadout` (one unembedding product per state for the whole grid).
@@ -72,14 +72,14 @@ def grid_readings(lm, X, batch):
         "one reading per grid": lambda rows: readout.logprobs(rows, ks),
     }
     for name, reading in readings.items():
-        start = time.perf_counter()
+        start = time.process_time()
         with torch.inference_mode():
             if name == "one reading per grid":  # built once per basis, as B2 does
                 readout = TruncatedReadout.of(view, B)
             for i in range(0, len(X), batch):
                 rows = torch.as_tensor(X[i : i + batch, -1], dtype=torch.float32)
                 score(reading(rows), next_token_logprobs(view, rows))
-        seconds[name] = time.perf_counter() - start
+        seconds[name] = time.process_time() - start
     worst = 0.0
     with torch.inference_mode():
         rows = torch.as_tensor(X[:batch, -1], dtype=torch.float32)
@@ -138,9 +138,9 @@ def b2_step(lm, ids, X, propagated):
             "every layer": partial(every_layer, lm, every, bases, study, as_it_was),
         }
         for part, compute in parts.items():
-            start = time.perf_counter()
+            start = time.process_time()
             found[as_it_was].update(compute())
-            seconds[f"{part}, {way}"] = time.perf_counter() - start
+            seconds[f"{part}, {way}"] = time.process_time() - start
     old, new = found[True], found[False]
     lines = []
     for protocol in old:
