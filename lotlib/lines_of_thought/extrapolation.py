@@ -3,6 +3,7 @@ SVMs that tell it from the truth."""
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -59,21 +60,17 @@ def svm_accuracy(
 
     Rows are paired (row j of A and of B come from the same pilot): a pair is always in the same fold,
     so the test pilots are never seen in training. Features are standardized on each training split;
-    LinearSVC is solved in the primal (the dual solver fails to converge on ensembles this alike).
-    0.5 means indistinguishable, 1.0 linearly separable.
+    the SVM is sklearn's LinearSVC in the primal (`linear_svc`; the dual solver fails to converge on ensembles
+    this alike). 0.5 means indistinguishable, 1.0 linearly separable.
     """
-    from sklearn.model_selection import cross_val_score
-
     _check_pairs(A, B)
     n = len(A)
-    fold_of_pilot = np.random.default_rng(seed).permutation(n) % folds
-    fold = np.concatenate([fold_of_pilot, fold_of_pilot])
-    splits = [
-        (np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(folds)
-    ]
+    fold = np.tile(np.random.default_rng(seed).permutation(n) % folds, 2)
     features = np.concatenate([A, B]).astype(np.float64)
     labels = np.repeat([0, 1], n)
-    return float(cross_val_score(_classifier(C), features, labels, cv=splits).mean())
+    return float(
+        np.mean([_fit_score(features, labels, fold != f, C) for f in range(folds)])
+    )
 
 
 def svm_split_accuracy(
@@ -96,14 +93,33 @@ def split_accuracy(
     A: np.ndarray, B: np.ndarray, train: np.ndarray, *, C: float = 0.1
 ) -> float:
     """Test accuracy of a linear SVM telling A from B, both `(n, f)` with paired rows, trained on the rows
-    `train` `(n,)` bool of both and scored on the others. Standardized features, LinearSVC in the primal,
-    balanced classes."""
+    `train` `(n,)` bool of both and scored on the others. Standardized features, LinearSVC in the primal
+    (`linear_svc`), balanced classes."""
     _check_pairs(A, B)
-    train = np.tile(train, 2)
     features = np.concatenate([A, B]).astype(np.float64)
-    labels = np.repeat([0, 1], len(A))
-    classifier = _classifier(C).fit(features[train], labels[train])
-    return float(classifier.score(features[~train], labels[~train]))
+    return _fit_score(features, np.repeat([0, 1], len(A)), np.tile(train, 2), C)
+
+
+def _fit_score(
+    features: np.ndarray, labels: np.ndarray, train: np.ndarray, C: float
+) -> float:
+    """Accuracy of `svm_predictions` on the rows not in `train`."""
+    predicted = svm_predictions(features, labels, train, C)
+    return float(np.mean(predicted == labels[~train]))
+
+
+def svm_predictions(
+    features: np.ndarray, labels: np.ndarray, train: np.ndarray, C: float
+) -> np.ndarray:
+    """Labels `(n_test,)` in {0, 1} that a linear SVM fit on the rows in `train` `(n,)` bool of `features` `(n, f)`
+    with `labels` `(n,)` in {0, 1} gives the other rows: what sklearn's StandardScaler then LinearSVC(C=C,
+    dual=False, max_iter=5000) predict, by `linear_svc`."""
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(features[train])
+    w = linear_svc(scaler.transform(features[train]), labels[train], C)
+    scores = scaler.transform(features[~train]) @ w[:-1, None] + w[-1:]
+    return (scores.ravel() > 0).astype(labels.dtype)
 
 
 def weighted_svd(
@@ -135,14 +151,6 @@ def _check_pairs(A: np.ndarray, B: np.ndarray) -> None:
         raise ValueError(
             f"the SVM needs paired ensembles of one shape, got {A.shape} and {B.shape}"
         )
-
-
-def _classifier(C: float):
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.svm import LinearSVC
-
-    return make_pipeline(StandardScaler(), LinearSVC(C=C, dual=False, max_iter=5000))
 
 
 def _columns(sigma: np.ndarray, rank: int | None) -> np.ndarray:
@@ -285,3 +293,236 @@ def _split(
     fit, held = split_pilots(n, n // 2, rng)
     U, S = align_bases(*weighted_svd(Xs, np.bincount(fit, minlength=n)), reference=0)
     return HeldOutBases(Xs, first, fit, held, U, S, rank)
+
+
+# --- LinearSVC's primal solver: liblinear's TRON, compiled ------------------------------------------------
+
+
+def linear_svc(
+    X: np.ndarray,
+    labels: np.ndarray,
+    C: float,
+    *,
+    tol: float = 1e-4,
+    max_iter: int = 5000,
+) -> np.ndarray:
+    """The weights `(f + 1,)`, the intercept last, that sklearn's LinearSVC(C=C, dual=False, tol=tol,
+    max_iter=max_iter) fits to rows X `(n, f)` with `labels` `(n,)` in {0, 1}, bit for bit.
+
+    The problem: `min_w w.w / 2 + C sum_i max(0, 1 - y_i w.[x_i, 1])^2` with y = 2 labels - 1, the intercept
+    a penalized weight on a constant feature 1 (liblinear's bias). The solver: liblinear's trust-region Newton
+    method (TRON, Lin, Weng & Keerthi 2008) as sklearn ships it, with its steps and stopping rule, every sum in
+    liblinear's order (rows grouped by class, class 0 first) and every vector operation by the BLAS sklearn
+    calls, so that each floating-point result is liblinear's; numba compiles the loops over dense rows, where
+    liblinear walks sparse ones. An exact solver would not do: liblinear stops at a gradient 1e-4 times the
+    first, and an exact optimum flips a few of its predictions."""
+    y = labels.astype(np.float64) * 2 - 1
+    if len(np.unique(y)) < 2:
+        raise ValueError(f"the SVM needs two classes, got labels {np.unique(labels)}")
+    if not np.isfinite(X).all():
+        raise ValueError("the SVM's features hold NaN or infinity")
+    loss = _SquaredHinge.of(X, y, C)
+    eps = tol * max(min(np.sum(y > 0), np.sum(y < 0)), 1) / len(y)
+    w, steps = _tron(loss, eps, max_iter)
+    if steps >= max_iter:
+        warnings.warn(
+            f"LinearSVC's solver did not converge in {max_iter} steps", stacklevel=2
+        )
+    return w
+
+
+@dataclass
+class _SquaredHinge:
+    """liblinear's `l2r_l2_svc_fun`: the objective, gradient and Hessian products of `linear_svc`'s problem on
+    rows X `(n, p)` (the feature 1 last) with labels y `(n,)` in {-1, 1}, and its work arrays: X's transpose
+    XT, the margins z, the `size` rows inside the margin (`rows`) and their columns XIT `(p, size)`."""
+
+    X: np.ndarray
+    y: np.ndarray
+    C: float
+    size: int = 0
+
+    def __post_init__(self) -> None:
+        n, p = self.X.shape
+        self.XT = np.ascontiguousarray(self.X.T)
+        self.z, self.work = np.empty(n), np.empty(n)
+        self.rows, self.XIT = np.empty(n, np.int64), np.empty((p, n))
+
+    @classmethod
+    def of(cls, X: np.ndarray, y: np.ndarray, C: float) -> _SquaredHinge:
+        """The problem on X `(n, f)`, y `(n,)` in liblinear's row order (stable by class, -1 first)."""
+        order = np.argsort(y, kind="stable")
+        return cls(np.hstack([X, np.ones((len(X), 1))])[order], y[order], float(C))
+
+    def fun(self, w: np.ndarray) -> float:
+        """The objective at w `(p,)`; keeps the margins for `grad`."""
+        return _kernels()["objective"](self.XT, self.y, self.C, w, self.z)
+
+    def grad(self, w: np.ndarray) -> np.ndarray:
+        """The gradient `(p,)` at w, the point of the last `fun`; keeps its rows inside the margin for `hv`."""
+        g = np.empty_like(w)
+        self.size = _kernels()["gradient"](
+            self.X, self.XT, self.y, self.C, w, self.z, g, self.rows, self.XIT
+        )
+        return g
+
+    def hv(self, s: np.ndarray) -> np.ndarray:
+        """The generalized Hessian at the point of the last `grad` times s `(p,)`."""
+        Hs = np.empty_like(s)
+        _kernels()["hessian_times"](
+            self.X, self.rows, self.XIT, self.size, self.C, s, Hs, self.work
+        )
+        return Hs
+
+
+def _tron(loss: _SquaredHinge, eps: float, max_iter: int) -> tuple[np.ndarray, int]:
+    """liblinear's `TRON::tron` from w = 0: the weights `(p,)` and the accepted steps."""
+    from scipy.linalg.blas import daxpy, ddot, dnrm2
+
+    w = np.zeros(loss.X.shape[1])
+    f = loss.fun(w)
+    g = loss.grad(w)
+    delta = gnorm1 = dnrm2(g)
+    steps = 1
+    search = gnorm1 > eps * gnorm1
+    while steps <= max_iter and search:
+        s, r = _trcg(loss, delta, g)
+        w_new = daxpy(s, w.copy(), a=1.0)
+        gs = ddot(g, s)
+        prered = -0.5 * (gs - ddot(s, r))
+        f_new = loss.fun(w_new)
+        actred = f - f_new
+        snorm = dnrm2(s)
+        if steps == 1:
+            delta = min(delta, snorm)
+        delta = _radius(delta, snorm, actred, prered, f_new - f - gs, gs)
+        if actred > 1e-4 * prered:
+            steps += 1
+            w, f = w_new, f_new
+            g = loss.grad(w)
+            if dnrm2(g) <= eps * gnorm1:
+                break
+        if f < -1.0e32 or (abs(actred) <= 0 and prered <= 0):
+            break
+        if abs(actred) <= 1.0e-12 * abs(f) and abs(prered) <= 1.0e-12 * abs(f):
+            break
+    return w, steps - 1
+
+
+def _radius(
+    delta: float,
+    snorm: float,
+    actred: float,
+    prered: float,
+    curvature: float,
+    gs: float,
+) -> float:
+    """TRON's new trust-region radius from the actual and predicted reductions of a step of length snorm."""
+    alpha = 4.0 if curvature <= 0 else max(0.25, -0.5 * (gs / curvature))
+    if actred < 1e-4 * prered:
+        return min(max(alpha, 0.25) * snorm, 0.5 * delta)
+    if actred < 0.25 * prered:
+        return max(0.25 * delta, min(alpha * snorm, 0.5 * delta))
+    if actred < 0.75 * prered:
+        return max(0.25 * delta, min(alpha * snorm, 4.0 * delta))
+    return max(delta, min(alpha * snorm, 4.0 * delta))
+
+
+def _trcg(
+    loss: _SquaredHinge, delta: float, g: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """liblinear's `TRON::trcg`: conjugate gradients on the Newton system inside the radius delta, the step s
+    `(p,)` and its residual r `(p,)`."""
+    from scipy.linalg.blas import daxpy, ddot, dnrm2, dscal
+
+    s, r = np.zeros_like(g), -g
+    d = r.copy()
+    cgtol = 0.1 * dnrm2(g)
+    rTr = ddot(r, r)
+    while dnrm2(r) > cgtol:
+        Hd = loss.hv(d)
+        alpha = rTr / ddot(d, Hd)
+        s = daxpy(d, s, a=alpha)
+        if dnrm2(s) > delta:
+            s = daxpy(d, s, a=-alpha)
+            std, sts, dtd = ddot(s, d), ddot(s, s), ddot(d, d)
+            dsq = delta * delta
+            rad = np.sqrt(std * std + dtd * (dsq - sts))
+            alpha = (dsq - sts) / (std + rad) if std >= 0 else (rad - std) / dtd
+            s = daxpy(d, s, a=alpha)
+            return s, daxpy(Hd, r, a=-alpha)
+        r = daxpy(Hd, r, a=-alpha)
+        rnewTrnew = ddot(r, r)
+        d = daxpy(r, dscal(rnewTrnew / rTr, d), a=1.0)
+        rTr = rnewTrnew
+    return s, r
+
+
+def _objective(XT, y, C, w, z) -> float:
+    """liblinear's `fun`: `w.w / 2 + C sum max(0, 1 - z)^2`, the margins z = y X w `(n,)` kept, from XT `(p, n)`."""
+    p, n = XT.shape
+    z[:] = 0.0
+    for j in range(p):
+        a, column = w[j], XT[j]  # a row view, so that numba vectorizes the loop over i
+        for i in range(n):
+            z[i] += a * column[i]
+    f = 0.0
+    for j in range(p):
+        f += w[j] * w[j]
+    f /= 2.0
+    for i in range(n):
+        z[i] = y[i] * z[i]
+        d = 1 - z[i]
+        if d > 0:
+            f += C * d * d
+    return f
+
+
+def _gradient(X, XT, y, C, w, z, g, rows, XIT) -> int:
+    """liblinear's `grad` into g `(p,)` from the margins z `(n,)`: the rows inside the margin into rows, their
+    columns into XIT `(p, size)`, their C y (z - 1) into z; returns their count."""
+    n, p = X.shape
+    size = 0
+    for i in range(n):
+        if z[i] < 1:
+            z[size] = C * y[i] * (z[i] - 1)
+            rows[size] = i
+            size += 1
+    g[:] = 0.0
+    for k in range(size):
+        a, row = z[k], X[rows[k]]
+        for j in range(p):
+            g[j] += a * row[j]
+    for j in range(p):
+        g[j] = w[j] + 2 * g[j]
+        column, inside = XT[j], XIT[j]
+        for k in range(size):
+            inside[k] = column[rows[k]]
+    return size
+
+
+def _hessian_times(X, rows, XIT, size, C, s, Hs, work) -> None:
+    """liblinear's `Hv` into Hs `(p,)`: s + 2 C X_I^T X_I s over the `size` rows inside the margin."""
+    p = X.shape[1]
+    work[:size] = 0.0
+    for j in range(p):
+        a, column = s[j], XIT[j]
+        for k in range(size):
+            work[k] += a * column[k]
+    Hs[:] = 0.0
+    for k in range(size):
+        a, row = C * work[k], X[rows[k]]
+        for j in range(p):
+            Hs[j] += a * row[j]
+    for j in range(p):
+        Hs[j] = s[j] + 2 * Hs[j]
+
+
+@functools.cache
+def _kernels() -> dict:
+    """`_objective`, `_gradient` and `_hessian_times` compiled by numba (once per process), by short name."""
+    import numba
+
+    return {
+        f.__name__[1:]: numba.njit(f) for f in (_objective, _gradient, _hessian_times)
+    }

@@ -160,3 +160,32 @@ def test_the_two_readings_of_the_same_pilot_split_err_on_opposite_sides_where_eq
     assert got.value == pytest.approx(direct)
     with pytest.raises(ValueError, match="bases_from must be one of"):
         same_pilot_svm(X, 1, [2], 3, VerdictSvm(n_rep=0), "held out")
+
+
+def test_no_number_moves_with_the_compiled_solver(monkeypatch):
+    """Every SVM value of B3 (the curves, the held-out verdicts, both readings of the paper's protocol) is
+    the same with liblinear itself as the SVM (the old code, `liblinear_predictions`), to the last bit."""
+    import lotlib.lines_of_thought.extrapolation as extrapolation
+    from benchmarks.coverage_cases import LangevinGenerator
+    from tests.lines_of_thought.test_extrapolation import liblinear_predictions
+
+    X = LangevinGenerator(D=12, L=8, alpha=1.0).sample(160, 0)
+    study = HeldOutBases.split(X, first=2, seed=0)
+
+    def values() -> dict:
+        svm = VerdictSvm(n_rep=3, seed=1)
+        found = {
+            **svm_by_tau(study, study.held, [1, 3], seed=0, C=0.1),
+            "true": svm_true_vs_true(study, study.held, [1, 3], C=0.1),
+            **repeated_svm(study, np.array([2, 3]), 3, 60, svm),
+        }
+        for bases in BASES_FROM:
+            found |= same_pilot_svm(X, 2, [2, 3], 3, svm, bases)
+        return found
+
+    new = values()
+    monkeypatch.setattr(extrapolation, "svm_predictions", liblinear_predictions)
+    old = values()
+    assert new.keys() == old.keys()
+    for key, value in new.items():
+        np.testing.assert_array_equal(np.asarray(value), np.asarray(old[key]), key)
