@@ -60,7 +60,8 @@
 #   a pilot's two versions always on the same side. The curves are 5-fold cross-validated; every verdict
 #   trains on a random `train_fraction` of the pilots and tests on the rest. The features are all D
 #   coordinates unless `svm_top_k` asks for the coordinates on the arrival layer's top-k singular
-#   directions.
+#   directions. The fits are sklearn's, weight for weight, but faster: liblinear's solver compiled
+#   with numba (`lotlib.lines_of_thought.extrapolation.linear_svc`).
 # - **Intervals.** Every repetition of a verdict resamples the data and refits every step: the paper's
 #   protocol draws its pilots with replacement and refits the bases on the draw; the held-out test draws a
 #   new fit half (new bases) and a bootstrap draw of held-out pilots to score; both split the classifier's
