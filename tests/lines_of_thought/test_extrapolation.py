@@ -310,6 +310,7 @@ def test_the_svm_accuracies_are_the_old_ones():
 
 
 def test_linear_svc_edge_cases_fail_or_warn_as_liblinear_does():
+    """One class, no test rows and NaN features fail; too few steps warn and stop where liblinear stops."""
     from sklearn.svm import LinearSVC
 
     X, labels = _classes("overlapping", 3)
@@ -317,6 +318,11 @@ def test_linear_svc_edge_cases_fail_or_warn_as_liblinear_does():
         linear_svc(X, np.zeros(len(X), int), 1.0)
     with pytest.raises(ValueError):
         LinearSVC(dual=False).fit(X, np.zeros(len(X), int))
+    for train in (labels == 0, np.ones(len(X), bool)):  # one class, or no test rows
+        with pytest.raises(ValueError):
+            svm_predictions(X, labels, train, 1.0)
+        with pytest.raises(ValueError):
+            liblinear_predictions(X, labels, train, 1.0)
     broken = X.copy()
     broken[3, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
