@@ -153,3 +153,19 @@ class StartsWithBos:
     def __call__(self, text, add_special_tokens=True, verbose=True):
         ids = self.tok(text, verbose=verbose)["input_ids"]
         return {"input_ids": ([self.bos_token_id] if add_special_tokens else []) + ids}
+
+
+@pytest.fixture
+def p_reads(monkeypatch) -> list[int]:
+    """The row counts of every reading of the next-token distribution p (`truncation.next_token_logprobs`), in
+    order, while the test runs."""
+    from lotlib.lines_of_thought import truncation
+
+    calls: list[int] = []
+    reading = truncation.next_token_logprobs
+    monkeypatch.setattr(
+        truncation,
+        "next_token_logprobs",
+        lambda view, rows: calls.append(len(rows)) or reading(view, rows),
+    )
+    return calls

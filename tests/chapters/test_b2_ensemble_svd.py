@@ -191,7 +191,7 @@ def test_truncation_protocols_run_both_readings(tiny):
 
 
 def test_truncation_protocols_score_the_random_null_on_the_last_layer_reading_of_p(
-    tiny, monkeypatch
+    tiny, p_reads
 ):
     """With random directions the null scores as `truncation_scores` scores it alone, bit for bit, and p is read
     once per batch of the last-layer pilots for both (the every-layer protocol reads its own)."""
@@ -202,7 +202,6 @@ def test_truncation_protocols_score_the_random_null_on_the_last_layer_reading_of
         random_orthonormal,
         truncation_protocols,
     )
-    from lotlib.lines_of_thought import truncation
 
     model, ids, X = tiny
     U, _ = ensemble_svd(X)
@@ -215,13 +214,8 @@ def test_truncation_protocols_score_the_random_null_on_the_last_layer_reading_of
     alone = truncation_scores(
         model.view, X[scored.last, -1], directions, [1, D // 4], progress=False
     )
-    calls = []
-    reading = truncation.next_token_logprobs
-    monkeypatch.setattr(
-        truncation,
-        "next_token_logprobs",
-        lambda view, rows: calls.append(len(rows)) or reading(view, rows),
-    )
+    calls = p_reads
+    calls.clear()  # only the readings below count
     found = truncation_protocols(model, ids, X[:, -1], U, scored, study, directions)
     assert list(found) == ["last layer", RANDOM] and calls == [20]
     np.testing.assert_array_equal(found[RANDOM].kl, alone.kl)

@@ -287,20 +287,28 @@ def test_residual_law_is_compare_noise_laws_for_one_model():
     assert arrival_r2_gap(alone, law["a"]).value == 0.0
 
 
-def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
-    from lotlib import trajectories, walden
+def _tiny_paper_architecture(
+    monkeypatch, n_trained: int
+) -> tuple[dict, PaperNullSample]:
+    """GPT-2 published as 3 blocks of D = 32, a trained model's residual law on `n_trained` random-walk pilots
+    (T = 5, D = 4), and the paper-null sample read through the untrained GPT-2 (30 pilots of 8 tokens)."""
     from lotlib.models import sources
 
     monkeypatch.setitem(
         sources.PUBLISHED, "gpt2", {"n_layer": 3, "n_embd": 32, "n_head": 4}
     )
     rng = np.random.default_rng(0)
+    walks = np.cumsum(rng.normal(size=(n_trained, 5, 4)), axis=1).astype(np.float32)
     trained = residual_law(
-        np.cumsum(rng.normal(size=(25, 5, 4)), axis=1).astype(np.float32) + 3,
-        resampling_weights(25, 8, seed=0),
-        n_boot_refit=4,
-    )  # fewer pilots: independent resamples
-    sample = PaperNullSample(n_k=8, n_s=30, n_pilots=6, n_boot=8)
+        walks + 3, resampling_weights(n_trained, 8, seed=0), n_boot_refit=4
+    )
+    return trained, PaperNullSample(n_k=8, n_s=30, n_pilots=6, n_boot=8)
+
+
+def test_architecture_null_on_a_tiny_published_architecture(monkeypatch):
+    from lotlib import trajectories, walden
+
+    trained, sample = _tiny_paper_architecture(monkeypatch, n_trained=25)
     null = architecture_null("gpt2", trained, sample, device="cpu")
     lm = load_model("untrained:gpt2", seed=0, device="cpu")
     X = trajectories(
@@ -479,18 +487,8 @@ def test_the_paper_architecture_null_is_read_back_by_the_second_book(
     monkeypatch, tmp_path
 ):
     from lotlib.lines_of_thought import null_tests
-    from lotlib.models import sources
 
-    monkeypatch.setitem(
-        sources.PUBLISHED, "gpt2", {"n_layer": 3, "n_embd": 32, "n_head": 4}
-    )
-    rng = np.random.default_rng(0)
-    trained = residual_law(
-        np.cumsum(rng.normal(size=(30, 5, 4)), axis=1).astype(np.float32) + 3,
-        resampling_weights(30, 8, seed=0),
-        n_boot_refit=4,
-    )
-    sample = PaperNullSample(n_k=8, n_s=30, n_pilots=6, n_boot=8)
+    trained, sample = _tiny_paper_architecture(monkeypatch, n_trained=30)
     refits = []
     original = null_tests.refitted_pairs
     monkeypatch.setattr(

@@ -343,7 +343,7 @@ def test_truncation_scores_serve_repeated_and_whole_truncations_as_reading_them(
         np.testing.assert_allclose(read.kl[-1], 0.0, atol=1e-5)
 
 
-def test_truncation_scores_of_bases_read_p_once_for_every_basis(tiny, monkeypatch):
+def test_truncation_scores_of_bases_read_p_once_for_every_basis(tiny, p_reads):
     """Each basis scores as `truncation_scores` scores it alone, bit for bit, from one reading of p per batch."""
     from lotlib.lines_of_thought import truncation
 
@@ -355,13 +355,8 @@ def test_truncation_scores_of_bases_read_p_once_for_every_basis(tiny, monkeypatc
         truncation_scores(model.view, X[:, -1], b, ks, batch_size=16, progress=False)
         for b, ks in grids
     ]
-    calls = []
-    reading = truncation.next_token_logprobs
-    monkeypatch.setattr(
-        truncation,
-        "next_token_logprobs",
-        lambda view, rows: calls.append(len(rows)) or reading(view, rows),
-    )
+    calls = p_reads
+    calls.clear()  # only the readings below count
     both = truncation.truncation_scores_of_bases(
         model.view, X[:, -1], grids, batch_size=16, progress=False
     )
